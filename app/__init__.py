@@ -1,0 +1,39 @@
+"""queuelog: a persistent background-job queue served by Flask."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask
+
+
+def create_app(config: dict[str, Any] | None = None) -> Flask:
+    """Build the app: configuration, extensions, blueprints, error handlers, CLI. Nothing else."""
+    app = Flask(
+        __name__,
+        instance_relative_config=True,
+        template_folder="../templates",
+        static_folder="../static",
+    )
+    from app import cli, config as app_config, db, errors, security, settings
+    from app.accounts import login
+    from app.api.views import bp as api_bp
+    from app.extensions import csrf, limiter
+    from app.routing import JobIdConverter
+    from app.web.views import bp as web_bp
+
+    app_config.load_config(app, config)
+    app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the documented field order
+    app.url_map.converters["jobid"] = JobIdConverter
+    db.init_app(app)
+    settings.init_app(app)
+    csrf.init_app(app)
+    limiter.init_app(app)
+    login.init_app(app)
+    security.init_app(app)
+    csrf.exempt(api_bp)
+    app.register_blueprint(api_bp)
+    app.register_blueprint(web_bp)
+    errors.init_app(app)
+    cli.init_app(app)
+    return app

@@ -1,0 +1,1 @@
+"""Users, roles, passwords and API tokens."""

@@ -1,0 +1,57 @@
+"""The user record and the token record as the rest of the app sees them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.queue.models import Actor
+from app.queue.states import Role, priority_label
+
+
+@dataclass(frozen=True)
+class User:
+    """One row of ``users`` (the password hash stays in the store)."""
+
+    id: int
+    name: str
+    role: str
+    max_priority: int
+    disabled: bool
+    session_nonce: str
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> User:
+        """Build a user from a ``users`` row mapping."""
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+    def actor(self) -> Actor:
+        """The identity the job service checks roles and ownership against."""
+        return Actor(
+            id=self.id, name=self.name, role=Role(self.role), max_priority=self.max_priority
+        )
+
+    @property
+    def max_priority_label(self) -> str:
+        return priority_label(self.max_priority)
+
+
+@dataclass(frozen=True)
+class ApiToken:
+    """One row of ``api_tokens`` (never the token itself: only its hash is stored)."""
+
+    id: int
+    user_id: int
+    label: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ApiToken:
+        """Build a token record from an ``api_tokens`` row mapping."""
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})

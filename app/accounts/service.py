@@ -1,0 +1,256 @@
+"""Account use cases: users, roles, passwords, sessions and API tokens.
+
+Management functions take the acting user and refuse non-admins, so the pages and the CLI
+share one rule. The CLI acts as ``OPERATOR``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from datetime import datetime, timedelta
+from functools import cache
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from sqlalchemy import Connection
+from sqlalchemy.exc import IntegrityError
+
+from app.accounts import store
+from app.accounts.models import ApiToken, User
+from app.queue.errors import Conflict, Forbidden, InvalidInput, NotFound
+from app.queue.models import Actor
+from app.queue.states import PRIORITIES, Role
+
+OPERATOR = Actor(id=0, name="operator", role=Role.ADMIN)
+TOKEN_PREFIX = "ql_"
+TOKEN_BYTES = 32
+MIN_PASSWORD_LENGTH = 12
+MAX_PASSWORD_LENGTH = 1024
+TOUCH_INTERVAL = timedelta(seconds=60)  # last_used_at is kept to the minute, not per request
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
+
+
+@cache
+def _hasher() -> PasswordHasher:
+    return PasswordHasher()  # argon2id, RFC 9106 low-memory profile
+
+
+@cache
+def _dummy_hash() -> str:
+    """A hash to verify against when the user does not exist, so timing reveals nothing."""
+    return _hasher().hash(secrets.token_urlsafe(16))
+
+
+def _require_admin(actor: Actor) -> None:
+    if not actor.is_admin:
+        raise Forbidden("only admins manage users and tokens")
+
+
+def check_password(password: str) -> None:
+    """Refuse passwords too short or too long to be sensible."""
+    if not MIN_PASSWORD_LENGTH <= len(password) <= MAX_PASSWORD_LENGTH:
+        raise InvalidInput(
+            {"password": f"must be {MIN_PASSWORD_LENGTH} to {MAX_PASSWORD_LENGTH} characters"}
+        )
+
+
+def _role(value: str) -> Role:
+    try:
+        return Role(value)
+    except ValueError:
+        raise InvalidInput({"role": f"must be one of {', '.join(Role)}"}) from None
+
+
+def _priority(label: str) -> int:
+    if label not in PRIORITIES:
+        raise InvalidInput({"max_priority": f"must be one of {', '.join(PRIORITIES)}"})
+    return PRIORITIES[label]
+
+
+def create_user(
+    conn: Connection,
+    actor: Actor,
+    name: str,
+    role: str,
+    *,
+    now: datetime,
+    password: str | None = None,
+    max_priority: str = "medium",
+) -> User:
+    """Create a user; ``password`` None makes a token-only user."""
+    _require_admin(actor)
+    if not _NAME.fullmatch(name):
+        raise InvalidInput({"name": "must be 1-64 letters, digits, '.', '_', '@' or '-'"})
+    values = {
+        "name": name,
+        "role": _role(role).value,
+        "max_priority": _priority(max_priority),
+        "password_hash": None,
+        "session_nonce": secrets.token_urlsafe(24),
+        "created_at": now,
+    }
+    if password is not None:
+        check_password(password)
+        values["password_hash"] = _hasher().hash(password)
+    if store.user_by_name(conn, name) is not None:
+        raise Conflict(f"a user named {name!r} already exists")
+    try:
+        with conn.begin_nested():
+            return store.insert_user(conn, values)
+    except IntegrityError:
+        raise Conflict(f"a user named {name!r} already exists") from None
+
+
+def has_users(conn: Connection) -> bool:
+    """True once any user exists (the first run creates the admin only before that)."""
+    return store.count_users(conn) > 0
+
+
+def list_users(conn: Connection, actor: Actor) -> list[User]:
+    """All users, for admins."""
+    _require_admin(actor)
+    return store.list_users(conn)
+
+
+def get_user(conn: Connection, actor: Actor, name: str) -> User:
+    """A user by name, for admins."""
+    _require_admin(actor)
+    user = store.user_by_name(conn, name)
+    if user is None:
+        raise NotFound(f"no user named {name!r}")
+    return user
+
+
+def _update(conn: Connection, user: User, **values: object) -> User:
+    updated = store.update_user(conn, user.id, values)
+    if updated is None:
+        raise NotFound(f"no user named {user.name!r}")
+    return updated
+
+
+def update_user(conn: Connection, actor: Actor, name: str, *, role: str, max_priority: str) -> User:
+    """Change a user's role and priority cap; the user's sessions end."""
+    user = get_user(conn, actor, name)
+    return _update(
+        conn,
+        user,
+        role=_role(role).value,
+        max_priority=_priority(max_priority),
+        session_nonce=secrets.token_urlsafe(24),
+    )
+
+
+def set_disabled(conn: Connection, actor: Actor, name: str, *, disabled: bool) -> User:
+    """Disable (or enable) a user: sessions and API tokens stop working at once."""
+    user = get_user(conn, actor, name)
+    if disabled and user.id == actor.id:
+        raise Conflict("you cannot disable yourself")
+    return _update(conn, user, disabled=disabled, session_nonce=secrets.token_urlsafe(24))
+
+
+def set_password(conn: Connection, actor: Actor, name: str, password: str) -> User:
+    """Set a user's password; the user's sessions end."""
+    user = get_user(conn, actor, name)
+    check_password(password)
+    return _update(
+        conn, user, password_hash=_hasher().hash(password), session_nonce=secrets.token_urlsafe(24)
+    )
+
+
+def authenticate_password(conn: Connection, name: str, password: str) -> User | None:
+    """The enabled user with this name and password, else None (same cost either way)."""
+    user = store.user_by_name(conn, name) if _NAME.fullmatch(name) else None
+    stored = store.password_hash(conn, user.id) if user else None
+    try:
+        _hasher().verify(stored or _dummy_hash(), password[:MAX_PASSWORD_LENGTH])
+    except (VerificationError, InvalidHashError):
+        return None
+    if user is None or stored is None or user.disabled:
+        return None
+    return user
+
+
+def session_id(user: User) -> str:
+    """What the session cookie stores: the id and the current nonce."""
+    return f"{user.id}:{user.session_nonce}"
+
+
+def user_for_session(conn: Connection, value: str) -> User | None:
+    """The enabled user whose session id this is, if the nonce is still current."""
+    user_id, _, nonce = value.partition(":")
+    if not user_id.isdigit() or len(user_id) > 18 or not nonce:
+        return None
+    user = store.user_by_id(conn, int(user_id))
+    if user is None or user.disabled or not secrets.compare_digest(user.session_nonce, nonce):
+        return None
+    return user
+
+
+def end_sessions(conn: Connection, user: User) -> None:
+    """Invalidate every session cookie issued to ``user`` (logout)."""
+    store.update_user(conn, user.id, {"session_nonce": secrets.token_urlsafe(24)})
+
+
+def hash_token(raw: str) -> str:
+    """The SHA-256 hex digest under which a token is stored."""
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def create_token(
+    conn: Connection, actor: Actor, name: str, *, now: datetime, label: str = ""
+) -> tuple[ApiToken, str]:
+    """Issue a token for user ``name``; the raw token is returned once and never stored."""
+    user = get_user(conn, actor, name)
+    if len(label) > 100:
+        raise InvalidInput({"label": "must be at most 100 characters"})
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+    token = store.insert_token(
+        conn,
+        {
+            "user_id": user.id,
+            "label": label,
+            "token_hash": hash_token(raw),
+            "prefix": raw[:10],
+            "created_at": now,
+        },
+    )
+    return token, raw
+
+
+def resolve_token(conn: Connection, raw: str) -> tuple[ApiToken, User] | None:
+    """The live token and enabled user behind a raw bearer token."""
+    if not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
+        return None
+    return store.token_owner(conn, hash_token(raw))
+
+
+def needs_touch(token: ApiToken, now: datetime) -> bool:
+    """Whether ``last_used_at`` is stale enough to be written again."""
+    return token.last_used_at is None or now - token.last_used_at >= TOUCH_INTERVAL
+
+
+def touch_token(conn: Connection, token: ApiToken, now: datetime) -> None:
+    """Record a use of the token."""
+    store.touch_token(conn, token.id, now)
+
+
+def list_tokens(
+    conn: Connection, actor: Actor, name: str | None = None
+) -> list[tuple[ApiToken, str]]:
+    """Tokens (with owner names), all or one user's, for admins."""
+    _require_admin(actor)
+    user_id = get_user(conn, actor, name).id if name else None
+    return store.list_tokens(conn, user_id)
+
+
+def revoke_token(conn: Connection, actor: Actor, token_id: int, *, now: datetime) -> ApiToken:
+    """Revoke a token by id; it stops working on the next request."""
+    _require_admin(actor)
+    token = store.revoke_token(conn, token_id, now)
+    if token is None:
+        if store.token_by_id(conn, token_id) is None:
+            raise NotFound(f"no token with id {token_id}")
+        raise Conflict(f"token {token_id} is already revoked")
+    return token

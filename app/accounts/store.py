@@ -1,0 +1,118 @@
+"""All SQL on users and API tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, func, insert, select, update
+
+from app.accounts.models import ApiToken, User
+from app.schema import api_tokens, users
+
+_USER_COLUMNS = [users.c[name] for name in User.__dataclass_fields__]
+_TOKEN_COLUMNS = [api_tokens.c[name] for name in ApiToken.__dataclass_fields__]
+
+
+def count_users(conn: Connection) -> int:
+    """How many users exist (disabled ones included)."""
+    return int(conn.execute(select(func.count()).select_from(users)).scalar_one())
+
+
+def insert_user(conn: Connection, values: Mapping[str, Any]) -> User:
+    """Insert a user and return it."""
+    row = conn.execute(insert(users).values(**values).returning(*_USER_COLUMNS)).one()
+    return User.from_row(row._mapping)
+
+
+def user_by_name(conn: Connection, name: str) -> User | None:
+    """A user by name."""
+    row = conn.execute(select(*_USER_COLUMNS).where(users.c.name == name)).first()
+    return User.from_row(row._mapping) if row else None
+
+
+def user_by_id(conn: Connection, user_id: int) -> User | None:
+    """A user by id."""
+    row = conn.execute(select(*_USER_COLUMNS).where(users.c.id == user_id)).first()
+    return User.from_row(row._mapping) if row else None
+
+
+def password_hash(conn: Connection, user_id: int) -> str | None:
+    """The stored password hash of a user (None for token-only users)."""
+    return conn.execute(select(users.c.password_hash).where(users.c.id == user_id)).scalar()
+
+
+def list_users(conn: Connection) -> list[User]:
+    """All users by name."""
+    return [
+        User.from_row(r._mapping)
+        for r in conn.execute(select(*_USER_COLUMNS).order_by(users.c.name))
+    ]
+
+
+def update_user(conn: Connection, user_id: int, values: Mapping[str, Any]) -> User | None:
+    """Update a user's columns and return the new row."""
+    row = conn.execute(
+        update(users).where(users.c.id == user_id).values(**values).returning(*_USER_COLUMNS)
+    ).first()
+    return User.from_row(row._mapping) if row else None
+
+
+def insert_token(conn: Connection, values: Mapping[str, Any]) -> ApiToken:
+    """Insert a token record and return it."""
+    row = conn.execute(insert(api_tokens).values(**values).returning(*_TOKEN_COLUMNS)).one()
+    return ApiToken.from_row(row._mapping)
+
+
+def token_owner(conn: Connection, token_hash: str) -> tuple[ApiToken, User] | None:
+    """The live token with this hash and its enabled owner, if both exist."""
+    row = conn.execute(
+        select(*_TOKEN_COLUMNS, *[c.label(f"owner_{c.name}") for c in _USER_COLUMNS])
+        .join(users, users.c.id == api_tokens.c.user_id)
+        .where(
+            api_tokens.c.token_hash == token_hash,
+            api_tokens.c.revoked_at.is_(None),
+            users.c.disabled.is_(False),
+        )
+    ).first()
+    if row is None:
+        return None
+    mapping = row._mapping
+    token = ApiToken.from_row(mapping)
+    user = User.from_row({name: mapping[f"owner_{name}"] for name in User.__dataclass_fields__})
+    return token, user
+
+
+def touch_token(conn: Connection, token_id: int, now: datetime) -> None:
+    """Record that a token was used."""
+    conn.execute(update(api_tokens).where(api_tokens.c.id == token_id).values(last_used_at=now))
+
+
+def list_tokens(conn: Connection, user_id: int | None = None) -> list[tuple[ApiToken, str]]:
+    """Tokens with their owner's name, newest first, optionally for one user."""
+    query = (
+        select(*_TOKEN_COLUMNS, users.c.name)
+        .join(users, users.c.id == api_tokens.c.user_id)
+        .order_by(api_tokens.c.id.desc())
+    )
+    if user_id is not None:
+        query = query.where(api_tokens.c.user_id == user_id)
+    return [(ApiToken.from_row(r._mapping), r.name) for r in conn.execute(query)]
+
+
+def revoke_token(conn: Connection, token_id: int, now: datetime) -> ApiToken | None:
+    """Revoke a live token; None when it does not exist or was already revoked."""
+    row = conn.execute(
+        update(api_tokens)
+        .where(api_tokens.c.id == token_id, api_tokens.c.revoked_at.is_(None))
+        .values(revoked_at=now)
+        .returning(*_TOKEN_COLUMNS)
+    ).first()
+    return ApiToken.from_row(row._mapping) if row else None
+
+
+def token_by_id(conn: Connection, token_id: int) -> ApiToken | None:
+    """A token record by id."""
+    row = conn.execute(select(*_TOKEN_COLUMNS).where(api_tokens.c.id == token_id)).first()
+    return ApiToken.from_row(row._mapping) if row else None

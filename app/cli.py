@@ -1,0 +1,228 @@
+"""``flask --app app`` commands: db, user, token, jobs, and the first-run setup."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import sys
+from datetime import timedelta
+from typing import Any
+
+import click
+from flask import Flask, current_app
+from flask.cli import AppGroup
+
+from app import db, migrate
+from app.accounts import service as accounts
+from app.queue import service
+from app.queue.errors import QueueError
+from app.queue.states import PRIORITIES, Role
+from app.settings import queue_settings
+from app.timeutil import utcnow
+
+db_cli = AppGroup("db", help="Create or migrate the database schema.")
+user_cli = AppGroup("user", help="Manage users.")
+token_cli = AppGroup("token", help="Manage API tokens.")
+jobs_cli = AppGroup("jobs", help="Queue maintenance.")
+
+_DURATION = re.compile(r"(\d{1,9})([smhdw])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def _fail(exc: QueueError) -> None:
+    raise click.ClickException(exc.detail)
+
+
+@db_cli.command("upgrade")
+def db_upgrade() -> None:
+    """Create the schema or migrate it to the latest revision."""
+    migrate.upgrade(current_app._get_current_object())  # type: ignore[attr-defined]
+    click.echo("database is at the latest revision")
+
+
+@user_cli.command("create")
+@click.argument("name")
+@click.option("--role", type=click.Choice([r.value for r in Role]), required=True)
+@click.option(
+    "--max-priority",
+    type=click.Choice(list(PRIORITIES)),
+    default=None,
+    help="Highest priority a producer may enqueue (default: DEFAULT_MAX_PRIORITY).",
+)
+@click.option("--password-stdin", is_flag=True, help="Read a login password from stdin.")
+def user_create(name: str, role: str, max_priority: str | None, password_stdin: bool) -> None:
+    """Create a user (without --password-stdin it can only use API tokens)."""
+    password = sys.stdin.readline().rstrip("\r\n") if password_stdin else None
+    cap = max_priority or current_app.config["DEFAULT_MAX_PRIORITY"]
+    try:
+        with db.transaction() as conn:
+            user = accounts.create_user(
+                conn,
+                accounts.OPERATOR,
+                name,
+                role,
+                now=utcnow(),
+                password=password,
+                max_priority=cap,
+            )
+    except QueueError as exc:
+        _fail(exc)
+    click.echo(
+        f"created user {user.name} (role {user.role}, max priority {user.max_priority_label})"
+    )
+
+
+@user_cli.command("list")
+def user_list() -> None:
+    """List users."""
+    with db.read() as conn:
+        users = accounts.list_users(conn, accounts.OPERATOR)
+    for user in users:
+        state = "disabled" if user.disabled else "active"
+        click.echo(f"{user.name}\t{user.role}\t{user.max_priority_label}\t{state}")
+
+
+def _set_disabled(name: str, disabled: bool) -> None:
+    try:
+        with db.transaction() as conn:
+            accounts.set_disabled(conn, accounts.OPERATOR, name, disabled=disabled)
+    except QueueError as exc:
+        _fail(exc)
+    click.echo(f"{'disabled' if disabled else 'enabled'} user {name}")
+
+
+@user_cli.command("disable")
+@click.argument("name")
+def user_disable(name: str) -> None:
+    """Disable a user: sessions and API tokens stop working at once."""
+    _set_disabled(name, True)
+
+
+@user_cli.command("enable")
+@click.argument("name")
+def user_enable(name: str) -> None:
+    """Enable a disabled user again."""
+    _set_disabled(name, False)
+
+
+@user_cli.command("set-password")
+@click.argument("name")
+def user_set_password(name: str) -> None:
+    """Set a user's password from stdin."""
+    password = sys.stdin.readline().rstrip("\r\n")
+    try:
+        with db.transaction() as conn:
+            accounts.set_password(conn, accounts.OPERATOR, name, password)
+    except QueueError as exc:
+        _fail(exc)
+    click.echo(f"password of {name} changed")
+
+
+@token_cli.command("create")
+@click.argument("name")
+@click.option("--label", default="", help="What the token is for.")
+def token_create(name: str, label: str) -> None:
+    """Issue an API token for a user; it is printed once, alone on the last line."""
+    try:
+        with db.transaction() as conn:
+            token, raw = accounts.create_token(
+                conn, accounts.OPERATOR, name, now=utcnow(), label=label
+            )
+    except QueueError as exc:
+        _fail(exc)
+    click.echo(f"token {token.id} for {name}; it is shown once, store it now:")
+    click.echo(raw)
+
+
+@token_cli.command("list")
+@click.argument("name", required=False)
+def token_list(name: str | None) -> None:
+    """List tokens (all, or one user's)."""
+    try:
+        with db.read() as conn:
+            tokens = accounts.list_tokens(conn, accounts.OPERATOR, name)
+    except QueueError as exc:
+        _fail(exc)
+    for token, owner in tokens:
+        state = "revoked" if token.revoked_at else "active"
+        used = token.last_used_at.isoformat() if token.last_used_at else "never"
+        click.echo(
+            f"{token.id}\t{owner}\t{token.prefix}…\t{token.label}\t{state}\tlast used {used}"
+        )
+
+
+@token_cli.command("revoke")
+@click.argument("token_id", type=int)
+def token_revoke(token_id: int) -> None:
+    """Revoke a token by id (see `token list`)."""
+    try:
+        with db.transaction() as conn:
+            accounts.revoke_token(conn, accounts.OPERATOR, token_id, now=utcnow())
+    except QueueError as exc:
+        _fail(exc)
+    click.echo(f"revoked token {token_id}")
+
+
+@jobs_cli.command("reap")
+def jobs_reap() -> None:
+    """Recover running jobs whose lease expired (as failed attempts)."""
+    settings = queue_settings()
+    total = 0
+    while True:
+        with db.transaction() as conn:
+            count = service.recover_expired(
+                conn, now=utcnow(), settings=settings, limit=settings.recover_batch
+            )
+        total += count
+        if count < settings.recover_batch:
+            break
+    click.echo(f"recovered {total} expired lease(s)")
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90s``, ``15m``, ``12h``, ``7d`` or ``2w`` as a timedelta."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise click.BadParameter("use a number and a unit: 90s, 15m, 12h, 7d or 2w")
+    return timedelta(seconds=int(match[1]) * _UNIT_SECONDS[match[2]])
+
+
+@jobs_cli.command("prune")
+@click.option("--older-than", "older_than", required=True, help="Age such as 7d or 12h.")
+def jobs_prune(older_than: str) -> None:
+    """Delete finished jobs (and their events) older than the given age, batch by batch."""
+    age = parse_duration(older_than)
+    cutoff = utcnow() - age
+    batch = int(current_app.config["PRUNE_BATCH_SIZE"])
+    total = 0
+    while True:
+        with db.transaction() as conn:  # one short transaction per batch: claims go between
+            count = service.prune(conn, finished_before=cutoff, batch=batch)
+        total += count
+        if count < batch:
+            break
+    click.echo(f"pruned {total} finished job(s) older than {older_than}")
+
+
+@click.command("setup")
+def setup() -> None:
+    """Migrate the database and, on the very first run, create the user `admin`."""
+    migrate.upgrade(current_app._get_current_object())  # type: ignore[attr-defined]
+    password = secrets.token_urlsafe(18)
+    with db.transaction() as conn:
+        if accounts.has_users(conn):
+            click.echo("database ready; users already exist")
+            return
+        accounts.create_user(
+            conn, accounts.OPERATOR, "admin", Role.ADMIN, now=utcnow(), password=password
+        )
+    click.echo("created the first user. Log in at http://127.0.0.1:5000/login with")
+    click.echo("  username: admin")
+    click.echo(f"  password: {password}")
+    click.echo("This password is shown once.")
+
+
+def init_app(app: Flask) -> None:
+    """Register the command groups."""
+    for command in (db_cli, user_cli, token_cli, jobs_cli, setup):
+        app.cli.add_command(command)

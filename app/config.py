@@ -1,0 +1,133 @@
+"""Every setting queuelog reads, with its default and why it has that value.
+
+Precedence (lowest first): these defaults, ``instance/config.toml``, ``FLASK_``-prefixed
+environment variables (values parsed as JSON), then the mapping passed to ``create_app``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+import tomllib
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+
+DEFAULTS: dict[str, Any] = {
+    # Signs session cookies and CSRF tokens. Production refuses to start without a strong one.
+    "SECRET_KEY": None,
+    # SQLAlchemy URL; None means a SQLite file in the instance folder.
+    "DATABASE_URL": None,
+    # True for the gunicorn entry point: no generated secret key, refuse weak ones.
+    "PRODUCTION": False,
+    # Job types producers may enqueue (exact match). Anything else is refused with 422.
+    "JOB_TYPES": ["email.send", "report.build", "webhook.deliver"],
+    # Per-type overrides: {"report.build": {"lease_seconds": 900, "backoff_base_seconds": 30,
+    # "backoff_cap_seconds": 7200}}.
+    "JOB_TYPE_SETTINGS": {},
+    # How long a claim holds a job before it is recovered as a failed attempt.
+    "LEASE_SECONDS": 300,
+    # Upper bound for a per-claim or per-type lease.
+    "MAX_LEASE_SECONDS": 86_400,
+    # Exponential backoff with full jitter: uniform(0, min(cap, base * 2**retry)).
+    "BACKOFF_BASE_SECONDS": 10,
+    "BACKOFF_CAP_SECONDS": 3_600,
+    # How many expired leases one claim recovers on its way (the reaper takes the rest).
+    "RECOVER_BATCH": 100,
+    # Size limits of the JSON API.
+    "MAX_PAYLOAD_BYTES": 65_536,
+    "MAX_CONTENT_LENGTH": 1_048_576,
+    "MAX_JSON_DEPTH": 32,
+    # Sanitized error texts are capped at this many bytes (after redaction).
+    "MAX_ERROR_BYTES": 4_096,
+    # Priority cap of a new producer when none is given.
+    "DEFAULT_MAX_PRIORITY": "medium",
+    # SQLite durability: FULL survives power loss; NORMAL (WAL) may lose the last commits on
+    # power loss but never corrupts, and writes faster.
+    "SQLITE_SYNCHRONOUS": "FULL",
+    # How long a SQLite writer waits for the lock before the request answers 503.
+    "SQLITE_BUSY_TIMEOUT_MS": 10_000,
+    # Rows deleted per transaction by `jobs prune`, so claims never wait long.
+    "PRUNE_BATCH_SIZE": 500,
+    # Failed logins per client address before 429 (Flask-Limiter syntax).
+    "LOGIN_RATE_LIMIT": "10 per minute",
+    # Flask-Limiter storage; memory:// counts per process, use redis:// with several servers.
+    "RATELIMIT_STORAGE_URI": "memory://",
+    "RATELIMIT_HEADERS_ENABLED": True,
+    # A CSRF token lives as long as the session; the session is bounded instead.
+    "WTF_CSRF_TIME_LIMIT": None,
+    "PERMANENT_SESSION_LIFETIME": timedelta(hours=8),
+    "SESSION_COOKIE_HTTPONLY": True,
+    "SESSION_COOKIE_SAMESITE": "Lax",
+    # Always mark the session cookie Secure (it is Secure anyway on HTTPS requests).
+    "SESSION_COOKIE_SECURE": False,
+    # Reverse proxies in front of the app whose X-Forwarded-* headers are trusted.
+    "TRUSTED_PROXIES": 0,
+    # Role changes need a login younger than this.
+    "FRESH_LOGIN_SECONDS": 600,
+    # Seconds between refreshes of live pages.
+    "UI_POLL_SECONDS": 2,
+}
+
+SECRET_KEY_FILE = "secret_key"
+MIN_SECRET_KEY_LENGTH = 32
+
+
+class ConfigError(RuntimeError):
+    """The configuration cannot be used; the message says how to fix it."""
+
+
+def load_config(app: Flask, overrides: dict[str, Any] | None) -> None:
+    """Fill ``app.config`` from defaults, the instance TOML file, the environment and overrides."""
+    app.config.from_mapping(DEFAULTS)
+    toml_path = Path(app.instance_path) / "config.toml"
+    if toml_path.is_file():
+        with toml_path.open("rb") as fh:
+            app.config.from_mapping(tomllib.load(fh))
+    app.config.from_prefixed_env()
+    if overrides:
+        app.config.from_mapping(overrides)
+    if isinstance(app.config["PERMANENT_SESSION_LIFETIME"], int | float):
+        seconds = app.config["PERMANENT_SESSION_LIFETIME"]
+        app.config["PERMANENT_SESSION_LIFETIME"] = timedelta(seconds=seconds)
+    if not app.config["DATABASE_URL"]:
+        app.config["DATABASE_URL"] = f"sqlite:///{Path(app.instance_path) / 'queuelog.sqlite3'}"
+    app.config["SECRET_KEY"] = _secret_key(app)
+
+
+def _secret_key(app: Flask) -> str:
+    """Return a strong secret key, generating one for development runs only."""
+    key = app.config.get("SECRET_KEY")
+    key_file = Path(app.instance_path) / SECRET_KEY_FILE
+    if not key and key_file.is_file():
+        key = key_file.read_text().strip()
+    if not key and not app.config["PRODUCTION"]:
+        key = _create_key_file(key_file)
+    if not key:
+        raise ConfigError(
+            "No SECRET_KEY: set FLASK_SECRET_KEY (e.g. python -c 'import secrets; "
+            "print(secrets.token_urlsafe(48))') or put SECRET_KEY in instance/config.toml."
+        )
+    if len(str(key)) < MIN_SECRET_KEY_LENGTH and not app.config.get("TESTING"):
+        raise ConfigError(
+            f"SECRET_KEY is too short: use at least {MIN_SECRET_KEY_LENGTH} characters."
+        )
+    return str(key)
+
+
+def _create_key_file(key_file: Path) -> str:
+    """Create the instance key file once; concurrent processes all read the winner's key."""
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=key_file.parent, prefix=".secret-")
+    try:
+        os.write(fd, secrets.token_urlsafe(48).encode())
+        os.close(fd)
+        os.link(tmp, key_file)  # atomic: the first process wins, the others read its key
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(tmp)
+    return key_file.read_text().strip()

@@ -1,0 +1,79 @@
+"""One SQLAlchemy engine per app, tuned per backend, and the transaction helpers views use.
+
+SQLite runs in WAL mode with a busy timeout, and every write transaction starts with
+``BEGIN IMMEDIATE`` so two writers never deadlock on a lock upgrade. PostgreSQL uses the
+default READ COMMITTED isolation; the claim relies on ``FOR UPDATE SKIP LOCKED``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from flask import Flask, current_app
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+EXTENSION_KEY = "queuelog.db"
+_READ_ONLY = "queuelog_read_only"
+
+
+def init_app(app: Flask) -> None:
+    """Create the app's engine and keep it in ``app.extensions``."""
+    app.extensions[EXTENSION_KEY] = make_engine(
+        app.config["DATABASE_URL"],
+        synchronous=app.config["SQLITE_SYNCHRONOUS"],
+        busy_timeout_ms=app.config["SQLITE_BUSY_TIMEOUT_MS"],
+    )
+
+
+def make_engine(url: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 10_000) -> Engine:
+    """Build an engine for ``url`` with the pragmas or pool settings queuelog relies on."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True, future=True)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
+        raise ValueError("SQLITE_SYNCHRONOUS must be FULL, NORMAL or EXTRA")
+    engine = create_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # SQLAlchemy's begin event issues BEGIN
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA synchronous={synchronous.upper()}")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        read_only = conn.get_execution_options().get(_READ_ONLY, False)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    return engine
+
+
+def engine(app: Flask | None = None) -> Engine:
+    """Return the engine bound to ``app`` (or the current app)."""
+    return (app or current_app).extensions[EXTENSION_KEY]  # type: ignore[no-any-return]
+
+
+@contextmanager
+def transaction(app: Flask | None = None) -> Iterator[Connection]:
+    """A write transaction: committed when the block ends, rolled back if it raises."""
+    with engine(app).begin() as conn:
+        yield conn
+
+
+@contextmanager
+def read(app: Flask | None = None) -> Iterator[Connection]:
+    """A read-only transaction; on SQLite it does not take the write lock."""
+    with engine(app).connect() as conn:
+        conn = conn.execution_options(**{_READ_ONLY: True})
+        with conn.begin():
+            yield conn

@@ -1,0 +1,17 @@
+"""Alembic environment: runs on the connection the app hands over (see app/migrate.py)."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from app.schema import metadata
+
+connection = context.config.attributes["connection"]
+context.configure(
+    connection=connection,
+    target_metadata=metadata,
+    render_as_batch=connection.dialect.name == "sqlite",
+    compare_type=True,
+)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,47 @@
+"""Domain errors. Each carries the HTTP status both front ends answer with; its docstring is
+the problem title."""
+
+from __future__ import annotations
+
+
+class QueueError(Exception):
+    """The request cannot be carried out."""
+
+    status = 400
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+    @property
+    def title(self) -> str:
+        """The problem title: the first line of the class docstring."""
+        return (type(self).__doc__ or "Error").strip().splitlines()[0].rstrip(".")
+
+
+class InvalidInput(QueueError):
+    """Invalid input."""
+
+    status = 422
+
+    def __init__(self, errors: dict[str, str], detail: str | None = None) -> None:
+        super().__init__(detail or "; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+
+
+class NotFound(QueueError):
+    """Not found."""
+
+    status = 404
+
+
+class Forbidden(QueueError):
+    """Forbidden."""
+
+    status = 403
+
+
+class Conflict(QueueError):
+    """Conflict with the job's current state."""
+
+    status = 409

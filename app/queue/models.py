@@ -1,0 +1,230 @@
+"""Value objects passed between the store, the service and the front ends."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.queue.states import PRIORITIES, Role, priority_label
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO 8601 UTC with a ``Z``, the only timestamp format the API speaks."""
+    if value is None:
+        return None
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class Actor:
+    """The authenticated caller, whichever front end it came through."""
+
+    id: int
+    name: str
+    role: Role
+    max_priority: int = PRIORITIES["medium"]
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role is Role.ADMIN
+
+    def priority_cap(self) -> int:
+        """The highest priority this actor may enqueue."""
+        return PRIORITIES["critical"] if self.is_admin else self.max_priority
+
+
+@dataclass(frozen=True)
+class TypeSettings:
+    """Lease and backoff for one job type (or the global defaults)."""
+
+    lease_seconds: int
+    backoff_base_seconds: float
+    backoff_cap_seconds: float
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """The configuration the domain needs, read once from the app config."""
+
+    job_types: tuple[str, ...]
+    default: TypeSettings
+    per_type: Mapping[str, TypeSettings]
+    max_lease_seconds: int
+    max_payload_bytes: int
+    max_json_depth: int
+    max_error_bytes: int
+    recover_batch: int
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> QueueSettings:
+        """Build settings from a Flask-style config mapping."""
+        default = TypeSettings(
+            lease_seconds=int(config["LEASE_SECONDS"]),
+            backoff_base_seconds=float(config["BACKOFF_BASE_SECONDS"]),
+            backoff_cap_seconds=float(config["BACKOFF_CAP_SECONDS"]),
+        )
+        per_type = {
+            name: TypeSettings(
+                lease_seconds=int(over.get("lease_seconds", default.lease_seconds)),
+                backoff_base_seconds=float(
+                    over.get("backoff_base_seconds", default.backoff_base_seconds)
+                ),
+                backoff_cap_seconds=float(
+                    over.get("backoff_cap_seconds", default.backoff_cap_seconds)
+                ),
+            )
+            for name, over in dict(config.get("JOB_TYPE_SETTINGS") or {}).items()
+        }
+        return cls(
+            job_types=tuple(config["JOB_TYPES"]),
+            default=default,
+            per_type=per_type,
+            max_lease_seconds=int(config["MAX_LEASE_SECONDS"]),
+            max_payload_bytes=int(config["MAX_PAYLOAD_BYTES"]),
+            max_json_depth=int(config["MAX_JSON_DEPTH"]),
+            max_error_bytes=int(config["MAX_ERROR_BYTES"]),
+            recover_batch=int(config["RECOVER_BATCH"]),
+        )
+
+    def for_type(self, job_type: str) -> TypeSettings:
+        """The lease and backoff that apply to ``job_type``."""
+        return self.per_type.get(job_type, self.default)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of ``jobs``."""
+
+    id: int
+    type: str
+    payload: dict[str, Any]
+    priority: int
+    status: str
+    retry_count: int
+    max_retries: int
+    attempts: int
+    idempotency_key: str | None
+    request_fingerprint: str | None
+    created_by: int
+    run_at: datetime
+    claimed_at: datetime | None
+    lease_expires_at: datetime | None
+    lease_seconds: int | None
+    worker_id: str | None
+    progress: int | None
+    progress_message: str | None
+    result: dict[str, Any] | None
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Job:
+        """Build a job from a ``jobs`` row mapping."""
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+    @property
+    def priority_label(self) -> str:
+        return priority_label(self.priority)
+
+    def as_json(self, *, include_error: bool) -> dict[str, Any]:
+        """The job as the API shows it; ``error`` only for admins."""
+        body: dict[str, Any] = {
+            "id": self.id,
+            "type": self.type,
+            "payload": self.payload,
+            "priority": self.priority_label,
+            "status": self.status,
+            "retry_count": self.retry_count,
+            "max_retries": self.max_retries,
+            "attempt": self.attempts,
+            "idempotency_key": self.idempotency_key,
+            "run_at": iso(self.run_at),
+            "claimed_at": iso(self.claimed_at),
+            "lease_expires_at": iso(self.lease_expires_at),
+            "worker_id": self.worker_id,
+            "progress": self.progress,
+            "result": self.result,
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+            "finished_at": iso(self.finished_at),
+        }
+        if include_error:
+            body["error"] = self.error
+        return body
+
+
+@dataclass(frozen=True)
+class Event:
+    """One row of ``job_events``: a transition of a job."""
+
+    id: int
+    job_id: int
+    at: datetime
+    from_status: str | None
+    to_status: str
+    actor: str | None
+    attempt: int | None
+    kind: str
+    error: str | None
+    note: str | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Event:
+        """Build an event from a ``job_events`` row mapping."""
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+    def as_json(self, *, include_error: bool) -> dict[str, Any]:
+        """The event as the API shows it; ``error`` only for admins."""
+        body: dict[str, Any] = {
+            "id": self.id,
+            "at": iso(self.at),
+            "kind": self.kind,
+            "from_status": self.from_status,
+            "to_status": self.to_status,
+            "actor": self.actor,
+            "attempt": self.attempt,
+            "note": self.note,
+        }
+        if include_error:
+            body["error"] = self.error
+        return body
+
+
+@dataclass(frozen=True)
+class EnqueueRequest:
+    """A validated enqueue request, defaults applied."""
+
+    type: str
+    payload: dict[str, Any]
+    priority: int
+    max_retries: int
+    idempotency_key: str | None
+    run_at: datetime | None
+    delay_seconds: float | None
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class JobFilters:
+    """Validated list filters."""
+
+    status: str | None = None
+    type: str | None = None
+    priority: int | None = None
+    search: str | None = None
+    limit: int = 50
+    before_id: int | None = None  # keyset: only ids below this (older)
+    after_id: int | None = None  # keyset: only ids above this (newer)
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of a job listing, newest first."""
+
+    jobs: list[Job]
+    next_cursor: str | None
+    prev_cursor: str | None = None

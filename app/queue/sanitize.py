@@ -1,0 +1,110 @@
+"""Redact secrets from worker error texts before they are stored, then cap their size.
+
+Every pattern starts at a literal or behind a negative look-behind and uses possessive
+quantifiers, so each character is looked at a bounded number of times: a megabyte of hostile
+text sanitizes in linear time.
+"""
+
+from __future__ import annotations
+
+import re
+
+MARKER = "[REDACTED]"
+PATH_MARKER = "[PATH]"
+TRUNCATED = "…[truncated]"
+
+_PRIVATE_KEY_HEADER = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_TOKEN_CHARS = r"A-Za-z0-9\-._~+/"
+_SECRET_KEYS = (
+    r"password|passwd|pwd|secret|client[_-]?secret|token|api[_-]?key|apikey|access[_-]?key"
+    r"|secret[_-]?key|aws_secret_access_key|private[_-]?key|auth[_-]?token"
+)
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # scheme://user:password@host (URLs and DSNs)
+    (re.compile(r"://[^\s/@:]{0,256}+:[^\s/]{0,256}@"), f"://{MARKER}@"),
+    # JSON Web Tokens
+    (
+        re.compile(
+            r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{1,8192}+\.[A-Za-z0-9_-]{1,8192}+"
+            r"(?:\.[A-Za-z0-9_-]{0,8192}+)?"
+        ),
+        MARKER,
+    ),
+    # Authorization headers and bearer tokens
+    (
+        re.compile(
+            r"(?i)(?<![A-Za-z0-9])(authorization\s{0,5}+[:=]\s{0,5}+)[^\s,;]{1,64}+"
+            rf"(?:\s{{1,5}}+[{_TOKEN_CHARS}]{{1,8192}}+=*+)?"
+        ),
+        rf"\1{MARKER}",
+    ),
+    (
+        re.compile(rf"(?i)(?<![A-Za-z0-9])(bearer\s{{1,10}}+)[{_TOKEN_CHARS}]{{1,8192}}+=*+"),
+        rf"\1{MARKER}",
+    ),
+    # AWS access key ids
+    (
+        re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}+"),
+        MARKER,
+    ),
+    # password=..., "token": "...", api_key: ...
+    (
+        re.compile(
+            rf"(?i)(?<![A-Za-z0-9])((?:{_SECRET_KEYS})[\"']?\s{{0,5}}+[=:]\s{{0,5}}+[\"']?)"
+            r"[^\s\"'&;,]{1,1024}+"
+        ),
+        rf"\1{MARKER}",
+    ),
+    # absolute POSIX paths (/home/app/config.py) and Windows paths (C:\app\config.py)
+    (
+        re.compile(r"(?<![\w.~/:-])/(?:[\w.@+-]{1,255}+/){1,64}+[\w.@+-]{0,255}+"),
+        PATH_MARKER,
+    ),
+    (
+        re.compile(
+            r"(?<![\w])[A-Za-z]:\\(?:[^\\\s:*?\"<>|]{1,255}+\\){0,64}+[^\\\s:*?\"<>|]{0,255}+"
+        ),
+        PATH_MARKER,
+    ),
+)
+
+
+def sanitize_error(text: str, max_bytes: int = 4096) -> str:
+    """Return ``text`` with secrets and absolute paths redacted, capped at ``max_bytes``."""
+    text = _clean_characters(text)
+    text = _redact_private_keys(text)
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return _truncate(text, max_bytes)
+
+
+def _clean_characters(text: str) -> str:
+    """Drop NUL and lone surrogates, which PostgreSQL refuses and browsers mangle."""
+    text = text.replace("\x00", "\ufffd")
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _redact_private_keys(text: str) -> str:
+    """Replace PEM private-key blocks (an unterminated block is redacted to the end)."""
+    parts: list[str] = []
+    position = 0
+    while (match := _PRIVATE_KEY_HEADER.search(text, position)) is not None:
+        parts.append(text[position : match.start()])
+        parts.append(MARKER)
+        end = text.find("-----END", match.end())
+        if end == -1:
+            position = len(text)
+            break
+        close = text.find("-----", end + len("-----END"))
+        position = len(text) if close == -1 else close + len("-----")
+    parts.append(text[position:])
+    return "".join(parts)
+
+
+def _truncate(text: str, max_bytes: int) -> str:
+    """Cap ``text`` at ``max_bytes`` UTF-8 bytes, cutting on a character boundary."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return text
+    room = max(max_bytes - len(TRUNCATED.encode("utf-8")), 0)
+    return encoded[:room].decode("utf-8", "ignore") + TRUNCATED

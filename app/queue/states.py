@@ -1,0 +1,38 @@
+"""Job states, priorities and roles: the vocabulary shared by the API, the pages and the SQL."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobStatus(StrEnum):
+    """Where a job is in its life."""
+
+    PENDING = "pending"  # waiting for run_at, then for a worker
+    RUNNING = "running"  # claimed; held by one worker until its lease expires
+    COMPLETED = "completed"  # a worker finished it (terminal)
+    FAILED = (
+        "failed"  # the last attempt failed and no retry is left (terminal until an admin retry)
+    )
+    CANCELLED = "cancelled"  # stopped by its producer or an admin (terminal until an admin retry)
+
+
+TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
+RETRYABLE = frozenset({JobStatus.FAILED, JobStatus.CANCELLED})
+
+
+class Role(StrEnum):
+    """What a user may do (see the role table in the design)."""
+
+    PRODUCER = "producer"  # enqueues and watches its own jobs
+    WORKER = "worker"  # claims and finishes jobs
+    ADMIN = "admin"  # everything, and the only one to see errors
+
+
+PRIORITIES: dict[str, int] = {"low": 0, "medium": 10, "high": 20, "critical": 30}
+PRIORITY_LABELS: dict[int, str] = {number: label for label, number in PRIORITIES.items()}
+
+
+def priority_label(number: int) -> str:
+    """Map a stored priority number to its API label."""
+    return PRIORITY_LABELS[number]

@@ -1,0 +1,291 @@
+"""All SQL on jobs and job events. Every state change is one compare-and-set UPDATE whose
+WHERE clause names the state it expects, so a lost race updates nothing and returns None."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    and_,
+    case,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
+
+from app.queue.models import Event, Job, JobFilters
+from app.queue.states import JobStatus
+from app.schema import UTCDateTime, job_events, jobs
+
+_JOB_COLUMNS = [jobs.c[name] for name in Job.__dataclass_fields__]
+
+
+def _is_postgres(conn: Connection) -> bool:
+    return conn.dialect.name == "postgresql"
+
+
+def insert_job(conn: Connection, values: Mapping[str, Any]) -> Job | None:
+    """Insert a job; None when its (owner, idempotency key) already exists."""
+    try:
+        with conn.begin_nested():
+            row = conn.execute(insert(jobs).values(**values).returning(*_JOB_COLUMNS)).one()
+    except IntegrityError:
+        if values.get("idempotency_key") is None:
+            raise
+        return None
+    return Job.from_row(row._mapping)
+
+
+def find_by_idempotency_key(conn: Connection, owner_id: int, key: str) -> Job | None:
+    """The job ``owner_id`` enqueued with ``key``, if any."""
+    row = conn.execute(
+        select(*_JOB_COLUMNS).where(jobs.c.created_by == owner_id, jobs.c.idempotency_key == key)
+    ).first()
+    return Job.from_row(row._mapping) if row else None
+
+
+def get_job(
+    conn: Connection, job_id: int, visible: ColumnElement[bool] | None = None
+) -> Job | None:
+    """One job by id, optionally restricted by a visibility condition."""
+    query = select(*_JOB_COLUMNS).where(jobs.c.id == job_id)
+    if visible is not None:
+        query = query.where(visible)
+    row = conn.execute(query).first()
+    return Job.from_row(row._mapping) if row else None
+
+
+def visible_to_worker(name: str) -> ColumnElement[bool]:
+    """Jobs a worker holds now or held in any earlier attempt."""
+    held = select(job_events.c.job_id).where(
+        job_events.c.actor == name, job_events.c.to_status == JobStatus.RUNNING
+    )
+    return or_(jobs.c.worker_id == name, jobs.c.id.in_(held))
+
+
+def visible_to_owner(user_id: int) -> ColumnElement[bool]:
+    """Jobs a producer enqueued."""
+    return jobs.c.created_by == user_id
+
+
+def list_jobs(
+    conn: Connection, filters: JobFilters, visible: ColumnElement[bool] | None
+) -> tuple[list[Job], bool]:
+    """A page of jobs, newest first, and whether more lie beyond it in the paging direction."""
+    conditions: list[ColumnElement[bool]] = [] if visible is None else [visible]
+    if filters.status:
+        conditions.append(jobs.c.status == filters.status)
+    if filters.type:
+        conditions.append(jobs.c.type == filters.type)
+    if filters.priority is not None:
+        conditions.append(jobs.c.priority == filters.priority)
+    if filters.search:
+        matches = [jobs.c.idempotency_key == filters.search]
+        if filters.search.isdigit() and len(filters.search) < 18:
+            matches.append(jobs.c.id == int(filters.search))
+        conditions.append(or_(*matches))
+    if filters.before_id is not None:
+        conditions.append(jobs.c.id < filters.before_id)
+    if filters.after_id is not None:
+        conditions.append(jobs.c.id > filters.after_id)
+    newer_first = filters.after_id is None
+    query = (
+        select(*_JOB_COLUMNS)
+        .where(and_(True, *conditions))
+        .order_by(jobs.c.id.desc() if newer_first else jobs.c.id.asc())
+        .limit(filters.limit + 1)
+    )
+    found = [Job.from_row(row._mapping) for row in conn.execute(query)]
+    more = len(found) > filters.limit
+    page = found[: filters.limit]
+    return (page if newer_first else page[::-1]), more
+
+
+def claim_next(
+    conn: Connection,
+    *,
+    worker: str,
+    now: datetime,
+    lease_seconds: int | None,
+    type_leases: Mapping[str, int],
+    default_lease: int,
+) -> Job | None:
+    """Move the head of the queue to running for ``worker`` in one statement."""
+    head = (
+        select(jobs.c.id)
+        .where(jobs.c.status == JobStatus.PENDING, jobs.c.run_at <= now)
+        .order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
+        .limit(1)
+    )
+    if _is_postgres(conn):
+        head = head.with_for_update(skip_locked=True)
+    overrides = type_leases if lease_seconds is None else {}
+    default = default_lease if lease_seconds is None else lease_seconds
+    seconds = _by_type(overrides, default, literal)
+    expires = _by_type(
+        overrides, default, lambda value: literal(now + timedelta(seconds=value), UTCDateTime())
+    )
+    row = conn.execute(
+        update(jobs)
+        .where(jobs.c.id == head.scalar_subquery(), jobs.c.status == JobStatus.PENDING)
+        .values(
+            status=JobStatus.RUNNING,
+            worker_id=worker,
+            attempts=jobs.c.attempts + 1,
+            claimed_at=now,
+            lease_expires_at=expires,
+            lease_seconds=seconds,
+            progress=None,
+            progress_message=None,
+            updated_at=now,
+        )
+        .returning(*_JOB_COLUMNS)
+    ).first()
+    return Job.from_row(row._mapping) if row else None
+
+
+def _by_type(overrides: Mapping[str, int], default: int, value_of: Any) -> Any:
+    """A SQL value that depends on the job's type: ``value_of(seconds)`` per type, else default."""
+    if not overrides:
+        return value_of(default)
+    return case(
+        *((jobs.c.type == name, value_of(value)) for name, value in overrides.items()),
+        else_=value_of(default),
+    )
+
+
+def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Job]:
+    """Running jobs whose lease ended before ``now``, oldest first."""
+    query = (
+        select(*_JOB_COLUMNS)
+        .where(jobs.c.status == JobStatus.RUNNING, jobs.c.lease_expires_at < now)
+        .order_by(jobs.c.lease_expires_at)
+        .limit(limit)
+    )
+    if _is_postgres(conn):
+        query = query.with_for_update(skip_locked=True)
+    return [Job.from_row(row._mapping) for row in conn.execute(query)]
+
+
+def transition(
+    conn: Connection,
+    job_id: int,
+    *,
+    expect: Mapping[str, Any],
+    statuses: Iterable[str],
+    values: Mapping[str, Any],
+    extra: Sequence[ColumnElement[bool]] = (),
+) -> Job | None:
+    """Compare-and-set: update the job only if its status and ``expect`` columns still match."""
+    conditions = [jobs.c.id == job_id, jobs.c.status.in_(list(statuses)), *extra]
+    conditions += [jobs.c[name] == value for name, value in expect.items()]
+    row = conn.execute(
+        update(jobs).where(*conditions).values(**values).returning(*_JOB_COLUMNS)
+    ).first()
+    return Job.from_row(row._mapping) if row else None
+
+
+def record_event(
+    conn: Connection,
+    *,
+    job: Job,
+    at: datetime,
+    from_status: str | None,
+    kind: str,
+    actor: str | None,
+    error: str | None = None,
+    note: str | None = None,
+) -> None:
+    """Append the transition that brought ``job`` to its current status."""
+    conn.execute(
+        insert(job_events).values(
+            job_id=job.id,
+            at=at,
+            from_status=from_status,
+            to_status=job.status,
+            actor=actor,
+            attempt=job.attempts or None,
+            kind=kind,
+            error=error,
+            note=note,
+        )
+    )
+
+
+def list_events(conn: Connection, job_id: int) -> list[Event]:
+    """A job's transitions, oldest first."""
+    query = select(job_events).where(job_events.c.job_id == job_id).order_by(job_events.c.id)
+    return [Event.from_row(row._mapping) for row in conn.execute(query)]
+
+
+def prune_batch(conn: Connection, finished_before: datetime, batch: int) -> int:
+    """Delete up to ``batch`` finished jobs (and their events); returns how many went."""
+    doomed = (
+        select(jobs.c.id)
+        .where(
+            jobs.c.status.in_([JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED]),
+            jobs.c.finished_at < finished_before,
+        )
+        .order_by(jobs.c.finished_at)
+        .limit(batch)
+    )
+    ids = list(conn.execute(doomed).scalars())
+    if not ids:
+        return 0
+    conn.execute(delete(job_events).where(job_events.c.job_id.in_(ids)))
+    conn.execute(delete(jobs).where(jobs.c.id.in_(ids)))
+    return len(ids)
+
+
+def count_by(conn: Connection, column: str, visible: ColumnElement[bool] | None) -> dict[Any, int]:
+    """Job counts grouped by ``status`` or ``priority``."""
+    col = jobs.c[column]
+    query = select(col, func.count()).group_by(col)
+    if visible is not None:
+        query = query.where(visible)
+    return {key: count for key, count in conn.execute(query).tuples()}
+
+
+def oldest_pending_run_at(
+    conn: Connection, now: datetime, visible: ColumnElement[bool] | None
+) -> datetime | None:
+    """When the longest-waiting claimable job became due."""
+    query = select(func.min(jobs.c.run_at)).where(
+        jobs.c.status == JobStatus.PENDING, jobs.c.run_at <= now
+    )
+    if visible is not None:
+        query = query.where(visible)
+    return conn.execute(query).scalar()
+
+
+def finished_per_minute(
+    conn: Connection, since: datetime, visible: ColumnElement[bool] | None
+) -> list[tuple[datetime, str]]:
+    """(time, status) of every completion and final failure since ``since``."""
+    query = select(job_events.c.at, job_events.c.to_status).where(
+        job_events.c.to_status.in_([JobStatus.COMPLETED, JobStatus.FAILED]),
+        job_events.c.at >= since,
+    )
+    if visible is not None:
+        query = query.where(job_events.c.job_id.in_(select(jobs.c.id).where(visible)))
+    return [(at, status) for at, status in conn.execute(query).tuples()]
+
+
+def latest_failures(conn: Connection, limit: int) -> list[Job]:
+    """The most recently failed jobs."""
+    query = (
+        select(*_JOB_COLUMNS)
+        .where(jobs.c.status == JobStatus.FAILED)
+        .order_by(jobs.c.finished_at.desc())
+        .limit(limit)
+    )
+    return [Job.from_row(row._mapping) for row in conn.execute(query)]

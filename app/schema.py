@@ -1,0 +1,176 @@
+"""SQLAlchemy Core tables; the migrations in ``app/migrations`` must produce exactly these."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stores naive UTC, hands back aware UTC, so comparisons are plain on both backends."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are ambiguous: pass an aware UTC datetime")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC)  # type: ignore[no-any-return]
+
+
+JSONDocument = JSON().with_variant(JSONB(), "postgresql")
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+users = Table(
+    "users",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(64), nullable=False, unique=True),
+    Column("password_hash", String(255), nullable=True),
+    Column("role", String(16), nullable=False),
+    Column("max_priority", SmallInteger, nullable=False, server_default=text("10")),
+    Column("disabled", Boolean, nullable=False, server_default=text("false")),
+    # Rotated at logout, disable and role change: every session cookie issued before dies.
+    Column("session_nonce", String(64), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    CheckConstraint("role IN ('producer', 'worker', 'admin')", name="role"),
+    CheckConstraint("max_priority IN (0, 10, 20, 30)", name="max_priority"),
+    sqlite_autoincrement=True,
+)
+
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("label", String(100), nullable=False, server_default=""),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("prefix", String(16), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("last_used_at", UTCDateTime(), nullable=True),
+    Column("revoked_at", UTCDateTime(), nullable=True),
+    Index(None, "user_id"),
+    sqlite_autoincrement=True,
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("type", String(200), nullable=False),
+    Column("payload", JSONDocument, nullable=False),
+    Column("priority", SmallInteger, nullable=False, server_default=text("0")),
+    Column("status", String(16), nullable=False, server_default="pending"),
+    Column("retry_count", Integer, nullable=False, server_default=text("0")),
+    Column("max_retries", Integer, nullable=False, server_default=text("3")),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("idempotency_key", String(255), nullable=True),
+    # SHA-256 of the normalized enqueue request: a repeated key must repeat the request.
+    Column("request_fingerprint", String(64), nullable=True),
+    Column("created_by", Integer, ForeignKey("users.id"), nullable=False),
+    Column("run_at", UTCDateTime(), nullable=False),
+    Column("claimed_at", UTCDateTime(), nullable=True),
+    Column("lease_expires_at", UTCDateTime(), nullable=True),
+    # The lease length of the current claim; a heartbeat extends the lease by this much.
+    Column("lease_seconds", Integer, nullable=True),
+    Column("worker_id", String(64), nullable=True),
+    Column("progress", SmallInteger, nullable=True),
+    Column("progress_message", String(500), nullable=True),
+    Column("result", JSONDocument, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Column("finished_at", UTCDateTime(), nullable=True),
+    CheckConstraint(
+        "status IN ('pending', 'running', 'completed', 'failed', 'cancelled')", name="status"
+    ),
+    CheckConstraint("priority IN (0, 10, 20, 30)", name="priority"),
+    CheckConstraint("max_retries BETWEEN 0 AND 25", name="max_retries"),
+    CheckConstraint("retry_count >= 0 AND attempts >= 0", name="counters"),
+    CheckConstraint("progress IS NULL OR progress BETWEEN 0 AND 100", name="progress"),
+    CheckConstraint(
+        "status <> 'running' OR (worker_id IS NOT NULL AND lease_expires_at IS NOT NULL)",
+        name="running_has_lease",
+    ),
+    UniqueConstraint("created_by", "idempotency_key"),
+    sqlite_autoincrement=True,
+)
+
+# The claim order, served by a partial index so a claim reads the head of the queue only.
+Index(
+    "ix_jobs_claim",
+    jobs.c.priority.desc(),
+    jobs.c.run_at,
+    jobs.c.id,
+    sqlite_where=jobs.c.status == "pending",
+    postgresql_where=jobs.c.status == "pending",
+)
+# Expired leases, found without scanning finished jobs.
+Index(
+    "ix_jobs_lease",
+    jobs.c.lease_expires_at,
+    sqlite_where=jobs.c.status == "running",
+    postgresql_where=jobs.c.status == "running",
+)
+Index("ix_jobs_status_id", jobs.c.status, jobs.c.id)
+Index("ix_jobs_owner_id", jobs.c.created_by, jobs.c.id)
+Index("ix_jobs_type_id", jobs.c.type, jobs.c.id)
+Index("ix_jobs_priority_status", jobs.c.priority, jobs.c.status)
+Index("ix_jobs_finished", jobs.c.finished_at)
+
+job_events = Table(
+    "job_events",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("at", UTCDateTime(), nullable=False),
+    Column("from_status", String(16), nullable=True),
+    Column("to_status", String(16), nullable=False),
+    Column("actor", String(64), nullable=True),
+    Column("attempt", Integer, nullable=True),
+    Column("kind", String(32), nullable=False),
+    Column("error", Text, nullable=True),
+    Column("note", String(500), nullable=True),
+    Index(None, "job_id", "id"),
+    # "Jobs this worker holds or held" and the dashboard's per-minute figures.
+    Index(None, "actor", "to_status", "job_id"),
+    Index(None, "to_status", "at"),
+    sqlite_autoincrement=True,
+)

@@ -1,0 +1,1 @@
+"""The HTML pages (Flask-Login sessions, CSRF, htmx)."""
