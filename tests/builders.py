@@ -1,0 +1,84 @@
+"""Plain builder functions with defaults: users, tokens, jobs, and a JSON API client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask
+from flask.testing import FlaskClient
+from werkzeug.test import TestResponse
+
+from app import db
+from app.accounts import service as accounts
+from app.accounts.models import User
+from app.timeutil import utcnow
+
+PASSWORD = "correct horse battery staple"
+
+
+def make_user(
+    app: Flask,
+    name: str = "producer",
+    role: str = "producer",
+    *,
+    max_priority: str = "medium",
+    password: str | None = None,
+) -> User:
+    """Create a user straight through the account service."""
+    with app.app_context(), db.transaction() as conn:
+        return accounts.create_user(
+            conn,
+            accounts.OPERATOR,
+            name,
+            role,
+            now=utcnow(),
+            password=password,
+            max_priority=max_priority,
+        )
+
+
+def make_token(app: Flask, name: str, label: str = "") -> str:
+    """Issue an API token for ``name`` and return the raw token."""
+    with app.app_context(), db.transaction() as conn:
+        _, raw = accounts.create_token(conn, accounts.OPERATOR, name, now=utcnow(), label=label)
+    return raw
+
+
+@dataclass
+class Api:
+    """A JSON API caller holding one bearer token."""
+
+    client: FlaskClient
+    token: str | None
+
+    def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return headers | (extra or {})
+
+    def get(self, path: str, **kwargs: Any) -> TestResponse:
+        return self.client.get(path, headers=self.headers(kwargs.pop("headers", None)), **kwargs)
+
+    def post(self, path: str, json: Any = None, **kwargs: Any) -> TestResponse:
+        headers = self.headers(kwargs.pop("headers", None))
+        if json is not None:
+            return self.client.post(path, json=json, headers=headers, **kwargs)
+        return self.client.post(path, headers=headers, **kwargs)
+
+    def enqueue(self, job_type: str = "email.send", **fields: Any) -> dict[str, Any]:
+        """Enqueue a job and return its JSON (asserting it was created)."""
+        response = self.post("/jobs", {"type": job_type, **fields})
+        assert response.status_code == 201, response.get_json()
+        return response.get_json()  # type: ignore[no-any-return]
+
+    def claim(self, **fields: Any) -> dict[str, Any] | None:
+        """Claim the next job (None on 204)."""
+        response = self.post("/jobs/claim", fields or None)
+        assert response.status_code in (200, 204), response.get_json()
+        return response.get_json() if response.status_code == 200 else None
+
+
+def make_api(app: Flask, client: FlaskClient, name: str, role: str, **user: Any) -> Api:
+    """A user with a token, wrapped in an ``Api`` caller."""
+    make_user(app, name, role, **user)
+    return Api(client, make_token(app, name))
