@@ -15,7 +15,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         template_folder="../templates",
         static_folder="../static",
     )
-    from app import cli, config as app_config, db, errors, security, settings
+    from app import cli, db, errors, security, settings
+    from app import config as app_config
     from app.accounts import login
     from app.api.views import bp as api_bp
     from app.extensions import csrf, limiter

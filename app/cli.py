@@ -6,7 +6,6 @@ import re
 import secrets
 import sys
 from datetime import timedelta
-from typing import Any
 
 import click
 from flask import Flask, current_app

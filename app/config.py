@@ -72,7 +72,7 @@ DEFAULTS: dict[str, Any] = {
     "UI_POLL_SECONDS": 2,
 }
 
-SECRET_KEY_FILE = "secret_key"
+SECRET_KEY_FILE = "secret_key"  # noqa: S105 (a file name)
 MIN_SECRET_KEY_LENGTH = 32
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, render_template, request
+from flask import Flask, render_template, request
+from flask.typing import ResponseReturnValue
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException, InternalServerError
 
@@ -24,7 +25,7 @@ def wants_json() -> bool:
     return best == "application/json"
 
 
-def _respond(status: int, detail: str, headers: dict[str, str] | None = None) -> Response | tuple:
+def _respond(status: int, detail: str, headers: dict[str, str] | None = None) -> ResponseReturnValue:
     if wants_json():
         return problem(status, detail, headers=headers)
     body = render_template("error.html", status=status, detail=detail)
@@ -35,12 +36,12 @@ def init_app(app: Flask) -> None:
     """Register the handlers."""
 
     @app.errorhandler(HTTPException)
-    def http_error(exc: HTTPException) -> Response | tuple:
+    def http_error(exc: HTTPException) -> ResponseReturnValue:
         headers = {k: v for k, v in exc.get_headers() if k.lower() != "content-type"}
         return _respond(exc.code or 500, exc.description or exc.name, headers)
 
     @app.errorhandler(OperationalError)
-    def database_busy(exc: OperationalError) -> Response | tuple:
+    def database_busy(exc: OperationalError) -> ResponseReturnValue:
         if "locked" in str(exc.orig).lower() or "busy" in str(exc.orig).lower():
             log.warning("database busy: %s", exc.orig)
             return _respond(
@@ -50,6 +51,6 @@ def init_app(app: Flask) -> None:
         return _respond(500, InternalServerError.description)
 
     @app.errorhandler(Exception)
-    def unexpected(exc: Exception) -> Response | tuple:
+    def unexpected(exc: Exception) -> ResponseReturnValue:
         log.exception("unhandled error")
         return _respond(500, InternalServerError.description)

@@ -24,7 +24,7 @@ class User:
     created_at: datetime
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> User:
+    def from_row(cls, row: Mapping[Any, Any]) -> User:
         """Build a user from a ``users`` row mapping."""
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
@@ -52,6 +52,6 @@ class ApiToken:
     revoked_at: datetime | None
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> ApiToken:
+    def from_row(cls, row: Mapping[Any, Any]) -> ApiToken:
         """Build a token record from an ``api_tokens`` row mapping."""
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})

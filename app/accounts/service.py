@@ -24,7 +24,7 @@ from app.queue.models import Actor
 from app.queue.states import PRIORITIES, Role
 
 OPERATOR = Actor(id=0, name="operator", role=Role.ADMIN)
-TOKEN_PREFIX = "ql_"
+TOKEN_PREFIX = "ql_"  # noqa: S105 (a prefix, not a secret)
 TOKEN_BYTES = 32
 MIN_PASSWORD_LENGTH = 12
 MAX_PASSWORD_LENGTH = 1024

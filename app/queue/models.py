@@ -122,7 +122,7 @@ class Job:
     finished_at: datetime | None
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Job:
+    def from_row(cls, row: Mapping[Any, Any]) -> Job:
         """Build a job from a ``jobs`` row mapping."""
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
@@ -173,7 +173,7 @@ class Event:
     note: str | None
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Event:
+    def from_row(cls, row: Mapping[Any, Any]) -> Event:
         """Build an event from a ``job_events`` row mapping."""
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 

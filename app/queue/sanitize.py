@@ -14,8 +14,8 @@ PATH_MARKER = "[PATH]"
 TRUNCATED = "…[truncated]"
 
 _PRIVATE_KEY_HEADER = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
-_TOKEN_CHARS = r"A-Za-z0-9\-._~+/"
-_SECRET_KEYS = (
+_TOKEN_CHARS = r"A-Za-z0-9\-._~+/"  # noqa: S105 (a character class)
+_CREDENTIAL_NAMES = (
     r"password|passwd|pwd|secret|client[_-]?secret|token|api[_-]?key|apikey|access[_-]?key"
     r"|secret[_-]?key|aws_secret_access_key|private[_-]?key|auth[_-]?token"
 )
@@ -50,7 +50,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # password=..., "token": "...", api_key: ...
     (
         re.compile(
-            rf"(?i)(?<![A-Za-z0-9])((?:{_SECRET_KEYS})[\"']?\s{{0,5}}+[=:]\s{{0,5}}+[\"']?)"
+            rf"(?i)(?<![A-Za-z0-9])((?:{_CREDENTIAL_NAMES})[\"']?\s{{0,5}}+[=:]\s{{0,5}}+[\"']?)"
             r"[^\s\"'&;,]{1,1024}+"
         ),
         rf"\1{MARKER}",

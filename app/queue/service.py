@@ -177,7 +177,7 @@ def recover_expired(
             retry_in=None,
             retryable=True,
             uniform=uniform,
-            extra=[store.jobs.c.lease_expires_at < now],
+            extra=[store.lease_expired_before(now)],
         )
         if done is not None:
             store.record_event(

@@ -163,11 +163,16 @@ def _by_type(overrides: Mapping[str, int], default: int, value_of: Any) -> Any:
     )
 
 
+def lease_expired_before(now: datetime) -> ColumnElement[bool]:
+    """The condition of a lease that ended before ``now``."""
+    return jobs.c.lease_expires_at < now
+
+
 def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Job]:
     """Running jobs whose lease ended before ``now``, oldest first."""
     query = (
         select(*_JOB_COLUMNS)
-        .where(jobs.c.status == JobStatus.RUNNING, jobs.c.lease_expires_at < now)
+        .where(jobs.c.status == JobStatus.RUNNING, lease_expired_before(now))
         .order_by(jobs.c.lease_expires_at)
         .limit(limit)
     )

@@ -180,7 +180,7 @@ def _idempotency_key(body_key: Any, header_key: str | None, errors: dict[str, st
     if problem := idempotency_key_problem(key):
         errors["idempotency_key"] = problem
         return None
-    return key  # type: ignore[no-any-return]
+    return key
 
 
 def _schedule(
