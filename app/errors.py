@@ -25,7 +25,9 @@ def wants_json() -> bool:
     return best == "application/json"
 
 
-def _respond(status: int, detail: str, headers: dict[str, str] | None = None) -> ResponseReturnValue:
+def _respond(
+    status: int, detail: str, headers: dict[str, str] | None = None
+) -> ResponseReturnValue:
     if wants_json():
         return problem(status, detail, headers=headers)
     body = render_template("error.html", status=status, detail=detail)
