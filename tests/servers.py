@@ -1,0 +1,241 @@
+"""Real server processes for the multi-process tests: a prepared database, gunicorn, signals.
+
+Everything listens on 127.0.0.1 only, every wait is bounded, and a server is always stopped
+(SIGTERM, then SIGKILL) by the process-group id it was started with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+SECRET = "reliability-secret-key-" + "s" * 40
+JOB_TYPES = ["email.send", "report.build", "webhook.deliver"]
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+
+
+@dataclass
+class Database:
+    """A migrated SQLite file with users and their API tokens."""
+
+    path: Path
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"sqlite:///{self.path}"
+
+
+def app_settings(database: Database, **config: Any) -> dict[str, Any]:
+    """The config an in-process app on ``database`` uses (same keys as the server's env)."""
+    return {
+        "SECRET_KEY": SECRET,
+        "DATABASE_URL": database.url,
+        "JOB_TYPES": JOB_TYPES,
+        **config,
+    }
+
+
+def prepare_database(directory: Path, users: Mapping[str, str]) -> Database:
+    """Migrate a fresh SQLite file in ``directory`` and create ``users`` (name -> role)
+    with one API token each."""
+    from app import create_app, migrate  # here, so client processes import only the stdlib
+    from tests.builders import make_token, make_user
+
+    directory.mkdir(parents=True, exist_ok=True)
+    database = Database(directory / "queuelog.sqlite3")
+    app = create_app(app_settings(database))
+    try:
+        migrate.upgrade(app)
+        for name, role in users.items():
+            make_user(app, name, role, max_priority="critical" if role == "producer" else "medium")
+            database.tokens[name] = make_token(app, name)
+    finally:
+        app.extensions["queuelog.db"].dispose()
+    return database
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_env(database: Database, **config: Any) -> dict[str, str]:
+    """The process environment for a server on ``database``; ``config`` becomes FLASK_*."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLASK_")}
+    for key, value in app_settings(database, **config).items():
+        env[f"FLASK_{key}"] = json.dumps(value)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Gunicorn:
+    """gunicorn serving ``wsgi:app`` on a free port, in its own process group."""
+
+    def __init__(
+        self, database: Database, log_dir: Path, *, workers: int = 4, **config: Any
+    ) -> None:
+        self.database = database
+        self.workers = workers
+        self.env = server_env(database, **config)
+        self.log_dir = log_dir
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> Gunicorn:
+        """Start and wait until a worker answers HTTP (bounded; retries a port taken meanwhile)."""
+        for _ in range(3):
+            self.port = free_port()
+            self.starts += 1
+            log = (self.log_dir / f"gunicorn-{self.starts}.log").open("wb")
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "-w",
+                    str(self.workers),
+                    "-b",
+                    self.host,
+                    "--no-control-socket",
+                    "--graceful-timeout",
+                    "5",
+                    "--timeout",
+                    "30",
+                    "wsgi:app",
+                ],
+                cwd=REPO,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its own process group: kill_9 takes the workers too
+            )
+            log.close()
+            if self._wait_ready():
+                return self
+            self.stop()
+        raise RuntimeError(f"gunicorn did not start; see {self.log_dir}\n{self.log_tail()}")
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + START_TIMEOUT
+        assert self.process is not None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                try:
+                    conn.request("GET", "/jobs")
+                    if conn.getresponse().status == 401:  # the app itself answered
+                        return True
+                finally:
+                    conn.close()
+            time.sleep(0.05)
+        return False
+
+    def stop(self) -> int | None:
+        """SIGTERM the process group, SIGKILL it if it lingers; returns the master's exit code."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.process.wait(STOP_TIMEOUT)
+        self._signal(signal.SIGKILL)  # orphaned workers, if any
+        return self.process.returncode
+
+    def kill_9(self) -> None:
+        """SIGKILL the master and every worker at once: a crash, not a shutdown."""
+        assert self.process is not None
+        self._signal(signal.SIGKILL)
+        self.process.wait(STOP_TIMEOUT)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, sig)  # the group id is the master's pid
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of the latest server log, for assertion messages."""
+        path = self.log_dir / f"gunicorn-{self.starts}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def running(server: Gunicorn) -> Iterator[Gunicorn]:
+    """Start ``server`` and stop it whatever happens."""
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+class Client:
+    """A tiny JSON client over one keep-alive connection (http.client, no extra packages)."""
+
+    def __init__(self, host: str, token: str, timeout: float = 20.0) -> None:
+        self.host, _, port = host.partition(":")
+        self.port = int(port)
+        self.token = token
+        self.timeout = timeout
+        self._conn: http.client.HTTPConnection | None = None
+
+    def request(
+        self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, Any, dict[str, str]]:
+        """Send one request; returns (status, decoded JSON or None, headers)."""
+        all_headers = {"Authorization": f"Bearer {self.token}", **(headers or {})}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            all_headers["Content-Type"] = "application/json"
+        if self._conn is None:
+            self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        try:
+            self._conn.request(method, path, body=data, headers=all_headers)
+            response = self._conn.getresponse()
+            raw = response.read()
+        except (OSError, http.client.HTTPException):
+            self.close()
+            raise
+        if response.getheader("Connection", "").lower() == "close":
+            self.close()
+        decoded = json.loads(raw) if raw else None
+        return response.status, decoded, {k.lower(): v for k, v in response.getheaders()}
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> tuple[int, Any, dict[str, str]]:
+        return self.request("POST", path, body, **kw)
+
+    def get(self, path: str) -> tuple[int, Any, dict[str, str]]:
+        return self.request("GET", path)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
