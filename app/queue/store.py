@@ -11,13 +11,16 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     and_,
+    bindparam,
     case,
     delete,
     func,
     insert,
     literal,
+    literal_column,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.exc import IntegrityError
@@ -110,6 +113,40 @@ def list_jobs(
     return (page if newer_first else page[::-1]), more
 
 
+# Literal status conditions: a partial index (WHERE status = 'pending') only serves a query
+# whose own WHERE clause names the same literal, not a bound parameter.
+_PENDING = jobs.c.status == literal_column("'pending'")
+_RUNNING = jobs.c.status == literal_column("'running'")
+
+
+def _sqlite_indexed(index: str, condition: str, *, now: datetime, **params: Any) -> Any:
+    """``SELECT id FROM jobs INDEXED BY index WHERE condition``: SQLite's planner would
+    otherwise prefer the (status, id) index and sort the whole queue."""
+    return (
+        text(f"SELECT id FROM jobs INDEXED BY {index} WHERE {condition}")  # noqa: S608 (constants)
+        .bindparams(bindparam("now", now, type_=UTCDateTime()), **params)
+        .columns(jobs.c.id)
+    )
+
+
+def _claim_head(conn: Connection, now: datetime) -> Any:
+    """The id of the job a claim at ``now`` takes: the due pending job first in claim order."""
+    if _is_postgres(conn):
+        return (
+            select(jobs.c.id)
+            .where(_PENDING, jobs.c.run_at <= now)
+            .order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+            .scalar_subquery()
+        )
+    return _sqlite_indexed(
+        "ix_jobs_claim",
+        "status = 'pending' AND run_at <= :now ORDER BY priority DESC, run_at, id LIMIT 1",
+        now=now,
+    ).scalar_subquery()
+
+
 def claim_next(
     conn: Connection,
     *,
@@ -120,14 +157,7 @@ def claim_next(
     default_lease: int,
 ) -> Job | None:
     """Move the head of the queue to running for ``worker`` in one statement."""
-    head = (
-        select(jobs.c.id)
-        .where(jobs.c.status == JobStatus.PENDING, jobs.c.run_at <= now)
-        .order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
-        .limit(1)
-    )
-    if _is_postgres(conn):
-        head = head.with_for_update(skip_locked=True)
+    head = _claim_head(conn, now)
     overrides = type_leases if lease_seconds is None else {}
     default = default_lease if lease_seconds is None else lease_seconds
     seconds = _by_type(overrides, default, literal)
@@ -136,7 +166,7 @@ def claim_next(
     )
     row = conn.execute(
         update(jobs)
-        .where(jobs.c.id == head.scalar_subquery(), jobs.c.status == JobStatus.PENDING)
+        .where(jobs.c.id == head, jobs.c.status == JobStatus.PENDING)
         .values(
             status=JobStatus.RUNNING,
             worker_id=worker,
@@ -170,14 +200,22 @@ def lease_expired_before(now: datetime) -> ColumnElement[bool]:
 
 def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Job]:
     """Running jobs whose lease ended before ``now``, oldest first."""
-    query = (
-        select(*_JOB_COLUMNS)
-        .where(jobs.c.status == JobStatus.RUNNING, lease_expired_before(now))
-        .order_by(jobs.c.lease_expires_at)
-        .limit(limit)
-    )
     if _is_postgres(conn):
-        query = query.with_for_update(skip_locked=True)
+        ids: Any = (
+            select(jobs.c.id)
+            .where(_RUNNING, lease_expired_before(now))
+            .order_by(jobs.c.lease_expires_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+    else:
+        ids = _sqlite_indexed(
+            "ix_jobs_lease",
+            "status = 'running' AND lease_expires_at < :now ORDER BY lease_expires_at LIMIT :limit",
+            now=now,
+            limit=limit,
+        )
+    query = select(*_JOB_COLUMNS).where(jobs.c.id.in_(ids)).order_by(jobs.c.lease_expires_at)
     return [Job.from_row(row._mapping) for row in conn.execute(query)]
 
 
