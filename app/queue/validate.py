@@ -138,7 +138,7 @@ def parse_enqueue(
     payload = body.get("payload", {})
     json_object(payload, "payload", settings, errors)
     priority = body.get("priority", "low")
-    if priority not in PRIORITIES:
+    if not isinstance(priority, str) or priority not in PRIORITIES:  # lists are unhashable
         errors["priority"] = f"must be one of {', '.join(PRIORITIES)}"
     max_retries = body.get("max_retries", 3)
     if not is_int(max_retries) or not 0 <= max_retries <= MAX_RETRIES_LIMIT:
