@@ -295,7 +295,7 @@ def count_by(conn: Connection, column: str, visible: ColumnElement[bool] | None)
     query = select(col, func.count()).group_by(col)
     if visible is not None:
         query = query.where(visible)
-    return {key: count for key, count in conn.execute(query).tuples()}
+    return {key: count for key, count in conn.execute(query).all()}
 
 
 def oldest_pending_run_at(
@@ -320,7 +320,7 @@ def finished_per_minute(
     )
     if visible is not None:
         query = query.where(job_events.c.job_id.in_(select(jobs.c.id).where(visible)))
-    return [(at, status) for at, status in conn.execute(query).tuples()]
+    return [(at, status) for at, status in conn.execute(query).all()]
 
 
 def latest_failures(conn: Connection, limit: int) -> list[Job]:
