@@ -1,0 +1,188 @@
+"""Admin pages: users (create, role and cap, disable) and API tokens (issue once, revoke)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from werkzeug.wrappers import Response
+
+from app import db
+from app.accounts import service as accounts
+from app.queue.errors import QueueError
+from app.timeutil import utcnow
+from app.web.forms import ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
+from app.web.htmx import current_actor, is_fresh_login, login_url, require_login
+
+bp = Blueprint("admin", __name__, url_prefix="/ui/admin")
+FRESH_LOGIN_NEEDED = "Confirm your password to change roles."
+
+
+@bp.before_request
+def require_admin() -> Response | None:
+    """Signed-in admins only; everyone else gets 403 (the pages exist, they may not use them)."""
+    if (refused := require_login()) is not None:
+        return refused
+    if not current_actor().is_admin:
+        abort(403, "Only admins manage users and tokens.")
+    return None
+
+
+def _require_fresh_login() -> Response | None:
+    """Role grants need a recent password check: an unattended session cannot make admins."""
+    if is_fresh_login():
+        return None
+    flash(FRESH_LOGIN_NEEDED, "info")
+    return redirect(
+        url_for("web.auth.login", next=url_for(".users"))
+        if request.method == "POST"
+        else login_url()
+    )
+
+
+def _users_page(create_form: CreateUserForm | None = None, status: int = 200) -> tuple[str, int]:
+    with db.read() as conn:
+        users = accounts.list_users(conn, current_actor())
+    forms = {}
+    for user in users:
+        form = UpdateUserForm(prefix=f"u{user.id}", formdata=None)
+        form.role.data = user.role
+        form.max_priority.data = user.max_priority_label
+        forms[user.id] = form
+    return render_template(
+        "admin/users.html",
+        users=users,
+        update_forms=forms,
+        create_form=create_form or CreateUserForm(formdata=None),
+        confirm_form=ConfirmForm(),
+        fresh=is_fresh_login(),
+        me=current_actor(),
+    ), status
+
+
+@bp.get("/users")
+def users() -> tuple[str, int]:
+    return _users_page()
+
+
+@bp.post("/users")
+def create_user() -> Response | tuple[str, int]:
+    if (refused := _require_fresh_login()) is not None:
+        return refused
+    form = CreateUserForm()
+    if not form.validate():
+        return _users_page(form, 422)
+    try:
+        with db.transaction() as conn:
+            user = accounts.create_user(
+                conn,
+                current_actor(),
+                form.name.data,
+                form.role.data,
+                now=utcnow(),
+                password=form.password.data or None,
+                max_priority=form.max_priority.data,
+            )
+    except QueueError as exc:
+        for name, message in getattr(exc, "errors", {"name": exc.detail}).items():
+            field = form._fields.get(name, form.name)
+            field.errors = [*field.errors, message]
+        return _users_page(form, exc.status)
+    flash(f"User {user.name} created.", "success")
+    return redirect(url_for(".users"))
+
+
+@bp.post("/users/<name>/update")
+def update_user(name: str) -> Response | tuple[str, int]:
+    if (refused := _require_fresh_login()) is not None:
+        return refused
+    with db.read() as conn:
+        user = accounts.get_user(conn, current_actor(), name)
+    form = UpdateUserForm(prefix=f"u{user.id}")
+    if not form.validate():
+        flash(f"Could not update {name}: choose a listed role and cap.", "error")
+        return redirect(url_for(".users"))
+    with db.transaction() as conn:
+        accounts.update_user(
+            conn, current_actor(), name, role=form.role.data, max_priority=form.max_priority.data
+        )
+    flash(f"{name} is now {form.role.data} (cap {form.max_priority.data}).", "success")
+    return redirect(url_for(".users"))
+
+
+def _set_disabled(name: str, disabled: bool) -> Response:
+    try:
+        with db.transaction() as conn:
+            accounts.set_disabled(conn, current_actor(), name, disabled=disabled)
+    except QueueError as exc:
+        if exc.status == 404:
+            raise
+        flash(exc.detail, "error")
+        return redirect(url_for(".users"))
+    flash(f"{name} {'disabled' if disabled else 'enabled'}.", "success")
+    return redirect(url_for(".users"))
+
+
+@bp.post("/users/<name>/disable")
+def disable_user(name: str) -> Response:
+    return _set_disabled(name, True)
+
+
+@bp.post("/users/<name>/enable")
+def enable_user(name: str) -> Response:
+    return _set_disabled(name, False)
+
+
+def _tokens_page(
+    form: TokenForm | None = None, new_token: str | None = None, status: int = 200
+) -> tuple[str, int]:
+    actor = current_actor()
+    with db.read() as conn:
+        tokens = accounts.list_tokens(conn, actor)
+        users = accounts.list_users(conn, actor)
+    form = form or TokenForm(formdata=None)
+    form.user.choices = [u.name for u in users if not u.disabled]
+    return render_template(
+        "admin/tokens.html",
+        tokens=tokens,
+        form=form,
+        new_token=new_token,
+        confirm_form=ConfirmForm(),
+    ), status
+
+
+@bp.get("/tokens")
+def tokens() -> tuple[str, int]:
+    return _tokens_page()
+
+
+@bp.post("/tokens")
+def create_token() -> tuple[str, int]:
+    """Issue a token and show it in this response only: it is never stored or shown again."""
+    form = TokenForm()
+    with db.read() as conn:
+        names = [u.name for u in accounts.list_users(conn, current_actor())]
+    form.user.choices = names
+    if not form.validate():
+        return _tokens_page(form, status=422)
+    try:
+        with db.transaction() as conn:
+            _, raw = accounts.create_token(
+                conn, current_actor(), form.user.data, now=utcnow(), label=form.label.data or ""
+            )
+    except QueueError as exc:
+        form.label.errors = [exc.detail]
+        return _tokens_page(form, status=exc.status)
+    return _tokens_page(new_token=raw, status=201)
+
+
+@bp.post("/tokens/<int:token_id>/revoke")
+def revoke_token(token_id: int) -> Response:
+    try:
+        with db.transaction() as conn:
+            accounts.revoke_token(conn, current_actor(), token_id, now=utcnow())
+    except QueueError as exc:
+        if exc.status == 404:
+            raise
+        flash(exc.detail, "error")
+        return redirect(url_for(".tokens"))
+    flash(f"Token {token_id} revoked.", "success")
+    return redirect(url_for(".tokens"))

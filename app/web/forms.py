@@ -1,0 +1,78 @@
+"""Flask-WTF forms of the pages. Field rules that the API shares live in ``app.queue.validate``
+and the services; these forms only shape the browser's input into the same requests."""
+
+from __future__ import annotations
+
+from flask_wtf import FlaskForm
+from wtforms import (
+    IntegerField,
+    PasswordField,
+    SelectField,
+    StringField,
+    TextAreaField,
+)
+from wtforms.validators import InputRequired, Length, NumberRange, Optional
+
+from app.queue.states import PRIORITIES, Role
+from app.queue.validate import MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
+
+ROLE_CHOICES = [role.value for role in Role]
+PRIORITY_CHOICES = list(PRIORITIES)
+
+
+class LoginForm(FlaskForm):
+    """User name and password."""
+
+    username = StringField("User name", validators=[InputRequired(), Length(max=64)])
+    password = PasswordField("Password", validators=[InputRequired(), Length(max=1024)])
+
+
+class ConfirmForm(FlaskForm):
+    """No fields: a POST button that carries only the CSRF token (cancel, retry, logout...)."""
+
+
+class EnqueueForm(FlaskForm):
+    """A new job. ``priority`` accepts any value so the service, not the form, enforces caps."""
+
+    type = SelectField("Type", validators=[InputRequired()])
+    payload = TextAreaField(
+        "Payload (JSON object)", default="{}", validators=[Length(max=1_048_576)]
+    )
+    # validate_choice=False: the options shown stop at the user's cap, but a forged value
+    # must reach service.enqueue, which refuses it with the same 403 the API gives.
+    priority = SelectField("Priority", default="low", validate_choice=False)
+    max_retries = IntegerField(
+        "Max retries",
+        default=3,
+        validators=[InputRequired(), NumberRange(min=0, max=MAX_RETRIES_LIMIT)],
+    )
+    idempotency_key = StringField(
+        "Idempotency key (optional)", validators=[Optional(), Length(max=MAX_KEY_LENGTH)]
+    )
+    run_at = StringField("Run at (UTC, optional)", validators=[Optional(), Length(max=64)])
+
+
+class CreateUserForm(FlaskForm):
+    """A new account."""
+
+    name = StringField("User name", validators=[InputRequired(), Length(max=64)])
+    role = SelectField("Role", choices=ROLE_CHOICES, default="producer")
+    max_priority = SelectField("Priority cap", choices=PRIORITY_CHOICES, default="medium")
+    password = PasswordField(
+        "Password (optional: leave empty for a token-only user)",
+        validators=[Optional(), Length(max=1024)],
+    )
+
+
+class UpdateUserForm(FlaskForm):
+    """A user's role and priority cap."""
+
+    role = SelectField("Role", choices=ROLE_CHOICES)
+    max_priority = SelectField("Priority cap", choices=PRIORITY_CHOICES)
+
+
+class TokenForm(FlaskForm):
+    """A new API token for a user."""
+
+    user = SelectField("User", validators=[InputRequired()])
+    label = StringField("Label (optional)", validators=[Optional(), Length(max=100)])

@@ -1,0 +1,274 @@
+"""The signed-in pages: dashboard, job list, job page, enqueue form, cancel and retry."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import (
+    Blueprint,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from werkzeug.datastructures import MultiDict
+from werkzeug.wrappers import Response
+
+from app import db
+from app.queue import service, stats, validate
+from app.queue.errors import Forbidden, InvalidInput, QueueError
+from app.queue.models import Actor, Event, Job, JobFilters
+from app.queue.states import PRIORITIES, RETRYABLE, TERMINAL, JobStatus, Role
+from app.settings import queue_settings
+from app.timeutil import utcnow
+from app.web.charts import minute_chart
+from app.web.forms import ConfirmForm, EnqueueForm
+from app.web.htmx import current_actor, is_htmx, render, require_login
+
+bp = Blueprint("pages", __name__, url_prefix="/ui")
+PAGE_SIZE = 25
+STOP_POLLING = 286  # htmx stops an `every` trigger when it gets this status
+LIST_ARGS = validate.LIST_FIELDS | {"live"}
+
+bp.before_request(require_login)
+
+
+def visible_job(job: Job, actor: Actor) -> Job:
+    """The job as this viewer may see it: the error text exists only for admins."""
+    return job if actor.is_admin else dataclasses.replace(job, error=None)
+
+
+def visible_event(event: Event, actor: Actor) -> Event:
+    """The event as this viewer may see it: the error text exists only for admins."""
+    return event if actor.is_admin else dataclasses.replace(event, error=None)
+
+
+@bp.get("/")
+def dashboard() -> str:
+    actor = current_actor()
+    with db.read() as conn:
+        figures = stats.dashboard(conn, actor, now=utcnow())
+    return render_template(
+        "dashboard/index.html", figures=figures, chart=minute_chart(figures.per_minute)
+    )
+
+
+def _list_args() -> MultiDict[str, str]:
+    """The query string without the page's own `live` switch and without empty values."""
+    return MultiDict([(k, v) for k, v in request.args.items(multi=True) if v != ""])
+
+
+@bp.get("/jobs")
+def jobs() -> Response:
+    actor = current_actor()
+    args = _list_args()
+    live = args.get("live") == "1"
+    errors: dict[str, str] = {}
+    try:
+        filters = validate.parse_filters(args, allowed=LIST_ARGS)
+    except InvalidInput as exc:
+        errors = exc.errors
+        filters = JobFilters(limit=PAGE_SIZE)
+    if not args.get("limit"):
+        filters = dataclasses.replace(filters, limit=PAGE_SIZE)
+    page = None
+    if not errors:
+        with db.read() as conn:
+            page = service.list_jobs(conn, actor, filters)
+    base = {k: v for k, v in args.items() if k != "cursor"}
+    return render(
+        "jobs/list.html",
+        "jobs/_table_partial.html",
+        status=422 if errors else 200,
+        jobs=[visible_job(job, actor) for job in page.jobs] if page else [],
+        page=page,
+        errors=errors,
+        args=args,
+        live=live,
+        filtered=any(k in args for k in ("status", "type", "priority", "q")),
+        older_url=url_for(".jobs", **base, cursor=page.next_cursor)
+        if page and page.next_cursor
+        else None,
+        newer_url=url_for(".jobs", **base, cursor=page.prev_cursor)
+        if page and page.prev_cursor
+        else None,
+        self_url=request.full_path.rstrip("?"),
+        job_types=queue_settings().job_types,
+        statuses=list(JobStatus),
+        priorities=list(PRIORITIES),
+        poll_seconds=current_app.config["UI_POLL_SECONDS"],
+    )
+
+
+def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
+    with db.read() as conn:
+        job = service.get_job(conn, actor, job_id)
+        events = service.list_events(conn, actor, job_id)
+    return {
+        "job": visible_job(job, actor),
+        "events": [visible_event(event, actor) for event in events],
+        "live": job.status not in TERMINAL,
+        "can_cancel": _can_cancel(job, actor),
+        "can_retry": actor.is_admin and job.status in RETRYABLE,
+        "payload": pretty(job.payload),
+        "result": pretty(job.result) if job.result is not None else None,
+        "confirm_form": ConfirmForm(),
+        "poll_seconds": current_app.config["UI_POLL_SECONDS"],
+        **extra,
+    }
+
+
+def _can_cancel(job: Job, actor: Actor) -> bool:
+    if actor.is_admin:
+        return job.status in (JobStatus.PENDING, JobStatus.RUNNING)
+    return actor.role is Role.PRODUCER and job.created_by == actor.id and job.status == "pending"
+
+
+def pretty(value: Any) -> str:
+    """JSON for people: indented, keys sorted, non-ASCII kept (the template escapes it)."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+@bp.get("/jobs/<jobid:job_id>")
+def job(job_id: int) -> Response:
+    actor = current_actor()
+    context = _detail_context(job_id, actor)
+    response = render("jobs/detail.html", "jobs/_detail_partial.html", **context)
+    if is_htmx() and not context["live"]:
+        response.status_code = STOP_POLLING
+    return response
+
+
+def _action_done(job_id: int, message: str, category: str) -> Response:
+    """htmx gets the refreshed job panel; a plain form post is redirected to the job page."""
+    if is_htmx():
+        context = _detail_context(job_id, current_actor(), notice=(category, message))
+        return render("jobs/detail.html", "jobs/_detail_partial.html", **context)
+    flash(message, category)
+    return redirect(url_for(".job", job_id=job_id))
+
+
+@bp.post("/jobs/<jobid:job_id>/cancel")
+def cancel(job_id: int) -> Response:
+    try:
+        with db.transaction() as conn:
+            service.cancel(conn, current_actor(), job_id, now=utcnow())
+    except QueueError as exc:
+        if exc.status in (403, 404):
+            raise
+        return _action_done(job_id, exc.detail, "error")
+    return _action_done(job_id, f"Job {job_id} cancelled.", "success")
+
+
+@bp.post("/jobs/<jobid:job_id>/retry")
+def retry(job_id: int) -> Response:
+    try:
+        with db.transaction() as conn:
+            service.retry(conn, current_actor(), job_id, now=utcnow())
+    except QueueError as exc:
+        if exc.status in (403, 404):
+            raise
+        return _action_done(job_id, exc.detail, "error")
+    return _action_done(job_id, f"Job {job_id} is queued again.", "success")
+
+
+def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
+    """The form as the JSON body the API would get; parse problems go to ``errors``."""
+    body: dict[str, Any] = {
+        "type": form.type.data,
+        "priority": form.priority.data,
+        "max_retries": form.max_retries.data,
+    }
+    try:
+        body["payload"] = json.loads(
+            form.payload.data or "{}",
+            object_pairs_hook=_no_duplicate_keys,
+            parse_constant=_no_constants,
+        )
+    except RecursionError:
+        errors["payload"] = "nests too deeply"
+    except ValueError as exc:
+        errors["payload"] = f"is not valid JSON ({exc})"
+    else:
+        if not isinstance(body["payload"], dict):
+            errors["payload"] = 'must be a JSON object, e.g. {"to": "someone@example.com"}'
+    if form.idempotency_key.data:
+        body["idempotency_key"] = form.idempotency_key.data
+    if form.run_at.data:
+        body["run_at"] = _utc_if_naive(form.run_at.data.strip())
+    return body
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _utc_if_naive(value: str) -> str:
+    """A browser's datetime-local value has no offset; the form says it is UTC."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return value  # parse_enqueue explains what is wrong with it
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=UTC).isoformat()
+    return value
+
+
+@bp.route("/jobs/new", methods=["GET", "POST"])
+def new_job() -> Response | tuple[str, int]:
+    actor = current_actor()
+    service.authorize(actor, service.Action.ENQUEUE)
+    settings = queue_settings()
+    form = EnqueueForm()
+    form.type.choices = list(settings.job_types)
+    allowed = [label for label, number in PRIORITIES.items() if number <= actor.priority_cap()]
+    form.priority.choices = allowed
+    status = 200
+    if request.method == "POST":
+        status = 422
+        if form.validate():
+            errors: dict[str, str] = {}
+            body = _enqueue_body(form, errors)
+            try:
+                if errors:
+                    raise InvalidInput(errors)
+                request_ = validate.parse_enqueue(body, settings)
+                with db.transaction() as conn:
+                    job, created = service.enqueue(conn, actor, request_, now=utcnow())
+            except InvalidInput as exc:
+                _form_errors(form, exc.errors)
+            except Forbidden as exc:
+                form.priority.errors = [exc.detail]
+                status = 403
+            else:
+                if created:
+                    flash(f"Job {job.id} enqueued.", "success")
+                else:
+                    flash(f"Job {job.id} already existed with this idempotency key.", "info")
+                return redirect(url_for(".job", job_id=job.id))
+    return render_template(
+        "jobs/new.html", form=form, cap=allowed[-1], max_payload=settings.max_payload_bytes
+    ), status
+
+
+def _form_errors(form: EnqueueForm, errors: dict[str, str]) -> None:
+    for name, message in errors.items():
+        field = getattr(form, name, None) if name in form else None
+        if field is not None:
+            field.errors = [*field.errors, message]
+        else:
+            form.form_errors.append(f"{name}: {message}")
