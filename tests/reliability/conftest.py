@@ -18,7 +18,7 @@ AGENT_TIMEOUT = 90.0
 
 
 class Agents:
-    """Client processes (``tests.reliability.agents``) started by one test, all reaped at the end."""
+    """Client processes (``tests.reliability.agents``) of one test, all reaped at its end."""
 
     def __init__(self) -> None:
         self.processes: list[subprocess.Popen[str]] = []
@@ -51,6 +51,9 @@ class Agents:
             if process.poll() is None:
                 process.kill()  # by its own pid
                 process.wait(10)
+            for stream in (process.stdout, process.stderr):
+                if stream is not None:
+                    stream.close()
 
 
 @pytest.fixture
