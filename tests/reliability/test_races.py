@@ -1,0 +1,125 @@
+"""Two transactions on the same SQLite file, started at the same instant from two threads:
+exactly one transition wins, and the state and the event log agree with the winner."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from app.queue import service
+from app.queue.errors import Conflict
+from tests.reliability.conftest import T0, Queue
+
+ROUNDS = 25
+
+
+@pytest.fixture
+def app_config() -> dict[str, Any]:
+    return {"LEASE_SECONDS": 5, "BACKOFF_BASE_SECONDS": 0}
+
+
+def _race(queue: Queue, *actions: Callable[[Any], Any]) -> list[Any]:
+    """Run each action in its own thread and transaction, released together by a barrier."""
+    barrier = threading.Barrier(len(actions), timeout=10)
+
+    def run(action: Callable[[Any], Any]) -> Any:
+        barrier.wait()
+        try:
+            with queue.tx() as conn:
+                return action(conn)
+        except Conflict as exc:
+            return exc
+
+    with ThreadPoolExecutor(len(actions)) as pool:
+        futures = [pool.submit(run, action) for action in actions]
+        return [future.result(timeout=30) for future in futures]
+
+
+def test_complete_vs_fail_same_job_one_winner(queue: Queue) -> None:
+    outcomes: Counter[str] = Counter()
+    for _ in range(ROUNDS):
+        job = queue.enqueue(max_retries=1)
+        claimed = queue.claim()
+        assert claimed is not None and claimed.id == job.id
+        now = T0 + timedelta(seconds=1)
+        done, failed = _race(
+            queue,
+            lambda conn, j=job, now=now: service.complete(
+                conn, queue.worker, j.id, now=now, attempt=1, result={"ok": True}
+            ),
+            lambda conn, j=job, now=now: service.fail(
+                conn, queue.worker, j.id, now=now, settings=queue.settings, error="x", attempt=1
+            ),
+        )
+        winners = [r for r in (done, failed) if not isinstance(r, Conflict)]
+        assert len(winners) == 1, (done, failed)
+        final = queue.job(job.id)
+        kinds = [e.kind for e in queue.events(job.id)]
+        if isinstance(failed, Conflict):
+            outcomes["complete won"] += 1
+            assert (final.status, final.result, final.retry_count) == ("completed", {"ok": True}, 0)
+            assert kinds == ["enqueued", "claimed", "completed"]
+        else:
+            outcomes["fail won"] += 1
+            assert (final.status, final.result, final.retry_count) == ("pending", None, 1)
+            assert kinds == ["enqueued", "claimed", "retry_scheduled"]
+            # a pending job must not be left in the queue for the next round
+            with queue.tx() as conn:
+                service.cancel(conn, queue.admin, job.id, now=now)
+    print(f"\ncomplete vs fail, {ROUNDS} races on one SQLite file: {dict(outcomes)}")
+
+
+def test_reaper_vs_late_complete_same_job_one_winner(queue: Queue) -> None:
+    """The lease ran out but nobody re-claimed yet: the late complete and the reaper race."""
+    outcomes: Counter[str] = Counter()
+    for _ in range(ROUNDS):
+        job = queue.enqueue(max_retries=1)
+        claimed = queue.claim()
+        assert claimed is not None and claimed.id == job.id
+        late = claimed.lease_expires_at + timedelta(seconds=1)  # type: ignore[operator]
+        recovered, done = _race(
+            queue,
+            lambda conn, late=late: service.recover_expired(
+                conn, now=late, settings=queue.settings, limit=100
+            ),
+            lambda conn, j=job, late=late: service.complete(
+                conn, queue.worker, j.id, now=late, attempt=1
+            ),
+        )
+        final = queue.job(job.id)
+        events = queue.events(job.id)
+        kinds = [e.kind for e in events]
+        assert events[-1].to_status == final.status
+        if isinstance(done, Conflict):
+            outcomes["reaper won"] += 1
+            assert recovered == 1
+            assert (final.status, final.retry_count, final.worker_id) == ("pending", 1, None)
+            assert final.error == service.LEASE_EXPIRED
+            assert kinds == ["enqueued", "claimed", "lease_expired"]
+            with queue.tx() as conn:
+                service.cancel(conn, queue.admin, job.id, now=late)
+        else:
+            outcomes["late complete won"] += 1
+            assert recovered == 0
+            assert (final.status, final.retry_count) == ("completed", 0)
+            assert kinds == ["enqueued", "claimed", "completed"]
+    print(f"\nreaper vs late complete, {ROUNDS} races on one SQLite file: {dict(outcomes)}")
+
+
+def test_two_claims_never_take_the_same_job(queue: Queue) -> None:
+    jobs = [queue.enqueue() for _ in range(ROUNDS)]
+    taken: list[int] = []
+    for _ in range(ROUNDS // 2 + 1):
+        first, second = _race(
+            queue,
+            lambda conn: service.claim(conn, queue.worker, now=T0, settings=queue.settings),
+            lambda conn: service.claim(conn, queue.other_worker, now=T0, settings=queue.settings),
+        )
+        taken += [job.id for job in (first, second) if job is not None]
+    assert sorted(taken) == [job.id for job in jobs]
