@@ -47,6 +47,14 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}+"),
         MARKER,
     ),
+    # "password": "a quoted passphrase", secret='two words' (to the closing quote or line end)
+    (
+        re.compile(
+            rf"(?i)(?<![A-Za-z0-9])((?:{_CREDENTIAL_NAMES})[\"']?\s{{0,5}}+[=:]\s{{0,5}}+)"
+            r"(?:\"[^\"\n]{1,1024}+\"?|'[^'\n]{1,1024}+'?)"
+        ),
+        rf'\1"{MARKER}"',
+    ),
     # password=..., "token": "...", api_key: ...
     (
         re.compile(
