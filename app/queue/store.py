@@ -12,11 +12,9 @@ from sqlalchemy import (
     Connection,
     and_,
     bindparam,
-    case,
     delete,
     func,
     insert,
-    literal,
     literal_column,
     or_,
     select,
@@ -30,17 +28,16 @@ from app.queue.states import JobStatus
 from app.schema import UTCDateTime, job_events, jobs
 
 _JOB_COLUMNS = [jobs.c[name] for name in Job.__dataclass_fields__]
-
-
-def _is_postgres(conn: Connection) -> bool:
-    return conn.dialect.name == "postgresql"
+# Built once: the hottest statements skip per-call construction and cache-key work.
+_INSERT_JOB = insert(jobs).returning(*_JOB_COLUMNS)
+_INSERT_EVENT = insert(job_events)
 
 
 def insert_job(conn: Connection, values: Mapping[str, Any]) -> Job | None:
     """Insert a job; None when its (owner, idempotency key) already exists."""
     try:
         with conn.begin_nested():
-            row = conn.execute(insert(jobs).values(**values).returning(*_JOB_COLUMNS)).one()
+            row = conn.execute(_INSERT_JOB, dict(values)).one()
     except IntegrityError:
         if values.get("idempotency_key") is None:
             raise
@@ -119,78 +116,68 @@ _PENDING = jobs.c.status == literal_column("'pending'")
 _RUNNING = jobs.c.status == literal_column("'running'")
 
 
-def _sqlite_indexed(index: str, condition: str, *, now: datetime, **params: Any) -> Any:
-    """``SELECT id FROM jobs INDEXED BY index WHERE condition``: SQLite's planner would
-    otherwise prefer the (status, id) index and sort the whole queue."""
-    return (
-        text(f"SELECT id FROM jobs INDEXED BY {index} WHERE {condition}")  # noqa: S608 (constants)
-        .bindparams(bindparam("now", now, type_=UTCDateTime()), **params)
-        .columns(jobs.c.id)
+def _now() -> Any:
+    return bindparam("now", type_=UTCDateTime())
+
+
+# SQLite's planner would otherwise pick the (status, id) index and sort the whole queue, so the
+# queue-head lookups name their partial index; PostgreSQL adds SKIP LOCKED so claims never wait.
+_CLAIM_HEAD = {
+    "sqlite": text(
+        "SELECT id FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' AND run_at <= :now "
+        "ORDER BY priority DESC, run_at, id LIMIT 1"
     )
+    .bindparams(_now())
+    .columns(jobs.c.id),
+    "postgresql": select(jobs.c.id)
+    .where(_PENDING, jobs.c.run_at <= _now())
+    .order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
+    .limit(1)
+    .with_for_update(skip_locked=True),
+}
+_EXPIRED_IDS = {
+    "sqlite": text(
+        "SELECT id FROM jobs INDEXED BY ix_jobs_lease WHERE status = 'running' "
+        "AND lease_expires_at < :now ORDER BY lease_expires_at LIMIT :limit"
+    )
+    .bindparams(_now(), bindparam("limit"))
+    .columns(jobs.c.id),
+    "postgresql": select(jobs.c.id)
+    .where(_RUNNING, jobs.c.lease_expires_at < _now())
+    .order_by(jobs.c.lease_expires_at)
+    .limit(bindparam("limit"))
+    .with_for_update(skip_locked=True),
+}
+# Built once per backend: the claim is the hottest statement of all.
+_CLAIM = {
+    backend: update(jobs)
+    .where(jobs.c.id == head.scalar_subquery(), _PENDING)
+    .values(
+        status=literal_column("'running'"),
+        worker_id=bindparam("worker"),
+        attempts=jobs.c.attempts + 1,
+        claimed_at=_now(),
+        lease_expires_at=bindparam("expires", type_=UTCDateTime()),
+        lease_seconds=bindparam("lease"),
+        progress=None,
+        progress_message=None,
+        updated_at=_now(),
+    )
+    .returning(*_JOB_COLUMNS)
+    for backend, head in _CLAIM_HEAD.items()
+}
 
 
-def _claim_head(conn: Connection, now: datetime) -> Any:
-    """The id of the job a claim at ``now`` takes: the due pending job first in claim order."""
-    if _is_postgres(conn):
-        return (
-            select(jobs.c.id)
-            .where(_PENDING, jobs.c.run_at <= now)
-            .order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-            .scalar_subquery()
-        )
-    return _sqlite_indexed(
-        "ix_jobs_claim",
-        "status = 'pending' AND run_at <= :now ORDER BY priority DESC, run_at, id LIMIT 1",
-        now=now,
-    ).scalar_subquery()
-
-
-def claim_next(
-    conn: Connection,
-    *,
-    worker: str,
-    now: datetime,
-    lease_seconds: int | None,
-    type_leases: Mapping[str, int],
-    default_lease: int,
-) -> Job | None:
+def claim_next(conn: Connection, *, worker: str, now: datetime, lease_seconds: int) -> Job | None:
     """Move the head of the queue to running for ``worker`` in one statement."""
-    head = _claim_head(conn, now)
-    overrides = type_leases if lease_seconds is None else {}
-    default = default_lease if lease_seconds is None else lease_seconds
-    seconds = _by_type(overrides, default, literal)
-    expires = _by_type(
-        overrides, default, lambda value: literal(now + timedelta(seconds=value), UTCDateTime())
-    )
-    row = conn.execute(
-        update(jobs)
-        .where(jobs.c.id == head, jobs.c.status == JobStatus.PENDING)
-        .values(
-            status=JobStatus.RUNNING,
-            worker_id=worker,
-            attempts=jobs.c.attempts + 1,
-            claimed_at=now,
-            lease_expires_at=expires,
-            lease_seconds=seconds,
-            progress=None,
-            progress_message=None,
-            updated_at=now,
-        )
-        .returning(*_JOB_COLUMNS)
-    ).first()
+    params = {
+        "worker": worker,
+        "now": now,
+        "lease": lease_seconds,
+        "expires": now + timedelta(seconds=lease_seconds),
+    }
+    row = conn.execute(_CLAIM[conn.dialect.name], params).first()
     return Job.from_row(row._mapping) if row else None
-
-
-def _by_type(overrides: Mapping[str, int], default: int, value_of: Any) -> Any:
-    """A SQL value that depends on the job's type: ``value_of(seconds)`` per type, else default."""
-    if not overrides:
-        return value_of(default)
-    return case(
-        *((jobs.c.type == name, value_of(value)) for name, value in overrides.items()),
-        else_=value_of(default),
-    )
 
 
 def lease_expired_before(now: datetime) -> ColumnElement[bool]:
@@ -200,23 +187,10 @@ def lease_expired_before(now: datetime) -> ColumnElement[bool]:
 
 def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Job]:
     """Running jobs whose lease ended before ``now``, oldest first."""
-    if _is_postgres(conn):
-        ids: Any = (
-            select(jobs.c.id)
-            .where(_RUNNING, lease_expired_before(now))
-            .order_by(jobs.c.lease_expires_at)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-    else:
-        ids = _sqlite_indexed(
-            "ix_jobs_lease",
-            "status = 'running' AND lease_expires_at < :now ORDER BY lease_expires_at LIMIT :limit",
-            now=now,
-            limit=limit,
-        )
+    ids = _EXPIRED_IDS[conn.dialect.name]
     query = select(*_JOB_COLUMNS).where(jobs.c.id.in_(ids)).order_by(jobs.c.lease_expires_at)
-    return [Job.from_row(row._mapping) for row in conn.execute(query)]
+    rows = conn.execute(query, {"now": now, "limit": limit})
+    return [Job.from_row(row._mapping) for row in rows]
 
 
 def transition(
@@ -250,17 +224,18 @@ def record_event(
 ) -> None:
     """Append the transition that brought ``job`` to its current status."""
     conn.execute(
-        insert(job_events).values(
-            job_id=job.id,
-            at=at,
-            from_status=from_status,
-            to_status=job.status,
-            actor=actor,
-            attempt=job.attempts or None,
-            kind=kind,
-            error=error,
-            note=note,
-        )
+        _INSERT_EVENT,
+        {
+            "job_id": job.id,
+            "at": at,
+            "from_status": from_status,
+            "to_status": job.status,
+            "actor": actor,
+            "attempt": job.attempts or None,
+            "kind": kind,
+            "error": error,
+            "note": note,
+        },
     )
 
 
