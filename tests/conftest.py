@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,12 +11,16 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
+from sqlalchemy import create_engine, text
 
 from app import create_app, migrate
 from tests.builders import Api, make_api
+from tests.postgres import postgres_server
 
 TEST_SECRET = "test-secret-key-" + "x" * 40
 JOB_TYPES = ["email.send", "report.build", "webhook.deliver"]
+PG_TEMPLATE = "queuelog_template"
+_pg_databases = itertools.count(1)
 
 
 def base_config(database_url: str, **overrides: Any) -> dict[str, Any]:
@@ -48,6 +53,50 @@ def database_path(tmp_path: Path, migrated_template: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def postgres_server_url() -> Iterator[str]:
+    """A throwaway PostgreSQL server for the session (base URL, no database)."""
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server_url: str) -> str:
+    """A migrated database that each PostgreSQL test clones."""
+    _admin_sql(postgres_server_url, f"CREATE DATABASE {PG_TEMPLATE}")
+    app = create_app(base_config(f"{postgres_server_url}/{PG_TEMPLATE}"))
+    migrate.upgrade(app)
+    app.extensions["queuelog.db"].dispose()
+    return PG_TEMPLATE
+
+
+def _admin_sql(server_url: str, statement: str) -> None:
+    engine = create_engine(f"{server_url}/postgres", isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(statement))
+    engine.dispose()
+
+
+@pytest.fixture
+def backend() -> str:
+    """The database engine under test; a folder's conftest may parametrize it."""
+    return "sqlite"
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, backend: str) -> Iterator[str]:
+    """A fresh, migrated database of the chosen backend for this test."""
+    if backend == "sqlite":
+        yield f"sqlite:///{request.getfixturevalue('database_path')}"
+        return
+    server = request.getfixturevalue("postgres_server_url")
+    template = request.getfixturevalue("postgres_template")
+    name = f"test_{next(_pg_databases)}"
+    _admin_sql(server, f"CREATE DATABASE {name} TEMPLATE {template}")
+    yield f"{server}/{name}"
+    _admin_sql(server, f"DROP DATABASE {name} WITH (FORCE)")
+
+
 @pytest.fixture
 def app_config() -> dict[str, Any]:
     """Per-test config overrides (override this fixture in a module to change settings)."""
@@ -55,9 +104,9 @@ def app_config() -> dict[str, Any]:
 
 
 @pytest.fixture
-def app(database_path: Path, app_config: dict[str, Any]) -> Iterator[Flask]:
-    """The app on a real SQLite file."""
-    application = create_app(base_config(f"sqlite:///{database_path}", **app_config))
+def app(database_url: str, app_config: dict[str, Any]) -> Iterator[Flask]:
+    """The app on a real database: a SQLite file unless ``backend`` says otherwise."""
+    application = create_app(base_config(database_url, **app_config))
     yield application
     application.extensions["queuelog.db"].dispose()
 

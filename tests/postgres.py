@@ -1,0 +1,105 @@
+"""A throwaway PostgreSQL server for one test session (initdb in a temp folder, stopped after).
+
+Skips when the server binaries are missing, unless QUEUELOG_REQUIRE_POSTGRES=1 (set by CI),
+where a missing server is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+BIN_DIRS = [Path(f"/usr/lib/postgresql/{v}/bin") for v in (17, 16, 15)]
+
+
+def _bin_dir() -> Path | None:
+    for directory in BIN_DIRS:
+        if (directory / "initdb").exists():
+            return directory
+    found = shutil.which("initdb")
+    return Path(found).parent if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _as_postgres(args: list[str]) -> list[str]:
+    """initdb and pg_ctl refuse to run as root: run them as the postgres user then."""
+    if os.geteuid() == 0:
+        return ["runuser", "-u", "postgres", "--", *args]
+    return args
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    """Start a server on 127.0.0.1 and yield its base URL (no database name)."""
+    bin_dir = _bin_dir()
+    if bin_dir is None:
+        if os.environ.get("QUEUELOG_REQUIRE_POSTGRES") == "1":
+            pytest.fail("PostgreSQL server binaries not found (apt-get install postgresql)")
+        pytest.skip("PostgreSQL server binaries not found; install Debian's postgresql to run")
+    folder = Path(tempfile.mkdtemp(prefix="queuelog-pg-"))
+    data, log = folder / "data", folder / "server.log"
+    if os.geteuid() == 0:
+        shutil.chown(folder, "postgres", "postgres")
+    port = _free_port()
+    run = {"cwd": "/", "check": True, "capture_output": True, "timeout": 60}
+    subprocess.run(
+        _as_postgres(
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
+                "--no-sync",
+            ]
+        ),
+        **run,
+    )
+    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off"
+    subprocess.run(
+        _as_postgres(
+            [
+                str(bin_dir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(log),
+                "-w",
+                "-t",
+                "30",
+                "-o",
+                options,
+                "start",
+            ]
+        ),
+        **run,
+    )
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
+    finally:
+        subprocess.run(
+            _as_postgres([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
+            cwd="/",
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        shutil.rmtree(folder, ignore_errors=True)
