@@ -34,7 +34,8 @@ class ConfirmForm(FlaskForm):
 class EnqueueForm(FlaskForm):
     """A new job. ``priority`` accepts any value so the service, not the form, enforces caps."""
 
-    type = SelectField("Type", validators=[InputRequired()])
+    # Choices are checked by parse_enqueue, so the form and the API word refusals alike.
+    type = SelectField("Type", validators=[InputRequired()], validate_choice=False)
     payload = TextAreaField(
         "Payload (JSON object)", default="{}", validators=[Length(max=1_048_576)]
     )
