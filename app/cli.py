@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import click
 from flask import Flask, current_app
-from flask.cli import AppGroup
+from flask.cli import AppGroup, with_appcontext
 
 from app import db, migrate
 from app.accounts import service as accounts
@@ -204,6 +204,7 @@ def jobs_prune(older_than: str) -> None:
 
 
 @click.command("setup")
+@with_appcontext  # app.cli.add_command does not wrap plain click commands (the runner needs it)
 def setup() -> None:
     """Migrate the database and, on the very first run, create the user `admin`."""
     migrate.upgrade(current_app._get_current_object())  # type: ignore[attr-defined]
