@@ -1,0 +1,129 @@
+"""The Alembic migrations build exactly the tables of ``app.schema``, and re-running is harmless."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from flask import Flask
+from sqlalchemy import inspect, text
+
+from app import create_app, db, migrate
+from app.schema import metadata
+from tests.conftest import base_config
+
+
+@pytest.fixture
+def empty_app(tmp_path: Path) -> Iterator[Flask]:
+    """An app on a SQLite file that does not exist yet."""
+    path = tmp_path / "fresh.sqlite3"
+    assert not path.exists()
+    app = create_app(base_config(f"sqlite:///{path}"))
+    yield app
+    db.engine(app).dispose()
+
+
+def _is_empty_string_default(diff: object) -> bool:
+    """Alembic on SQLite reports DEFAULT '' as differing from server_default="" although the
+    reflected default is exactly '' (spelled ('') by SQLite); anything else is a real difference."""
+    if not isinstance(diff, list) or len(diff) != 1:
+        return False
+    kind, _, _, _, _, reflected, declared = diff[0]
+    return (
+        kind == "modify_default"
+        and str(reflected.arg) in ("''", "('')")
+        and getattr(declared, "arg", None) == ""
+    )
+
+
+def _differences(app: Flask) -> list[object]:
+    with db.engine(app).connect() as conn:
+        context = MigrationContext.configure(
+            conn, opts={"compare_type": True, "compare_server_default": True}
+        )
+        found = compare_metadata(context, metadata)
+    return [diff for diff in found if not _is_empty_string_default(diff)]
+
+
+def _head() -> str:
+    head = ScriptDirectory.from_config(migrate.alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def test_migrations_match_the_schema(empty_app: Flask) -> None:
+    migrate.upgrade(empty_app)
+    assert _differences(empty_app) == []
+
+
+def test_migrated_database_has_every_table_index_and_check(empty_app: Flask) -> None:
+    migrate.upgrade(empty_app)
+    inspector = inspect(db.engine(empty_app))
+    assert set(inspector.get_table_names()) >= {"jobs", "job_events", "users", "api_tokens"}
+    indexes = {ix["name"] for ix in inspector.get_indexes("jobs")}
+    assert {"ix_jobs_claim", "ix_jobs_status_id", "ix_jobs_owner_id"} <= indexes
+    checks = {ck["name"] for ck in inspector.get_check_constraints("jobs")}
+    assert "ck_jobs_status" in checks
+    with db.engine(empty_app).connect() as conn:
+        plan = " ".join(
+            str(row[-1])
+            for row in conn.exec_driver_sql(
+                "EXPLAIN QUERY PLAN SELECT id FROM jobs INDEXED BY ix_jobs_claim "
+                "WHERE status = 'pending' AND run_at <= ? "
+                "ORDER BY priority DESC, run_at, id LIMIT 1",
+                ("2030-01-01 00:00:00",),
+            )
+        )
+    assert "ix_jobs_claim" in plan and "TEMP B-TREE" not in plan
+
+
+def test_the_status_check_refuses_impossible_states(empty_app: Flask) -> None:
+    migrate.upgrade(empty_app)
+    with db.engine(empty_app).connect() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO users (name, role, session_nonce, created_at) "
+            "VALUES ('u', 'producer', 'n', '2030-01-01 00:00:00')"
+        )
+        with pytest.raises(Exception, match="CHECK constraint failed"):
+            conn.exec_driver_sql(
+                "INSERT INTO jobs (type, payload, status, created_by, run_at, created_at, "
+                "updated_at) VALUES ('t', '{}', 'exploded', 1, '2030-01-01', '2030-01-01', "
+                "'2030-01-01')"
+            )
+        conn.rollback()
+
+
+def test_upgrade_is_idempotent(empty_app: Flask) -> None:
+    migrate.upgrade(empty_app)
+    with db.engine(empty_app).begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO users (name, role, session_nonce, created_at) "
+                "VALUES ('keep', 'admin', 'n', '2030-01-01 00:00:00')"
+            )
+        )
+    migrate.upgrade(empty_app)
+    migrate.upgrade(empty_app)
+    assert _differences(empty_app) == []
+    with db.engine(empty_app).connect() as conn:
+        assert conn.execute(text("SELECT name FROM users")).scalars().all() == ["keep"]
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [
+            _head()
+        ]
+
+
+def test_flask_db_upgrade_on_an_empty_file(empty_app: Flask) -> None:
+    runner = empty_app.test_cli_runner()
+    for _ in range(2):
+        result = runner.invoke(args=["db", "upgrade"])
+        assert result.exit_code == 0, result.output
+    assert _differences(empty_app) == []
+
+
+def test_a_single_head(empty_app: Flask) -> None:
+    heads = ScriptDirectory.from_config(migrate.alembic_config()).get_heads()
+    assert len(heads) == 1
