@@ -1,0 +1,167 @@
+"""The pages in Debian's Chromium (Playwright): sign in, filter, enqueue, cancel and retry,
+a live progress bar, small screens, and not one CSP violation or console error."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import ConsoleMessage, Page, expect
+
+from tests.builders import PASSWORD, Api, make_token, make_user
+from tests.web.conftest import LiveSite
+
+pytestmark = pytest.mark.browser
+_names = itertools.count(1)
+
+
+@pytest.fixture
+def people(live_site: LiveSite) -> dict[str, Any]:
+    """Fresh users on the shared live site (names are unique per test), with API callers."""
+    n = next(_names)
+    names = {"producer": f"pat{n}", "worker": f"wendy{n}", "admin": f"root{n}"}
+    for role, name in names.items():
+        make_user(live_site.app, name, role, password=PASSWORD)
+    return {
+        **names,
+        "producer_api": Api(live_site.api, make_token(live_site.app, names["producer"])),
+        "worker_api": Api(live_site.api, make_token(live_site.app, names["worker"])),
+        "admin_api": Api(live_site.api, make_token(live_site.app, names["admin"])),
+    }
+
+
+@pytest.fixture
+def expected_statuses() -> list[int]:
+    """HTTP statuses a test provokes on purpose (Chromium logs every 4xx as a console error)."""
+    return [422]  # a form showing its errors
+
+
+@pytest.fixture
+def watched(page: Page, expected_statuses: list[int]) -> Iterator[Page]:
+    """The page, failing the test on any console error, CSP violation or uncaught exception."""
+    problems: list[str] = []
+
+    def on_console(message: ConsoleMessage) -> None:
+        if any(f"status of {status} " in message.text for status in expected_statuses):
+            return
+        if message.type in ("error", "warning") or "Content Security Policy" in message.text:
+            problems.append(f"console {message.type}: {message.text}")
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm: the person says yes
+    yield page
+    assert problems == []
+
+
+def sign_in(page: Page, site: LiveSite, name: str, path: str = "/ui/") -> None:
+    page.goto(site.url + path)
+    expect(page).to_have_url(re.compile(r"/login\?next="))
+    page.get_by_label("User name").fill(name)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(site.url + path)
+
+
+def test_sign_in_lands_on_the_dashboard(watched: Page, live_site: LiveSite, people) -> None:
+    sign_in(watched, live_site, people["admin"])
+    expect(watched.get_by_role("heading", name="Dashboard", level=1)).to_be_visible()
+    expect(watched.locator("figure.chart svg")).to_be_visible()
+    watched.get_by_role("button", name=re.compile("Sign out")).click()
+    expect(watched).to_have_url(live_site.url + "/login")
+    watched.goto(live_site.url + "/ui/")
+    expect(watched).to_have_url(re.compile(r"/login\?next="))
+
+
+def test_filter_by_status_swaps_only_the_table(watched: Page, live_site: LiveSite, people) -> None:
+    api, worker = people["producer_api"], people["worker_api"]
+    pending = api.enqueue()
+    failed = api.enqueue(max_retries=0)
+    while (held := worker.claim()) is not None:
+        worker.post(f"/jobs/{held['id']}/fail", {"error": "disk full"})
+    assert held is None
+    sign_in(watched, live_site, people["producer"], "/ui/jobs")
+    table = watched.locator("#jobs-table")
+    expect(table.get_by_role("link", name=f"#{pending['id']}")).to_be_visible()
+    watched.evaluate("window.__sameDocument = true")
+    with watched.expect_response(re.compile(r"/ui/jobs\?status=failed")) as swap:
+        watched.get_by_label("Status").select_option("failed")
+    assert swap.value.request.headers.get("hx-request") == "true"
+    expect(watched).to_have_url(live_site.url + "/ui/jobs?status=failed")
+    expect(table.get_by_role("link", name=f"#{failed['id']}")).to_be_visible()
+    expect(table.get_by_role("link", name=f"#{pending['id']}")).to_have_count(0)
+    assert watched.evaluate("window.__sameDocument") is True  # no full page load
+    watched.reload()
+    expect(watched.get_by_label("Status")).to_have_value("failed")
+    expect(table.get_by_role("link", name=f"#{pending['id']}")).to_have_count(0)
+
+
+def test_enqueue_from_the_form(watched: Page, live_site: LiveSite, people) -> None:
+    sign_in(watched, live_site, people["producer"], "/ui/jobs/new")
+    watched.get_by_label("Type").select_option("report.build")
+    watched.get_by_label("Payload (JSON object)").fill("[1, 2, 3]")
+    watched.get_by_role("button", name="Enqueue").click()
+    expect(watched.locator(".field-error")).to_contain_text("must be a JSON object")
+    watched.get_by_label("Payload (JSON object)").fill('{"month": "2026-11", "format": "pdf"}')
+    watched.get_by_label("Priority").select_option("medium")
+    watched.get_by_role("button", name="Enqueue").click()
+    expect(watched.locator(".flash")).to_contain_text("enqueued")
+    expect(watched).to_have_url(re.compile(r"/ui/jobs/\d+$"))
+    expect(watched.locator("pre.json")).to_contain_text('"format": "pdf"')
+    expect(watched.locator("#job-detail .badge").first).to_have_text("pending")
+
+
+def test_cancel_and_retry(watched: Page, live_site: LiveSite, people) -> None:
+    job = people["producer_api"].enqueue(run_at="2099-01-01T00:00:00Z")
+    sign_in(watched, live_site, people["admin"], f"/ui/jobs/{job['id']}")
+    status = watched.locator(".job-status .badge")
+    expect(status).to_have_text("pending")
+    watched.get_by_role("button", name="Cancel job").click()
+    expect(status).to_have_text("cancelled")
+    expect(watched.locator("#job-detail .flash")).to_contain_text("cancelled")
+    watched.get_by_role("button", name="Retry job").click()
+    expect(status).to_have_text("pending")
+    expect(watched.locator(".timeline li")).to_have_count(3)
+
+
+def test_progress_bar_follows_heartbeats_until_done(
+    watched: Page, live_site: LiveSite, people
+) -> None:
+    worker = people["worker_api"]
+    # Critical, so the claim takes this job before any other test's leftovers on the site.
+    job = people["admin_api"].enqueue(payload={"rows": 1000}, priority="critical")
+    assert worker.claim()["id"] == job["id"]
+    worker.post(f"/jobs/{job['id']}/heartbeat", {"progress": 10, "message": "starting"})
+    sign_in(watched, live_site, people["admin"], f"/ui/jobs/{job['id']}")
+    bar = watched.locator("#job-progress")
+    expect(bar).to_have_attribute("value", "10")
+    worker.post(f"/jobs/{job['id']}/heartbeat", {"progress": 60, "message": "row 600"})
+    expect(bar).to_have_attribute("value", "60")
+    expect(watched.locator("#progress-message")).to_have_text("row 600")
+    worker.post(f"/jobs/{job['id']}/complete", {"result": {"rows": 1000}})
+    expect(watched.locator(".job-status .badge")).to_have_text("completed")
+    expect(bar).to_have_attribute("value", "100")
+    expect(watched.locator("#job-detail")).not_to_have_attribute("hx-trigger", re.compile("."))
+
+
+def test_pages_fit_a_small_phone(watched: Page, live_site: LiveSite, people) -> None:
+    job = people["producer_api"].enqueue(payload={"long": "x" * 300})
+    watched.set_viewport_size({"width": 375, "height": 800})
+    sign_in(watched, live_site, people["admin"])
+    for path in ("/ui/", "/ui/jobs", f"/ui/jobs/{job['id']}", "/ui/jobs/new", "/ui/admin/users"):
+        watched.goto(live_site.url + path)
+        width = watched.evaluate("document.documentElement.scrollWidth")
+        assert width <= 375, (path, width)
+
+
+def test_expired_session_in_htmx_goes_to_login(
+    watched: Page, live_site: LiveSite, people, expected_statuses: list[int]
+) -> None:
+    expected_statuses.append(401)  # the table request, answered with HX-Redirect
+    sign_in(watched, live_site, people["producer"], "/ui/jobs")
+    watched.context.clear_cookies()
+    watched.get_by_label("Status").select_option("failed")
+    expect(watched).to_have_url(re.compile(r"/login\?next="))
