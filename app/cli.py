@@ -183,7 +183,10 @@ def parse_duration(text: str) -> timedelta:
     match = _DURATION.fullmatch(text.strip())
     if match is None:
         raise click.BadParameter("use a number and a unit: 90s, 15m, 12h, 7d or 2w")
-    return timedelta(seconds=int(match[1]) * _UNIT_SECONDS[match[2]])
+    try:
+        return timedelta(seconds=int(match[1]) * _UNIT_SECONDS[match[2]])
+    except OverflowError:
+        raise click.BadParameter(f"{text} is too long an age") from None
 
 
 @jobs_cli.command("prune")
@@ -191,7 +194,12 @@ def parse_duration(text: str) -> timedelta:
 def jobs_prune(older_than: str) -> None:
     """Delete finished jobs (and their events) older than the given age, batch by batch."""
     age = parse_duration(older_than)
-    cutoff = utcnow() - age
+    try:
+        cutoff = utcnow() - age
+    except OverflowError:
+        raise click.BadParameter(
+            "that age reaches before year 1", param_hint="--older-than"
+        ) from None
     batch = int(current_app.config["PRUNE_BATCH_SIZE"])
     total = 0
     while True:
