@@ -89,7 +89,9 @@ def test_prune_works_in_batches(queue: Queue) -> None:
     assert sizes == [2, 2, 1]
 
 
-@pytest.mark.parametrize("age", ["7", "7x", "-7d", "d", "7 days", "", "99999999999d"])
+@pytest.mark.parametrize(
+    "age", ["7", "7x", "-7d", "d", "7 days", "", "99999999999d", "999999999w", "999999d"]
+)
 def test_prune_bad_duration_is_a_clean_cli_error(
     queue: Queue, runner: FlaskCliRunner, age: str
 ) -> None:
