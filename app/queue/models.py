@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from app.queue.states import PRIORITIES, Role, priority_label
@@ -14,7 +14,8 @@ def iso(value: datetime | None) -> str | None:
     """ISO 8601 UTC with a ``Z``, the only timestamp format the API speaks."""
     if value is None:
         return None
-    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat, not strftime("%Y"): glibc writes year 1 as "1", which is not ISO 8601.
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 @dataclass(frozen=True)
