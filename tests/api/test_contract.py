@@ -376,3 +376,18 @@ def test_enqueue_delay_and_run_at_schedule_the_job(app: Flask, producer: Api, wo
     assert at["run_at"] == "2031-02-03T02:05:06.000000Z"
     assert worker.post("/jobs/claim").status_code == 204
     assert job_count(app) == 2
+
+
+@pytest.mark.parametrize(
+    ("run_at", "shown"),
+    [
+        ("0001-01-01T00:00:00Z", "0001-01-01T00:00:00.000000Z"),
+        ("0999-06-01T12:00:00+01:00", "0999-06-01T11:00:00.000000Z"),
+        ("9999-12-31T23:59:59Z", "9999-12-31T23:59:59.000000Z"),
+        ("2030-01-01T00:00:00.123456789Z", "2030-01-01T00:00:00.123456Z"),
+    ],
+)
+def test_timestamps_are_iso_8601_at_any_year(producer: Api, run_at: str, shown: str) -> None:
+    job = producer.enqueue(run_at=run_at)
+    assert job["run_at"] == shown
+    assert ISO_Z.match(job["run_at"])
