@@ -1,0 +1,103 @@
+"""Take the README's screenshots: ``.venv/bin/python docs/screenshots.py``.
+
+Serves the app on 127.0.0.1 with a throwaway database and sample jobs, then drives Debian's
+Chromium through Playwright, like the browser tests. Writes docs/*.png (desktop and 375 px).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+from werkzeug.serving import make_server
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app import create_app, migrate  # noqa: E402
+from tests.builders import PASSWORD, Api, make_token, make_user  # noqa: E402
+from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+
+
+def seed(app, client) -> int:  # type: ignore[no-untyped-def]
+    """Sample data: a mix of statuses, a failure, a running job with progress."""
+    make_user(app, "ada", "admin", password=PASSWORD)
+    make_user(app, "pat", "producer", password=PASSWORD)
+    make_user(app, "wendy", "worker")
+    producer = Api(client, make_token(app, "pat", "reports"))
+    worker = Api(client, make_token(app, "wendy", "worker-1"))
+    types = ["email.send", "report.build", "webhook.deliver"]
+    for i in range(14):
+        producer.enqueue(
+            types[i % 3],
+            payload={"to": f"user{i}@example.com", "template": "welcome"},
+            priority=["low", "medium"][i % 2],
+        )
+    for i in range(9):
+        job = worker.claim()
+        assert job is not None
+        if i % 4 == 3:
+            worker.post(
+                f"/jobs/{job['id']}/fail",
+                {"error": "SMTP 554: relay denied by mx.example.com", "retryable": False},
+            )
+        else:
+            worker.post(f"/jobs/{job['id']}/complete", {"result": {"delivered": True}})
+    running = worker.claim()
+    assert running is not None
+    worker.post(
+        f"/jobs/{running['id']}/heartbeat", {"progress": 65, "message": "rendered 13 of 20 pages"}
+    )
+    return int(running["id"])
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        app = create_app(
+            {
+                "SECRET_KEY": "screenshots-" + "x" * 40,
+                "DATABASE_URL": f"sqlite:///{tmp}/shots.sqlite3",
+                "UI_POLL_SECONDS": 60,
+            }
+        )
+        migrate.upgrade(app)
+        running = seed(app, app.test_client())
+        server = make_server("127.0.0.1", 0, app, threaded=True)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        url = f"http://127.0.0.1:{server.server_port}"
+        try:
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                for suffix, viewport in (("", (1280, 900)), ("-375", (375, 812))):
+                    page = browser.new_page(
+                        viewport={"width": viewport[0], "height": viewport[1]},
+                        color_scheme="light",
+                    )
+                    page.goto(f"{url}/login")
+                    page.get_by_label("User name").fill("ada")
+                    page.get_by_label("Password").fill(PASSWORD)
+                    page.get_by_role("button", name="Sign in").click()
+                    page.wait_for_url(f"{url}/ui/")
+                    shots = {
+                        "dashboard": "/ui/",
+                        "jobs": "/ui/jobs",
+                        "job": f"/ui/jobs/{running}",
+                        "enqueue": "/ui/jobs/new",
+                    }
+                    for name, path in shots.items():
+                        page.goto(url + path)
+                        page.screenshot(path=ROOT / "docs" / f"{name}{suffix}.png", full_page=True)
+                    page.close()
+                browser.close()
+        finally:
+            server.shutdown()
+            thread.join(timeout=10)
+            app.extensions["queuelog.db"].dispose()
+
+
+if __name__ == "__main__":
+    main()

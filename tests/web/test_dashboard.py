@@ -1,0 +1,66 @@
+"""The dashboard's figures: per-status and per-priority counts, oldest pending, per-minute chart."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from app import db
+from app.queue import stats
+from app.queue.models import Actor
+from app.queue.states import Role
+from app.web.charts import minute_chart
+from tests.web.conftest import Team, soup
+
+
+def _tile(page, status: str) -> int:  # type: ignore[no-untyped-def]
+    tile = page.select_one(f'a.stat[href="/ui/jobs?status={status}"]')
+    return int(tile.select_one(".stat-value").get_text())
+
+
+def test_counts_follow_visibility(team: Team) -> None:
+    team.producer.enqueue(priority="medium")
+    team.producer.enqueue()
+    team.other_producer.enqueue()
+    job = team.worker.claim()
+    team.worker.post(f"/jobs/{job['id']}/complete", {})
+    mine = soup(team.person("prod").get("/ui/"))
+    everything = soup(team.person("boss").get("/ui/"))
+    worker = soup(team.person("work").get("/ui/"))
+    assert (_tile(mine, "pending"), _tile(mine, "completed")) == (1, 1)
+    assert (_tile(everything, "pending"), _tile(everything, "completed")) == (2, 1)
+    assert (_tile(worker, "pending"), _tile(worker, "completed")) == (0, 1)
+    assert "Nothing is waiting" in worker.find(id="oldest-pending").get_text()
+    assert everything.find(id="oldest-pending").get_text().endswith("s")
+
+
+def test_per_minute_buckets_and_chart(team: Team) -> None:
+    done = team.producer.enqueue()
+    failed = team.producer.enqueue(max_retries=0)
+    team.worker.claim()
+    team.worker.post(f"/jobs/{done['id']}/complete", {})
+    team.worker.claim()
+    team.worker.post(f"/jobs/{failed['id']}/fail", {"error": "x"})
+    admin = Actor(id=0, name="operator", role=Role.ADMIN)
+    with team.app.app_context(), db.read() as conn:
+        now = datetime.now(UTC)
+        figures = stats.dashboard(conn, admin, now=now)
+        later = stats.dashboard(conn, admin, now=now + timedelta(hours=2))
+    assert len(figures.per_minute) == 60
+    assert sum(m.completed for m in figures.per_minute) == 1
+    assert sum(m.failed for m in figures.per_minute) == 1
+    assert sum(m.completed + m.failed for m in later.per_minute) == 0
+    assert figures.by_priority == {"critical": 0, "high": 0, "medium": 0, "low": 2}
+    chart = minute_chart(figures.per_minute)
+    stacked = [bar.completed_height + bar.failed_height for bar in chart.bars]
+    assert max(stacked) == chart.plot_height  # the busiest minute fills the plot
+    assert sum(1 for height in stacked if height) in (1, 2)  # 2 if a minute turned meanwhile
+    empty = minute_chart(later.per_minute)
+    assert empty.peak == 0 and all(bar.completed_height == 0 for bar in empty.bars)
+
+
+def test_chart_is_svg_with_presentation_attributes(team: Team) -> None:
+    page = soup(team.person("prod").get("/ui/"))
+    svg = page.select_one("figure.chart svg")
+    assert svg["role"] == "img"
+    assert svg.find("title") is not None
+    assert all(not tag.get("style") for tag in svg.find_all(True))
