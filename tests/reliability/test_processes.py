@@ -155,16 +155,23 @@ def test_kill_9_server_while_enqueuing_keeps_every_acknowledged_job(tmp_path: Pa
         server.stop()
     rows = query(database.path, "SELECT idempotency_key, COUNT(*) FROM jobs GROUP BY 1")
     duplicated = [key for key, count in rows if count != 1]
+    # each surviving job was written with its event in one transaction: both or neither
+    torn = query(
+        database.path,
+        "SELECT j.id FROM jobs j LEFT JOIN job_events e ON e.job_id = j.id"
+        " GROUP BY j.id HAVING COUNT(e.id) != 1 OR MAX(e.kind) != 'enqueued'",
+    )
     figures = (
         f"threads={ENQUEUE_THREADS} acknowledged={len(acknowledged)} found after restart="
         f"{len(found)} unanswered at the kill={len(unanswered)} (on repeat: {dict(repeats)}) "
-        f"rows={len(rows)} duplicated={len(duplicated)}"
+        f"rows={len(rows)} duplicated={len(duplicated)} torn={len(torn)}"
     )
     print(f"\nkill -9 of the server while enqueuing: {figures}")
     assert other == [], figures
     assert found == acknowledged, figures
     assert set(repeats) <= {200, 201}, figures
     assert duplicated == [], figures
+    assert torn == [], figures
 
 
 HELD = 4
