@@ -32,7 +32,8 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_SECONDS": 300,
     # Upper bound for a per-claim or per-type lease.
     "MAX_LEASE_SECONDS": 86_400,
-    # Exponential backoff with full jitter: uniform(0, min(cap, base * 2**(retry - 1))), retry 1 first.
+    # Exponential backoff with full jitter: uniform(0, min(cap, base * 2**(retry - 1))),
+    # where retry 1 is the first retry.
     "BACKOFF_BASE_SECONDS": 10,
     "BACKOFF_CAP_SECONDS": 3_600,
     # How many expired leases one claim recovers on its way (the reaper takes the rest).
