@@ -89,6 +89,17 @@ class QueueSettings:
             recover_batch=int(config["RECOVER_BATCH"]),
         )
 
+    @property
+    def type_leases(self) -> tuple[tuple[str, int], ...]:
+        """``(type, lease_seconds)`` for the types whose lease differs from the default."""
+        return tuple(
+            sorted(
+                (name, s.lease_seconds)
+                for name, s in self.per_type.items()
+                if s.lease_seconds != self.default.lease_seconds
+            )
+        )
+
     def for_type(self, job_type: str) -> TypeSettings:
         """The lease and backoff that apply to ``job_type``."""
         return self.per_type.get(job_type, self.default)

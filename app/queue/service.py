@@ -141,28 +141,18 @@ def claim(
     """Give the caller the next due job, recovering a batch of expired leases first."""
     authorize(actor, Action.WORK)
     recover_expired(conn, now=now, settings=settings, limit=settings.recover_batch, uniform=uniform)
-    lease = lease_seconds or settings.default.lease_seconds
-    job = store.claim_next(conn, worker=actor.name, now=now, lease_seconds=lease)
-    if job is not None and lease_seconds is None and job.type in settings.per_type:
-        job = _set_lease(conn, job, settings.for_type(job.type).lease_seconds, now)
+    job = store.claim_next(
+        conn,
+        worker=actor.name,
+        now=now,
+        lease_seconds=lease_seconds or settings.default.lease_seconds,
+        type_leases=() if lease_seconds else settings.type_leases,
+    )
     if job is not None:
         store.record_event(
             conn, job=job, at=now, from_status=JobStatus.PENDING, kind="claimed", actor=actor.name
         )
     return job
-
-
-def _set_lease(conn: Connection, job: Job, seconds: int, now: datetime) -> Job:
-    """Give a job just claimed in this transaction its type's lease length."""
-    updated = store.transition(
-        conn,
-        job.id,
-        expect=_holder_expectation(job),
-        statuses=[JobStatus.RUNNING],
-        values={"lease_seconds": seconds, "lease_expires_at": now + timedelta(seconds=seconds)},
-    )
-    assert updated is not None, "the claim's own transaction holds the job"
-    return updated
 
 
 def recover_expired(

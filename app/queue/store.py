@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
@@ -12,9 +13,11 @@ from sqlalchemy import (
     Connection,
     and_,
     bindparam,
+    case,
     delete,
     func,
     insert,
+    literal,
     literal_column,
     or_,
     select,
@@ -148,35 +151,67 @@ _EXPIRED_IDS = {
     .limit(bindparam("limit"))
     .with_for_update(skip_locked=True),
 }
-# Built once per backend: the claim is the hottest statement of all.
-_CLAIM = {
-    backend: update(jobs)
-    .where(jobs.c.id == head.scalar_subquery(), _PENDING)
-    .values(
-        status=literal_column("'running'"),
-        worker_id=bindparam("worker"),
-        attempts=jobs.c.attempts + 1,
-        claimed_at=_now(),
-        lease_expires_at=bindparam("expires", type_=UTCDateTime()),
-        lease_seconds=bindparam("lease"),
-        progress=None,
-        progress_message=None,
-        updated_at=_now(),
+TypeLeases = tuple[tuple[str, int], ...]
+
+
+@lru_cache(maxsize=64)
+def _claim_statement(backend: str, type_leases: TypeLeases) -> Any:
+    """The claim UPDATE, built once per backend and per-type lease table (the hottest
+    statement of all). Per-type leases are a CASE on the job's type."""
+    lease: Any = bindparam("lease")
+    expires: Any = bindparam("expires", type_=UTCDateTime())
+    if type_leases:
+        lease = case(
+            *((jobs.c.type == literal(name), literal(seconds)) for name, seconds in type_leases),
+            else_=lease,
+        )
+        expires = case(
+            *(
+                (jobs.c.type == literal(name), bindparam(f"expires_{i}", type_=UTCDateTime()))
+                for i, (name, _) in enumerate(type_leases)
+            ),
+            else_=expires,
+        )
+    return (
+        update(jobs)
+        .where(jobs.c.id == _CLAIM_HEAD[backend].scalar_subquery(), _PENDING)
+        .values(
+            status=literal_column("'running'"),
+            worker_id=bindparam("worker"),
+            attempts=jobs.c.attempts + 1,
+            claimed_at=_now(),
+            lease_expires_at=expires,
+            lease_seconds=lease,
+            progress=None,
+            progress_message=None,
+            updated_at=_now(),
+        )
+        .returning(*_JOB_COLUMNS)
     )
-    .returning(*_JOB_COLUMNS)
-    for backend, head in _CLAIM_HEAD.items()
-}
 
 
-def claim_next(conn: Connection, *, worker: str, now: datetime, lease_seconds: int) -> Job | None:
-    """Move the head of the queue to running for ``worker`` in one statement."""
-    params = {
+def claim_next(
+    conn: Connection,
+    *,
+    worker: str,
+    now: datetime,
+    lease_seconds: int,
+    type_leases: TypeLeases = (),
+) -> Job | None:
+    """Move the head of the queue to running for ``worker`` in one compare-and-set statement.
+
+    The lease is ``lease_seconds``, or the job type's entry in ``type_leases`` when it has one.
+    """
+    params: dict[str, Any] = {
         "worker": worker,
         "now": now,
         "lease": lease_seconds,
         "expires": now + timedelta(seconds=lease_seconds),
     }
-    row = conn.execute(_CLAIM[conn.dialect.name], params).first()
+    for i, (_, seconds) in enumerate(type_leases):
+        params[f"expires_{i}"] = now + timedelta(seconds=seconds)
+    statement = _claim_statement(conn.dialect.name, type_leases)
+    row = conn.execute(statement, params).first()
     return Job.from_row(row._mapping) if row else None
 
 
