@@ -15,6 +15,8 @@ from tests.builders import PASSWORD, Api, make_token, make_user
 from tests.web.conftest import LiveSite
 
 pytestmark = pytest.mark.browser
+# Generous waits: the machine is shared, and an argon2 login under load can take seconds.
+expect.set_options(timeout=15_000)
 _names = itertools.count(1)
 
 
