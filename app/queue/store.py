@@ -93,7 +93,8 @@ def list_jobs(
         conditions.append(jobs.c.priority == filters.priority)
     if filters.search:
         matches = [jobs.c.idempotency_key == filters.search]
-        if filters.search.isdigit() and len(filters.search) < 18:
+        # isascii: str.isdigit() is also true for "¹" or "٣", which int() refuses.
+        if filters.search.isascii() and filters.search.isdigit() and len(filters.search) < 18:
             matches.append(jobs.c.id == int(filters.search))
         conditions.append(or_(*matches))
     if filters.before_id is not None:
