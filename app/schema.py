@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     CheckConstraint,
     Column,
@@ -47,6 +48,8 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 
 JSONDocument = JSON().with_variant(JSONB(), "postgresql")
+# 64-bit ids (a busy queue outgrows 2**31); SQLite needs plain INTEGER for its rowid alias.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 metadata = MetaData(
     naming_convention={
@@ -80,7 +83,7 @@ api_tokens = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
-    Column("label", String(100), nullable=False, server_default=""),
+    Column("label", String(100), nullable=False),
     Column("token_hash", String(64), nullable=False, unique=True),
     Column("prefix", String(16), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
@@ -93,7 +96,7 @@ api_tokens = Table(
 jobs = Table(
     "jobs",
     metadata,
-    Column("id", Integer, primary_key=True),
+    Column("id", BigId, primary_key=True),
     Column("type", String(200), nullable=False),
     Column("payload", JSONDocument, nullable=False),
     Column("priority", SmallInteger, nullable=False, server_default=text("0")),
@@ -158,8 +161,8 @@ Index("ix_jobs_finished", jobs.c.finished_at)
 job_events = Table(
     "job_events",
     metadata,
-    Column("id", Integer, primary_key=True),
-    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("id", BigId, primary_key=True),
+    Column("job_id", BigId, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
     Column("at", UTCDateTime(), nullable=False),
     Column("from_status", String(16), nullable=True),
     Column("to_status", String(16), nullable=False),

@@ -15,6 +15,7 @@ from werkzeug.test import TestResponse
 
 from app import db
 from app.schema import job_events, jobs
+from tests.backends import every_backend  # noqa: F401 (every API test runs on both engines)
 
 
 def job_count(app: Flask) -> int:
@@ -34,7 +35,7 @@ def snapshot(app: Flask) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
 def job_row(app: Flask, job_id: int) -> dict[str, Any]:
     """One ``jobs`` row as stored."""
     with app.app_context(), db.read() as conn:
-        row = conn.execute(text("SELECT * FROM jobs WHERE id = :id"), {"id": job_id}).one()
+        row = conn.execute(select(jobs).where(jobs.c.id == job_id)).one()
     return dict(row._mapping)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import Api
 
 

@@ -11,6 +11,7 @@ from flask.testing import FlaskCliRunner
 from app.queue import service
 from app.queue.errors import Conflict
 from app.timeutil import utcnow
+from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import Api
 from tests.reliability.conftest import T0, Queue
 

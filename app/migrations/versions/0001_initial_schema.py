@@ -39,7 +39,7 @@ def upgrade() -> None:
     op.create_table('api_tokens',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('user_id', sa.Integer(), nullable=False),
-    sa.Column('label', sa.String(length=100), server_default='', nullable=False),
+    sa.Column('label', sa.String(length=100), nullable=False),
     sa.Column('token_hash', sa.String(length=64), nullable=False),
     sa.Column('prefix', sa.String(length=16), nullable=False),
     sa.Column('created_at', UTCDateTime(), nullable=False),
@@ -54,7 +54,7 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f('ix_api_tokens_user_id'), ['user_id'], unique=False)
 
     op.create_table('jobs',
-    sa.Column('id', sa.Integer(), nullable=False),
+    sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
     sa.Column('type', sa.String(length=200), nullable=False),
     sa.Column('payload', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
     sa.Column('priority', sa.SmallInteger(), server_default=sa.text('0'), nullable=False),
@@ -98,8 +98,8 @@ def upgrade() -> None:
         batch_op.create_index('ix_jobs_type_id', ['type', 'id'], unique=False)
 
     op.create_table('job_events',
-    sa.Column('id', sa.Integer(), nullable=False),
-    sa.Column('job_id', sa.Integer(), nullable=False),
+    sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
+    sa.Column('job_id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
     sa.Column('at', UTCDateTime(), nullable=False),
     sa.Column('from_status', sa.String(length=16), nullable=True),
     sa.Column('to_status', sa.String(length=16), nullable=False),
