@@ -80,9 +80,16 @@ def enqueue() -> Response:
     return response
 
 
+def _query() -> dict[str, str]:
+    """The query string, one value per name: a repeated filter is ambiguous, so it is a 422."""
+    if repeated := [name for name, values in request.args.lists() if len(values) > 1]:
+        raise InvalidInput({name: "must be given at most once" for name in repeated})
+    return request.args.to_dict()
+
+
 @bp.get("/jobs")
 def list_jobs() -> Response:
-    filters = validate.parse_filters(request.args)
+    filters = validate.parse_filters(_query())
     with db.read() as conn:
         page = service.list_jobs(conn, g.actor, filters)
     return jsonify(
