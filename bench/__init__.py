@@ -1,1 +1,1 @@
-"""Benchmarks (``make bench``): figures printed as ratios against floors measured in the same run."""
+"""Benchmarks (``make bench``): figures as ratios against floors measured in the same run."""
