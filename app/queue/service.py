@@ -361,19 +361,32 @@ def fail(
     return done
 
 
+def _cancellable(actor: Actor) -> list[JobStatus]:
+    return [JobStatus.PENDING, JobStatus.RUNNING] if actor.is_admin else [JobStatus.PENDING]
+
+
+def may_cancel(actor: Actor, job: Job) -> bool:
+    """Whether ``cancel`` would accept this visible job from this actor (for offering it)."""
+    return actor.role in PERMISSIONS[Action.CANCEL] and job.status in _cancellable(actor)
+
+
+def may_retry(actor: Actor, job: Job) -> bool:
+    """Whether ``retry`` would accept this job from this actor (for offering it)."""
+    return actor.role in PERMISSIONS[Action.RETRY] and job.status in RETRYABLE
+
+
 def cancel(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Job:
     """Cancel a job: producers their own pending jobs, admins any unfinished job."""
     authorize(actor, Action.CANCEL)
     job = get_job(conn, actor, job_id)
-    allowed = [JobStatus.PENDING, JobStatus.RUNNING] if actor.is_admin else [JobStatus.PENDING]
-    if job.status not in allowed:
+    if not may_cancel(actor, job):
         why = "finished" if job.status in TERMINAL else job.status
         raise Conflict(f"job {job_id} cannot be cancelled: it is {why}")
     done = store.transition(
         conn,
         job.id,
         expect={"attempts": job.attempts},
-        statuses=allowed,
+        statuses=_cancellable(actor),
         values={
             "status": JobStatus.CANCELLED,
             "lease_expires_at": None,
@@ -393,7 +406,7 @@ def retry(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Job:
     """Admins: put a failed or cancelled job back in the queue with a fresh retry budget."""
     authorize(actor, Action.RETRY)
     job = get_job(conn, actor, job_id)
-    if job.status not in RETRYABLE:
+    if not may_retry(actor, job):
         raise Conflict(
             f"only failed or cancelled jobs can be retried; job {job_id} is {job.status}"
         )

@@ -54,6 +54,51 @@ def is_number(value: Any) -> bool:
     return type(value) in (int, float) and math.isfinite(value)
 
 
+class MalformedJSON(ValueError):
+    """The text is not strict JSON: malformed, duplicate keys, NaN/Infinity, or too deep."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise MalformedJSON(f"duplicate key {key!r} in JSON object")
+        result[key] = value
+    return result
+
+
+def _no_constants(name: str) -> Any:
+    raise MalformedJSON(f"{name} is not valid JSON")
+
+
+def json_depth(value: Any) -> int:
+    """How deeply ``value`` nests (a scalar is 1), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+    return deepest
+
+
+def decode_json(text: str, max_depth: int) -> Any:
+    """``json.loads`` that refuses what the API refuses; raises ``MalformedJSON`` saying why."""
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constants)
+    except RecursionError:
+        raise MalformedJSON(f"JSON nests deeper than {max_depth} levels") from None
+    except MalformedJSON:
+        raise
+    except ValueError as exc:
+        raise MalformedJSON(f"malformed JSON: {exc}") from None
+    if json_depth(value) > max_depth:
+        raise MalformedJSON(f"JSON nests deeper than {max_depth} levels")
+    return value
+
+
 def json_value_problem(value: Any, max_depth: int) -> str | None:
     """Why a decoded JSON value cannot be stored (depth, NUL, surrogates), or None."""
     stack: list[tuple[Any, int]] = [(value, 1)]

@@ -23,7 +23,7 @@ from app import db
 from app.queue import service, stats, validate
 from app.queue.errors import Forbidden, InvalidInput, QueueError
 from app.queue.models import Actor, Event, Job, JobFilters
-from app.queue.states import PRIORITIES, RETRYABLE, TERMINAL, JobStatus, Role
+from app.queue.states import PRIORITIES, TERMINAL, JobStatus
 from app.settings import queue_settings
 from app.timeutil import utcnow
 from app.web.charts import minute_chart
@@ -80,7 +80,7 @@ def jobs() -> Response:
     if not errors:
         with db.read() as conn:
             page = service.list_jobs(conn, actor, filters)
-    base = {k: v for k, v in args.items() if k != "cursor"}
+    base: dict[str, Any] = {k: v for k, v in args.items() if k != "cursor"}
     return render(
         "jobs/list.html",
         "jobs/_table_partial.html",
@@ -113,20 +113,14 @@ def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
         "job": visible_job(job, actor),
         "events": [visible_event(event, actor) for event in events],
         "live": job.status not in TERMINAL,
-        "can_cancel": _can_cancel(job, actor),
-        "can_retry": actor.is_admin and job.status in RETRYABLE,
+        "can_cancel": service.may_cancel(actor, job),
+        "can_retry": service.may_retry(actor, job),
         "payload": pretty(job.payload),
         "result": pretty(job.result) if job.result is not None else None,
         "confirm_form": ConfirmForm(),
         "poll_seconds": current_app.config["UI_POLL_SECONDS"],
         **extra,
     }
-
-
-def _can_cancel(job: Job, actor: Actor) -> bool:
-    if actor.is_admin:
-        return job.status in (JobStatus.PENDING, JobStatus.RUNNING)
-    return actor.role is Role.PRODUCER and job.created_by == actor.id and job.status == "pending"
 
 
 def pretty(value: Any) -> str:
@@ -185,14 +179,10 @@ def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
         "max_retries": form.max_retries.data,
     }
     try:
-        body["payload"] = json.loads(
-            form.payload.data or "{}",
-            object_pairs_hook=_no_duplicate_keys,
-            parse_constant=_no_constants,
+        body["payload"] = validate.decode_json(
+            form.payload.data or "{}", current_app.config["MAX_JSON_DEPTH"]
         )
-    except RecursionError:
-        errors["payload"] = "nests too deeply"
-    except ValueError as exc:
+    except validate.MalformedJSON as exc:
         errors["payload"] = f"is not valid JSON ({exc})"
     else:
         if not isinstance(body["payload"], dict):
@@ -202,19 +192,6 @@ def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
     if form.run_at.data:
         body["run_at"] = _utc_if_naive(form.run_at.data.strip())
     return body
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _utc_if_naive(value: str) -> str:
