@@ -61,6 +61,9 @@ DEFAULTS: dict[str, Any] = {
     # A CSRF token lives as long as the session; the session is bounded instead.
     "WTF_CSRF_TIME_LIMIT": None,
     "PERMANENT_SESSION_LIFETIME": timedelta(hours=8),
+    # The lifetime counts from the login, not from the last request: an absolute limit, and no
+    # Set-Cookie on every static file.
+    "SESSION_REFRESH_EACH_REQUEST": False,
     "SESSION_COOKIE_HTTPONLY": True,
     "SESSION_COOKIE_SAMESITE": "Lax",
     # Always mark the session cookie Secure (it is Secure anyway on HTTPS requests).

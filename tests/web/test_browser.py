@@ -164,6 +164,7 @@ def test_expired_session_in_htmx_goes_to_login(
 ) -> None:
     expected_statuses.append(401)  # the table request, answered with HX-Redirect
     sign_in(watched, live_site, people["producer"], "/ui/jobs")
+    watched.wait_for_load_state("networkidle")  # no response in flight may set the cookie again
     watched.context.clear_cookies()
     watched.get_by_label("Status").select_option("failed")
     expect(watched).to_have_url(re.compile(r"/login\?next="))
