@@ -61,7 +61,7 @@ def is_fresh_login() -> bool:
     if not isinstance(at, int | float):
         return False
     age = utcnow().timestamp() - at
-    return 0 <= age <= current_app.config["FRESH_LOGIN_SECONDS"]
+    return 0 <= age <= float(current_app.config["FRESH_LOGIN_SECONDS"])
 
 
 def safe_next(value: str | None, default: str = "/ui/") -> str:
