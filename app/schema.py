@@ -152,11 +152,22 @@ Index(
     sqlite_where=jobs.c.status == "running",
     postgresql_where=jobs.c.status == "running",
 )
+# The oldest due job for the dashboard: one probe.
+Index(
+    "ix_jobs_pending",
+    jobs.c.run_at,
+    sqlite_where=jobs.c.status == "pending",
+    postgresql_where=jobs.c.status == "pending",
+)
+# Listing newest first, by status, by owner, by type.
 Index("ix_jobs_status_id", jobs.c.status, jobs.c.id)
 Index("ix_jobs_owner_id", jobs.c.created_by, jobs.c.id)
 Index("ix_jobs_type_id", jobs.c.type, jobs.c.id)
+# Dashboard counts from covering indexes: all jobs, and one producer's.
 Index("ix_jobs_priority_status", jobs.c.priority, jobs.c.status)
-Index("ix_jobs_finished", jobs.c.finished_at)
+Index("ix_jobs_owner_status", jobs.c.created_by, jobs.c.status, jobs.c.priority)
+# Latest failures and pruning: finished jobs by status and age.
+Index("ix_jobs_status_finished", jobs.c.status, jobs.c.finished_at)
 
 job_events = Table(
     "job_events",

@@ -67,10 +67,10 @@ def _per_minute(
     start = current_minute - timedelta(minutes=WINDOW_MINUTES - 1)
     completed = [0] * WINDOW_MINUTES
     failed = [0] * WINDOW_MINUTES
-    for at, status in store.finished_per_minute(conn, start, visible):
+    for at, status, count in store.finished_per_minute(conn, start, visible):
         index = int((at - start).total_seconds() // 60)
         if 0 <= index < WINDOW_MINUTES:
-            (completed if status == JobStatus.COMPLETED else failed)[index] += 1
+            (completed if status == JobStatus.COMPLETED else failed)[index] += count
     return [
         MinuteCount(start + timedelta(minutes=i), completed[i], failed[i])
         for i in range(WINDOW_MINUTES)

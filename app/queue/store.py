@@ -22,6 +22,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    type_coerce,
     update,
 )
 from sqlalchemy.exc import IntegrityError
@@ -69,10 +70,12 @@ def get_job(
 
 def visible_to_worker(name: str) -> ColumnElement[bool]:
     """Jobs a worker holds now or held in any earlier attempt."""
+    # Every claim writes a running event with the worker as actor, so the events alone say
+    # which jobs a worker holds or held (and their index answers it).
     held = select(job_events.c.job_id).where(
         job_events.c.actor == name, job_events.c.to_status == JobStatus.RUNNING
     )
-    return or_(jobs.c.worker_id == name, jobs.c.id.in_(held))
+    return jobs.c.id.in_(held)
 
 
 def visible_to_owner(user_id: int) -> ColumnElement[bool]:
@@ -289,8 +292,7 @@ def prune_batch(conn: Connection, finished_before: datetime, batch: int) -> int:
             jobs.c.status.in_([JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED]),
             jobs.c.finished_at < finished_before,
         )
-        .order_by(jobs.c.finished_at)
-        .limit(batch)
+        .limit(batch)  # any old finished jobs will do: no ORDER BY, so no sort of all of them
     )
     ids = list(conn.execute(doomed).scalars())
     if not ids:
@@ -301,7 +303,7 @@ def prune_batch(conn: Connection, finished_before: datetime, batch: int) -> int:
 
 
 def count_by(conn: Connection, column: str, visible: ColumnElement[bool] | None) -> dict[Any, int]:
-    """Job counts grouped by ``status`` or ``priority``."""
+    """Job counts grouped by ``status`` or ``priority``, read from a covering index."""
     col = jobs.c[column]
     query = select(col, func.count()).group_by(col)
     if visible is not None:
@@ -312,33 +314,45 @@ def count_by(conn: Connection, column: str, visible: ColumnElement[bool] | None)
 def oldest_pending_run_at(
     conn: Connection, now: datetime, visible: ColumnElement[bool] | None
 ) -> datetime | None:
-    """When the longest-waiting claimable job became due."""
-    query = select(func.min(jobs.c.run_at)).where(
-        jobs.c.status == JobStatus.PENDING, jobs.c.run_at <= now
-    )
+    """When the longest-waiting claimable job became due (one probe of ix_jobs_pending)."""
+    query = select(func.min(jobs.c.run_at)).where(_PENDING, jobs.c.run_at <= now)
     if visible is not None:
         query = query.where(visible)
     return conn.execute(query).scalar()
 
 
+def _minute(conn: Connection) -> Any:
+    """An event's time truncated to the minute, in the backend's own SQL."""
+    if conn.dialect.name == "postgresql":
+        minute = func.date_trunc("minute", job_events.c.at)
+    else:
+        minute = func.strftime("%Y-%m-%d %H:%M:00.000000", job_events.c.at)
+    return type_coerce(minute, UTCDateTime())
+
+
 def finished_per_minute(
     conn: Connection, since: datetime, visible: ColumnElement[bool] | None
-) -> list[tuple[datetime, str]]:
-    """(time, status) of every completion and final failure since ``since``."""
-    query = select(job_events.c.at, job_events.c.to_status).where(
-        job_events.c.to_status.in_([JobStatus.COMPLETED, JobStatus.FAILED]),
-        job_events.c.at >= since,
+) -> list[tuple[datetime, str, int]]:
+    """``(minute, status, count)`` of completions and final failures since ``since``."""
+    minute = _minute(conn).label("minute")
+    query = (
+        select(minute, job_events.c.to_status, func.count())
+        .where(
+            job_events.c.to_status.in_([JobStatus.COMPLETED, JobStatus.FAILED]),
+            job_events.c.at >= since,
+        )
+        .group_by(minute, job_events.c.to_status)
     )
     if visible is not None:
         query = query.where(job_events.c.job_id.in_(select(jobs.c.id).where(visible)))
-    return [(at, status) for at, status in conn.execute(query).all()]
+    return [(at, status, count) for at, status, count in conn.execute(query).all()]
 
 
 def latest_failures(conn: Connection, limit: int) -> list[Job]:
     """The most recently failed jobs."""
     query = (
         select(*_JOB_COLUMNS)
-        .where(jobs.c.status == JobStatus.FAILED)
+        .where(jobs.c.status == literal_column("'failed'"))
         .order_by(jobs.c.finished_at.desc())
         .limit(limit)
     )

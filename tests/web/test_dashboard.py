@@ -9,6 +9,7 @@ from app.queue import stats
 from app.queue.models import Actor
 from app.queue.states import Role
 from app.web.charts import minute_chart
+from tests.backends import every_backend  # noqa: F401 (the figures' SQL differs per engine)
 from tests.web.conftest import Team, soup
 
 

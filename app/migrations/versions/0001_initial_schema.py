@@ -90,7 +90,9 @@ def upgrade() -> None:
     )
     with op.batch_alter_table('jobs', schema=None) as batch_op:
         batch_op.create_index('ix_jobs_claim', [sa.literal_column('priority DESC'), 'run_at', 'id'], unique=False, sqlite_where=sa.text("status = 'pending'"), postgresql_where=sa.text("status = 'pending'"))
-        batch_op.create_index('ix_jobs_finished', ['finished_at'], unique=False)
+        batch_op.create_index('ix_jobs_owner_status', ['created_by', 'status', 'priority'], unique=False)
+        batch_op.create_index('ix_jobs_pending', ['run_at'], unique=False, sqlite_where=sa.text("status = 'pending'"), postgresql_where=sa.text("status = 'pending'"))
+        batch_op.create_index('ix_jobs_status_finished', ['status', 'finished_at'], unique=False)
         batch_op.create_index('ix_jobs_lease', ['lease_expires_at'], unique=False, sqlite_where=sa.text("status = 'running'"), postgresql_where=sa.text("status = 'running'"))
         batch_op.create_index('ix_jobs_owner_id', ['created_by', 'id'], unique=False)
         batch_op.create_index('ix_jobs_priority_status', ['priority', 'status'], unique=False)
@@ -134,7 +136,9 @@ def downgrade() -> None:
         batch_op.drop_index('ix_jobs_priority_status')
         batch_op.drop_index('ix_jobs_owner_id')
         batch_op.drop_index('ix_jobs_lease', sqlite_where=sa.text("status = 'running'"), postgresql_where=sa.text("status = 'running'"))
-        batch_op.drop_index('ix_jobs_finished')
+        batch_op.drop_index('ix_jobs_status_finished')
+        batch_op.drop_index('ix_jobs_pending', sqlite_where=sa.text("status = 'pending'"), postgresql_where=sa.text("status = 'pending'"))
+        batch_op.drop_index('ix_jobs_owner_status')
         batch_op.drop_index('ix_jobs_claim', sqlite_where=sa.text("status = 'pending'"), postgresql_where=sa.text("status = 'pending'"))
 
     op.drop_table('jobs')

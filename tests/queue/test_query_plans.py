@@ -1,0 +1,136 @@
+"""The queue's hot and dashboard queries are served by indexes on SQLite: no table scans.
+
+Each test records the SQL a use case really runs (with its parameters) and asks SQLite for the
+plan of every statement that reads ``jobs`` or ``job_events``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from flask import Flask
+from sqlalchemy import event
+
+from app import db
+from app.queue import service, stats, validate
+from app.queue.models import Actor
+from app.settings import queue_settings
+from app.timeutil import utcnow
+from tests.builders import make_user
+
+Statement = tuple[str, Any]
+
+
+@contextmanager
+def recorded(app: Flask) -> Iterator[list[Statement]]:
+    """Collect every (SQL, parameters) pair the app's engine executes in the block."""
+    statements: list[Statement] = []
+
+    def record(_conn: Any, _cursor: Any, sql: str, params: Any, *_: Any) -> None:
+        statements.append((sql, params))
+
+    engine = db.engine(app)
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield statements
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def _newest_page(sql: str) -> bool:
+    """The unfiltered newest page walks the table backwards from its end and stops at LIMIT."""
+    return "WHERE 1 = 1 ORDER BY jobs.id DESC" in sql and "LIMIT" in sql
+
+
+def table_scans(app: Flask, statements: list[Statement]) -> list[str]:
+    """Plan lines that read a whole table rather than an index."""
+    scans = []
+    raw = db.engine(app).raw_connection()
+    try:
+        for sql, params in statements:
+            if not sql.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE")):
+                continue
+            for row in raw.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall():
+                detail = str(row[-1])
+                if detail.startswith("SCAN") and "INDEX" not in detail and not _newest_page(sql):
+                    scans.append(f"{detail}  <-  {sql}")
+    finally:
+        raw.close()
+    return scans
+
+
+def seed(app: Flask) -> tuple[Actor, Actor, Actor]:
+    """A few jobs in every state, so the planner has real tables to choose from."""
+    producer = make_user(app, "plan-producer", "producer").actor()
+    worker = make_user(app, "plan-worker", "worker").actor()
+    admin = make_user(app, "plan-admin", "admin").actor()
+    settings = queue_settings()
+    with db.transaction() as conn:
+        for i in range(30):
+            request = validate.parse_enqueue({"type": "email.send", "payload": {"i": i}}, settings)
+            service.enqueue(conn, producer, request, now=utcnow())
+        for i in range(10):
+            job = service.claim(conn, worker, now=utcnow(), settings=settings)
+            assert job is not None
+            if i % 2:
+                service.complete(conn, worker, job.id, now=utcnow())
+            else:
+                service.fail(
+                    conn,
+                    worker,
+                    job.id,
+                    now=utcnow(),
+                    settings=settings,
+                    error="x",
+                    retryable=False,
+                )
+    return producer, worker, admin
+
+
+def assert_index_served(app: Flask, use_case: Callable[[], object]) -> None:
+    with recorded(app) as statements:
+        use_case()
+    assert statements, "the use case ran no SQL"
+    assert table_scans(app, statements) == []
+
+
+def test_dashboard_reads_indexes_only(app: Flask) -> None:
+    with app.app_context():
+        producer, worker, admin = seed(app)
+        for actor in (admin, producer, worker):
+
+            def figures(actor: Actor = actor) -> object:
+                with db.read() as conn:
+                    return stats.dashboard(conn, actor, now=utcnow())
+
+            assert_index_served(app, figures)
+
+
+def test_claim_and_recovery_read_indexes_only(app: Flask) -> None:
+    with app.app_context():
+        _, worker, _ = seed(app)
+
+        def claim() -> object:
+            with db.transaction() as conn:
+                return service.claim(conn, worker, now=utcnow(), settings=queue_settings())
+
+        assert_index_served(app, claim)
+
+
+def test_listing_reads_indexes_only(app: Flask) -> None:
+    with app.app_context():
+        producer, _, admin = seed(app)
+        for actor, args in [
+            (admin, {}),
+            (admin, {"status": "failed"}),
+            (admin, {"type": "email.send"}),
+            (producer, {"status": "pending"}),
+        ]:
+
+            def page(actor: Actor = actor, args: dict[str, str] = args) -> object:
+                with db.read() as conn:
+                    return service.list_jobs(conn, actor, validate.parse_filters(args))
+
+            assert_index_served(app, page)
