@@ -1,4 +1,5 @@
-"""Two transactions on the same SQLite file, started at the same instant from two threads:
+"""Two transactions on the same database (a SQLite file, then PostgreSQL), started at the same
+instant from two threads:
 exactly one transition wins, and the state and the event log agree with the winner."""
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _race(queue: Queue, *actions: Callable[[Any], Any]) -> list[Any]:
         return [future.result(timeout=30) for future in futures]
 
 
-def test_complete_vs_fail_same_job_one_winner(queue: Queue) -> None:
+def test_complete_vs_fail_same_job_one_winner(queue: Queue, backend: str) -> None:
     outcomes: Counter[str] = Counter()
     for _ in range(ROUNDS):
         job = queue.enqueue(max_retries=1)
@@ -73,10 +74,10 @@ def test_complete_vs_fail_same_job_one_winner(queue: Queue) -> None:
             # a pending job must not be left in the queue for the next round
             with queue.tx() as conn:
                 service.cancel(conn, queue.admin, job.id, now=now)
-    print(f"\ncomplete vs fail, {ROUNDS} races on one SQLite file: {dict(outcomes)}")
+    print(f"\ncomplete vs fail, {ROUNDS} races on one {backend} database: {dict(outcomes)}")
 
 
-def test_reaper_vs_late_complete_same_job_one_winner(queue: Queue) -> None:
+def test_reaper_vs_late_complete_same_job_one_winner(queue: Queue, backend: str) -> None:
     """The lease ran out but nobody re-claimed yet: the late complete and the reaper race."""
     outcomes: Counter[str] = Counter()
     for _ in range(ROUNDS):
@@ -110,7 +111,7 @@ def test_reaper_vs_late_complete_same_job_one_winner(queue: Queue) -> None:
             assert recovered == 0
             assert (final.status, final.retry_count) == ("completed", 0)
             assert kinds == ["enqueued", "claimed", "completed"]
-    print(f"\nreaper vs late complete, {ROUNDS} races on one SQLite file: {dict(outcomes)}")
+    print(f"\nreaper vs late complete, {ROUNDS} races on one {backend} database: {dict(outcomes)}")
 
 
 def test_two_claims_never_take_the_same_job(queue: Queue) -> None:
