@@ -34,6 +34,7 @@ from app.schema import UTCDateTime, job_events, jobs
 _JOB_COLUMNS = [jobs.c[name] for name in Job.__dataclass_fields__]
 # Built once: the hottest statements skip per-call construction and cache-key work.
 _INSERT_JOB = insert(jobs).returning(*_JOB_COLUMNS)
+_SELECT_JOB = select(*_JOB_COLUMNS).where(jobs.c.id == bindparam("job_id"))
 _INSERT_EVENT = insert(job_events)
 
 
@@ -61,10 +62,8 @@ def get_job(
     conn: Connection, job_id: int, visible: ColumnElement[bool] | None = None
 ) -> Job | None:
     """One job by id, optionally restricted by a visibility condition."""
-    query = select(*_JOB_COLUMNS).where(jobs.c.id == job_id)
-    if visible is not None:
-        query = query.where(visible)
-    row = conn.execute(query).first()
+    query = _SELECT_JOB if visible is None else _SELECT_JOB.where(visible)
+    row = conn.execute(query, {"job_id": job_id}).first()
     return Job.from_row(row._mapping) if row else None
 
 
@@ -155,6 +154,10 @@ _EXPIRED_IDS = {
     .limit(bindparam("limit"))
     .with_for_update(skip_locked=True),
 }
+_EXPIRED = {
+    backend: select(*_JOB_COLUMNS).where(jobs.c.id.in_(ids)).order_by(jobs.c.lease_expires_at)
+    for backend, ids in _EXPIRED_IDS.items()
+}
 TypeLeases = tuple[tuple[str, int], ...]
 
 
@@ -226,9 +229,7 @@ def lease_expired_before(now: datetime) -> ColumnElement[bool]:
 
 def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Job]:
     """Running jobs whose lease ended before ``now``, oldest first."""
-    ids = _EXPIRED_IDS[conn.dialect.name]
-    query = select(*_JOB_COLUMNS).where(jobs.c.id.in_(ids)).order_by(jobs.c.lease_expires_at)
-    rows = conn.execute(query, {"now": now, "limit": limit})
+    rows = conn.execute(_EXPIRED[conn.dialect.name], {"now": now, "limit": limit})
     return [Job.from_row(row._mapping) for row in rows]
 
 
