@@ -8,9 +8,14 @@ from flask import Flask
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
-    """Build the app: configuration, extensions, blueprints, error handlers, CLI. Nothing else."""
+    """Build the app: configuration, extensions, blueprints, error handlers, CLI. Nothing else.
+
+    ``config`` overrides every other source; its ``INSTANCE_PATH`` (absolute) moves the instance
+    folder (config.toml, the SQLite file, the development key) elsewhere.
+    """
     app = Flask(
         __name__,
+        instance_path=(config or {}).get("INSTANCE_PATH"),
         instance_relative_config=True,
         template_folder="../templates",
         static_folder="../static",
@@ -20,12 +25,12 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     from app.accounts import login
     from app.api.views import bp as api_bp
     from app.extensions import csrf, limiter
-    from app.routing import JobIdConverter
+    from app.routing import RowIdConverter
     from app.web.views import bp as web_bp
 
     app_config.load_config(app, config)
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the documented field order
-    app.url_map.converters["jobid"] = JobIdConverter
+    app.url_map.converters["id"] = RowIdConverter
     db.init_app(app)
     settings.init_app(app)
     csrf.init_app(app)

@@ -24,6 +24,7 @@ user_cli = AppGroup("user", help="Manage users.")
 token_cli = AppGroup("token", help="Manage API tokens.")
 jobs_cli = AppGroup("jobs", help="Queue maintenance.")
 
+MAX_ROW_ID = 2**62  # ids fit a 64-bit column; larger numbers are refused, not overflowed
 _DURATION = re.compile(r"(\d{1,9})([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
@@ -151,7 +152,7 @@ def token_list(name: str | None) -> None:
 
 
 @token_cli.command("revoke")
-@click.argument("token_id", type=int)
+@click.argument("token_id", type=click.IntRange(1, MAX_ROW_ID))
 def token_revoke(token_id: int) -> None:
     """Revoke a token by id (see `token list`)."""
     try:

@@ -61,8 +61,8 @@ DEFAULTS: dict[str, Any] = {
     # A CSRF token lives as long as the session; the session is bounded instead.
     "WTF_CSRF_TIME_LIMIT": None,
     "PERMANENT_SESSION_LIFETIME": timedelta(hours=8),
-    # The lifetime counts from the login, not from the last request: an absolute limit, and no
-    # Set-Cookie on every static file.
+    # A login lasts PERMANENT_SESSION_LIFETIME from the password check, however active (checked
+    # on every request); the cookie is not re-sent on every response.
     "SESSION_REFRESH_EACH_REQUEST": False,
     "SESSION_COOKIE_HTTPONLY": True,
     "SESSION_COOKIE_SAMESITE": "Lax",
@@ -100,20 +100,47 @@ def load_config(app: Flask, overrides: dict[str, Any] | None) -> None:
     if not app.config["DATABASE_URL"]:
         app.config["DATABASE_URL"] = f"sqlite:///{Path(app.instance_path) / 'queuelog.sqlite3'}"
     app.config["SECRET_KEY"] = _secret_key(app)
+    _check_limits(app.config)
+
+
+POSITIVE_SETTINGS = (
+    "LEASE_SECONDS",
+    "MAX_LEASE_SECONDS",
+    "MAX_PAYLOAD_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_ERROR_BYTES",
+    "RECOVER_BATCH",
+    "PRUNE_BATCH_SIZE",
+)
+
+
+def _check_limits(config: Any) -> None:
+    """Refuse numbers that would hang the maintenance loops or break the lease rules."""
+    for name in POSITIVE_SETTINGS:
+        value = config[name]
+        if type(value) is not int or value < 1:
+            raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+    leases = {"LEASE_SECONDS": config["LEASE_SECONDS"]}
+    for job_type, settings in dict(config.get("JOB_TYPE_SETTINGS") or {}).items():
+        if "lease_seconds" in settings:
+            leases[f"JOB_TYPE_SETTINGS[{job_type!r}].lease_seconds"] = settings["lease_seconds"]
+    for name, value in leases.items():
+        if type(value) is not int or not 1 <= value <= config["MAX_LEASE_SECONDS"]:
+            raise ConfigError(f"{name} must be an integer from 1 to MAX_LEASE_SECONDS")
 
 
 def _secret_key(app: Flask) -> str:
     """Return a strong secret key, generating one for development runs only."""
     key = app.config.get("SECRET_KEY")
-    key_file = Path(app.instance_path) / SECRET_KEY_FILE
-    if not key and key_file.is_file():
-        key = key_file.read_text().strip()
     if not key and not app.config["PRODUCTION"]:
-        key = _create_key_file(key_file)
+        # Development only: every host would make its own key, so production must be given one.
+        key_file = Path(app.instance_path) / SECRET_KEY_FILE
+        key = key_file.read_text().strip() if key_file.is_file() else _create_key_file(key_file)
     if not key:
         raise ConfigError(
             "No SECRET_KEY: set FLASK_SECRET_KEY (e.g. python -c 'import secrets; "
-            "print(secrets.token_urlsafe(48))') or put SECRET_KEY in instance/config.toml."
+            "print(secrets.token_urlsafe(48))') or put SECRET_KEY in instance/config.toml; "
+            "production (gunicorn wsgi:app) never uses the generated development key."
         )
     if len(str(key)) < MIN_SECRET_KEY_LENGTH and not app.config.get("TESTING"):
         raise ConfigError(

@@ -5,8 +5,9 @@ from __future__ import annotations
 from werkzeug.routing import BaseConverter
 
 
-class JobIdConverter(BaseConverter):
-    """A job id: 1 to 18 digits, so it always fits a 64-bit column (longer ids are 404s)."""
+class RowIdConverter(BaseConverter):
+    """A row id (job, token): 1 to 18 digits, so it always fits a 64-bit column (longer ids
+    are 404s, never an overflow)."""
 
     regex = r"[0-9]{1,18}"
 

@@ -327,3 +327,10 @@ def test_token_create_output_format(app: Flask, runner: FlaskCliRunner) -> None:
     assert lines[-1].startswith(accounts.TOKEN_PREFIX)
     assert all(lines[-1] not in line for line in lines[:-1])
     assert make_token(app, "wendy") != lines[-1]
+
+
+@pytest.mark.parametrize("token_id", ["99999999999999999999", "0", "-1", "x"])
+def test_token_revoke_refuses_impossible_ids_cleanly(runner: FlaskCliRunner, token_id: str) -> None:
+    result = runner.invoke(args=["token", "revoke", token_id])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output

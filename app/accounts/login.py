@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from flask import Flask
+from flask import Flask, current_app, session
 
 from app import db
 from app.accounts import service
 from app.accounts.models import User
 from app.extensions import login_manager
+from app.timeutil import utcnow
+
+LOGIN_AT = "login_at"  # session key: when the password was last checked (POSIX seconds)
 
 
 class SessionUser:
@@ -24,8 +27,20 @@ class SessionUser:
         return service.session_id(self.user)
 
 
+def login_expired() -> bool:
+    """Whether the session's login is older than PERMANENT_SESSION_LIFETIME (an absolute limit:
+    activity does not extend it)."""
+    at = session.get(LOGIN_AT)
+    if not isinstance(at, int | float):
+        return True
+    age = utcnow().timestamp() - at
+    return not 0 <= age <= current_app.permanent_session_lifetime.total_seconds()
+
+
 def load_user(value: str) -> SessionUser | None:
-    """Flask-Login's user loader: the session id must still be current."""
+    """Flask-Login's user loader: the login must be recent and the session id still current."""
+    if login_expired():
+        return None
     with db.read() as conn:
         user = service.user_for_session(conn, value)
     return SessionUser(user) if user else None

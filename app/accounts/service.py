@@ -22,12 +22,14 @@ from app.accounts.models import ApiToken, User
 from app.queue.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.queue.models import Actor
 from app.queue.states import PRIORITIES, Role
+from app.queue.validate import text_problem
 
 OPERATOR = Actor(id=0, name="operator", role=Role.ADMIN)
 TOKEN_PREFIX = "ql_"  # noqa: S105 (a prefix, not a secret)
 TOKEN_BYTES = 32
 MIN_PASSWORD_LENGTH = 12
 MAX_PASSWORD_LENGTH = 1024
+MAX_LABEL_LENGTH = 100
 TOUCH_INTERVAL = timedelta(seconds=60)  # last_used_at is kept to the minute, not per request
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 
@@ -117,7 +119,7 @@ def list_users(conn: Connection, actor: Actor) -> list[User]:
 def get_user(conn: Connection, actor: Actor, name: str) -> User:
     """A user by name, for admins."""
     _require_admin(actor)
-    user = store.user_by_name(conn, name)
+    user = store.user_by_name(conn, name) if _NAME.fullmatch(name) else None
     if user is None:
         raise NotFound(f"no user named {name!r}")
     return user
@@ -203,8 +205,10 @@ def create_token(
 ) -> tuple[ApiToken, str]:
     """Issue a token for user ``name``; the raw token is returned once and never stored."""
     user = get_user(conn, actor, name)
-    if len(label) > 100:
-        raise InvalidInput({"label": "must be at most 100 characters"})
+    if len(label) > MAX_LABEL_LENGTH:
+        raise InvalidInput({"label": f"must be at most {MAX_LABEL_LENGTH} characters"})
+    if problem := text_problem(label):
+        raise InvalidInput({"label": problem})
     raw = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
     token = store.insert_token(
         conn,

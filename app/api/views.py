@@ -41,7 +41,7 @@ def require_token() -> None:
 
 @bp.errorhandler(Unauthorized)
 def unauthorized(exc: Unauthorized) -> Response:
-    return problem(401, str(exc), headers={"WWW-Authenticate": 'Bearer realm="queuelog"'})
+    return problem(401, str(exc), headers={"WWW-Authenticate": "Bearer"})
 
 
 @bp.errorhandler(body.BadBody)
@@ -80,16 +80,9 @@ def enqueue() -> Response:
     return response
 
 
-def _query() -> dict[str, str]:
-    """The query string, one value per name: a repeated filter is ambiguous, so it is a 422."""
-    if repeated := [name for name, values in request.args.lists() if len(values) > 1]:
-        raise InvalidInput({name: "must be given at most once" for name in repeated})
-    return request.args.to_dict()
-
-
 @bp.get("/jobs")
 def list_jobs() -> Response:
-    filters = validate.parse_filters(_query())
+    filters = validate.parse_filters(request.args)
     with db.read() as conn:
         page = service.list_jobs(conn, g.actor, filters)
     return jsonify(
@@ -100,14 +93,14 @@ def list_jobs() -> Response:
     )
 
 
-@bp.get("/jobs/<jobid:job_id>")
+@bp.get("/jobs/<id:job_id>")
 def get_job(job_id: int) -> Response:
     with db.read() as conn:
         job = service.get_job(conn, g.actor, job_id)
     return _job(job)
 
 
-@bp.get("/jobs/<jobid:job_id>/events")
+@bp.get("/jobs/<id:job_id>/events")
 def job_events(job_id: int) -> Response:
     with db.read() as conn:
         events = service.list_events(conn, g.actor, job_id)
@@ -125,7 +118,7 @@ def claim() -> Response:
     return _job(job)
 
 
-@bp.post("/jobs/<jobid:job_id>/complete")
+@bp.post("/jobs/<id:job_id>/complete")
 def complete(job_id: int) -> Response:
     result, attempt = validate.parse_complete(_body(optional=True), queue_settings())
     with db.transaction() as conn:
@@ -133,7 +126,7 @@ def complete(job_id: int) -> Response:
     return _job(job)
 
 
-@bp.post("/jobs/<jobid:job_id>/fail")
+@bp.post("/jobs/<id:job_id>/fail")
 def fail(job_id: int) -> Response:
     error, attempt, retry_in, retryable = validate.parse_fail(_body())
     with db.transaction() as conn:
@@ -151,7 +144,7 @@ def fail(job_id: int) -> Response:
     return _job(job)
 
 
-@bp.post("/jobs/<jobid:job_id>/heartbeat")
+@bp.post("/jobs/<id:job_id>/heartbeat")
 def heartbeat(job_id: int) -> Response:
     progress, message, attempt = validate.parse_heartbeat(_body(optional=True))
     with db.transaction() as conn:
@@ -173,7 +166,7 @@ def _no_fields() -> None:
         raise InvalidInput({name: "unknown field" for name in data})
 
 
-@bp.post("/jobs/<jobid:job_id>/cancel")
+@bp.post("/jobs/<id:job_id>/cancel")
 def cancel(job_id: int) -> Response:
     _no_fields()
     with db.transaction() as conn:
@@ -181,7 +174,7 @@ def cancel(job_id: int) -> Response:
     return _job(job)
 
 
-@bp.post("/jobs/<jobid:job_id>/retry")
+@bp.post("/jobs/<id:job_id>/retry")
 def retry(job_id: int) -> Response:
     _no_fields()
     with db.transaction() as conn:

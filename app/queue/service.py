@@ -22,6 +22,7 @@ from app.queue.states import RETRYABLE, TERMINAL, JobStatus, Role
 from app.queue.validate import encode_cursor
 
 LEASE_EXPIRED = "lease expired"
+MAX_MESSAGE_BYTES = 500  # the progress_message column
 _system_random = random.SystemRandom()
 
 
@@ -251,6 +252,12 @@ def _held_job(conn: Connection, actor: Actor, job_id: int, attempt: int | None) 
     return job
 
 
+def _lost_race(conn: Connection, actor: Actor, job_id: int, attempt: int | None) -> Conflict:
+    """The 409 for a compare-and-set that lost: re-read the job to say why (e.g. cancelled)."""
+    _held_job(conn, actor, job_id, attempt)  # raises the precise reason when there is one
+    return Conflict(f"job {job_id} changed meanwhile; try again")
+
+
 def _holder_expectation(job: Job) -> dict[str, object]:
     return {"worker_id": job.worker_id, "attempts": job.attempts}
 
@@ -275,13 +282,13 @@ def heartbeat(
     }
     if progress is not None:
         values["progress"] = progress
-    if message is not None:
-        values["progress_message"] = message
+    if message is not None:  # people read it on the job page: no secrets, like errors
+        values["progress_message"] = sanitize_error(message, MAX_MESSAGE_BYTES)
     updated = store.transition(
         conn, job.id, expect=_holder_expectation(job), statuses=[JobStatus.RUNNING], values=values
     )
     if updated is None:
-        raise Conflict(f"job {job_id} changed while the heartbeat was recorded; retry")
+        raise _lost_race(conn, actor, job_id, attempt)
     return updated
 
 
@@ -311,7 +318,7 @@ def complete(
         },
     )
     if done is None:
-        raise Conflict(f"job {job_id} changed before it could be completed")
+        raise _lost_race(conn, actor, job_id, attempt)
     store.record_event(
         conn, job=done, at=now, from_status=JobStatus.RUNNING, kind="completed", actor=actor.name
     )
@@ -346,7 +353,7 @@ def fail(
         extra=[],
     )
     if done is None:
-        raise Conflict(f"job {job_id} changed before the failure could be recorded")
+        raise _lost_race(conn, actor, job_id, attempt)
     kind = "retry_scheduled" if done.status == JobStatus.PENDING else "failed"
     store.record_event(
         conn,
@@ -361,13 +368,10 @@ def fail(
     return done
 
 
-def _cancellable(actor: Actor) -> list[JobStatus]:
-    return [JobStatus.PENDING, JobStatus.RUNNING] if actor.is_admin else [JobStatus.PENDING]
-
-
 def may_cancel(actor: Actor, job: Job) -> bool:
     """Whether ``cancel`` would accept this visible job from this actor (for offering it)."""
-    return actor.role in PERMISSIONS[Action.CANCEL] and job.status in _cancellable(actor)
+    cancellable = (JobStatus.PENDING, JobStatus.RUNNING) if actor.is_admin else (JobStatus.PENDING,)
+    return actor.role in PERMISSIONS[Action.CANCEL] and job.status in cancellable
 
 
 def may_retry(actor: Actor, job: Job) -> bool:
@@ -386,7 +390,7 @@ def cancel(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Job
         conn,
         job.id,
         expect={"attempts": job.attempts},
-        statuses=_cancellable(actor),
+        statuses=[job.status],  # the status the event will name as "from"
         values={
             "status": JobStatus.CANCELLED,
             "lease_expires_at": None,
@@ -414,7 +418,7 @@ def retry(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Job:
         conn,
         job.id,
         expect={"attempts": job.attempts},
-        statuses=list(RETRYABLE),
+        statuses=[job.status],  # the status the event will name as "from"
         values={
             "status": JobStatus.PENDING,
             "retry_count": 0,

@@ -286,21 +286,29 @@ def list_events(conn: Connection, job_id: int) -> list[Event]:
 
 
 def prune_batch(conn: Connection, finished_before: datetime, batch: int) -> int:
-    """Delete up to ``batch`` finished jobs (and their events); returns how many went."""
-    doomed = (
-        select(jobs.c.id)
-        .where(
-            jobs.c.status.in_([JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED]),
-            jobs.c.finished_at < finished_before,
+    """Delete up to ``batch`` finished jobs (their events go by ON DELETE CASCADE).
+
+    The DELETE restates what "finished long ago" means, so a job an admin retried between the
+    lookup and the delete stays (PostgreSQL re-checks the row it would delete)."""
+
+    def finished(table: Any) -> ColumnElement[bool]:
+        return and_(
+            table.c.status.in_([JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED]),
+            table.c.finished_at < finished_before,
         )
-        .limit(batch)  # any old finished jobs will do: no ORDER BY, so no sort of all of them
-    )
-    ids = list(conn.execute(doomed).scalars())
-    if not ids:
-        return 0
-    conn.execute(delete(job_events).where(job_events.c.job_id.in_(ids)))
-    conn.execute(delete(jobs).where(jobs.c.id.in_(ids)))
-    return len(ids)
+
+    # Any old finished jobs will do: no ORDER BY, so no sort of all of them. The alias keeps
+    # the subquery from correlating with the DELETE's own table.
+    candidates = jobs.alias("candidates")
+    pick = select(candidates.c.id).where(finished(candidates)).limit(batch)
+    if conn.dialect.name == "postgresql":
+        pick = pick.with_for_update(skip_locked=True)
+    # A CTE is evaluated once: PostgreSQL may otherwise re-run a LIMIT subquery per row.
+    doomed = select(pick.cte("doomed").c.id)
+    deleted = conn.execute(
+        delete(jobs).where(jobs.c.id.in_(doomed), finished(jobs)).returning(jobs.c.id)
+    ).all()
+    return len(deleted)
 
 
 def count_by(conn: Connection, column: str, visible: ColumnElement[bool] | None) -> dict[Any, int]:

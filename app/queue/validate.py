@@ -35,8 +35,8 @@ def _reject_unknown(body: Mapping[str, Any], allowed: set[str]) -> dict[str, str
     return {name: "unknown field" for name in body if name not in allowed}
 
 
-def _clean_text(value: str) -> str | None:
-    """Why ``value`` cannot be stored as text on every backend, or None when it can."""
+def text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be stored as text on every backend (NUL, lone surrogates), or None."""
     if "\x00" in value:
         return "must not contain NUL characters"
     if _LONE_SURROGATE.search(value):
@@ -108,13 +108,13 @@ def json_value_problem(value: Any, max_depth: int) -> str | None:
             return f"nests deeper than {max_depth} levels"
         if isinstance(item, dict):
             for key, child in item.items():
-                if problem := _clean_text(key):
+                if problem := text_problem(key):
                     return f"keys {problem}"
                 stack.append((child, depth + 1))
         elif isinstance(item, list):
             stack.extend((child, depth + 1) for child in item)
         elif isinstance(item, str):
-            if problem := _clean_text(item):
+            if problem := text_problem(item):
                 return f"strings {problem}"
         elif isinstance(item, float) and not math.isfinite(item):
             return "numbers must be finite"
@@ -310,7 +310,7 @@ def parse_heartbeat(body: Mapping[str, Any]) -> tuple[int | None, str | None, in
     if message is not None:
         if not isinstance(message, str) or len(message) > MAX_MESSAGE_LENGTH:
             errors["message"] = f"must be a string of at most {MAX_MESSAGE_LENGTH} characters"
-        elif problem := _clean_text(message):
+        elif problem := text_problem(message):
             errors["message"] = problem
     attempt = _attempt(body, errors)
     if errors:
@@ -322,13 +322,16 @@ LIST_FIELDS = {"status", "type", "priority", "limit", "cursor", "q"}
 
 
 def parse_filters(args: Mapping[str, str], *, allowed: set[str] | None = None) -> JobFilters:
-    """Validate listing filters from a query string."""
+    """Validate listing filters from a query string. A multi-dict (with ``getlist``, like
+    Flask's ``request.args``) may not repeat a name: two statuses would be ambiguous."""
     errors = _reject_unknown(args, allowed or LIST_FIELDS)
+    if getlist := getattr(args, "getlist", None):
+        errors |= {name: "must be given at most once" for name in args if len(getlist(name)) > 1}
     status = args.get("status") or None
     if status is not None and status not in set(JobStatus):
         errors["status"] = f"must be one of {', '.join(JobStatus)}"
     job_type = args.get("type") or None
-    if job_type is not None and (len(job_type) > 200 or _clean_text(job_type)):
+    if job_type is not None and (len(job_type) > 200 or text_problem(job_type)):
         errors["type"] = "is not a valid job type"
     priority = args.get("priority") or None
     if priority is not None and priority not in PRIORITIES:
@@ -336,7 +339,7 @@ def parse_filters(args: Mapping[str, str], *, allowed: set[str] | None = None) -
     limit = _parse_limit(args.get("limit"), errors)
     before_id, after_id = _parse_cursor(args.get("cursor"), errors)
     search = (args.get("q") or "").strip() or None
-    if search is not None and (len(search) > MAX_KEY_LENGTH or _clean_text(search)):
+    if search is not None and (len(search) > MAX_KEY_LENGTH or text_problem(search)):
         errors["q"] = "must be a job id or an idempotency key"
     if errors:
         raise InvalidInput(errors)

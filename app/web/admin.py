@@ -13,7 +13,7 @@ from app.web.forms import ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
 from app.web.htmx import current_actor, is_fresh_login, login_url, require_login
 
 bp = Blueprint("admin", __name__, url_prefix="/ui/admin")
-FRESH_LOGIN_NEEDED = "Confirm your password to change roles."
+FRESH_LOGIN_NEEDED = "Confirm your password to change users or issue tokens."
 
 
 @bp.before_request
@@ -26,13 +26,14 @@ def require_admin() -> Response | None:
     return None
 
 
-def _require_fresh_login() -> Response | None:
-    """Role grants need a recent password check: an unattended session cannot make admins."""
+def _require_fresh_login(back_to: str = ".users") -> Response | None:
+    """Grants of power (roles, new users, re-enabling, API tokens) need a recent password
+    check: an unattended session cannot make admins or mint credentials."""
     if is_fresh_login():
         return None
     flash(FRESH_LOGIN_NEEDED, "info")
     return redirect(
-        url_for("web.auth.login", next=url_for(".users"))
+        url_for("web.auth.login", next=url_for(back_to))
         if request.method == "POST"
         else login_url()
     )
@@ -128,6 +129,8 @@ def disable_user(name: str) -> Response:
 
 @bp.post("/users/<name>/enable")
 def enable_user(name: str) -> Response:
+    if (refused := _require_fresh_login()) is not None:
+        return refused
     return _set_disabled(name, False)
 
 
@@ -155,8 +158,10 @@ def tokens() -> tuple[str, int]:
 
 
 @bp.post("/tokens")
-def create_token() -> tuple[str, int]:
+def create_token() -> Response | tuple[str, int]:
     """Issue a token and show it in this response only: it is never stored or shown again."""
+    if (refused := _require_fresh_login(".tokens")) is not None:
+        return refused
     form = TokenForm()
     with db.read() as conn:
         names = [u.name for u in accounts.list_users(conn, current_actor())]
@@ -174,7 +179,7 @@ def create_token() -> tuple[str, int]:
     return _tokens_page(new_token=raw, status=201)
 
 
-@bp.post("/tokens/<int:token_id>/revoke")
+@bp.post("/tokens/<id:token_id>/revoke")
 def revoke_token(token_id: int) -> Response:
     try:
         with db.transaction() as conn:

@@ -17,11 +17,11 @@ from werkzeug.wrappers import Response
 
 from app import db
 from app.accounts import service as accounts
-from app.accounts.login import SessionUser
+from app.accounts.login import LOGIN_AT, SessionUser
 from app.extensions import limiter
 from app.timeutil import utcnow
 from app.web.forms import LoginForm
-from app.web.htmx import LOGIN_AT, safe_next
+from app.web.htmx import safe_next
 
 bp = Blueprint("auth", __name__)
 LOGIN_FAILED = "Invalid user name or password."

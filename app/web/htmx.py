@@ -9,10 +9,9 @@ from flask import current_app, make_response, redirect, render_template, request
 from flask_login import current_user
 from werkzeug.wrappers import Response
 
+from app.accounts.login import LOGIN_AT
 from app.queue.models import Actor
 from app.timeutil import utcnow
-
-LOGIN_AT = "login_at"  # session key: when the password was last checked (POSIX seconds)
 
 
 def is_htmx() -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,7 +60,7 @@ def dashboard() -> str:
 
 
 def _list_args() -> MultiDict[str, str]:
-    """The query string without the page's own `live` switch and without empty values."""
+    """The query string without empty values (an empty filter field means "any")."""
     return MultiDict([(k, v) for k, v in request.args.items(multi=True) if v != ""])
 
 
@@ -128,7 +129,7 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
-@bp.get("/jobs/<jobid:job_id>")
+@bp.get("/jobs/<id:job_id>")
 def job(job_id: int) -> Response:
     actor = current_actor()
     context = _detail_context(job_id, actor)
@@ -147,28 +148,26 @@ def _action_done(job_id: int, message: str, category: str) -> Response:
     return redirect(url_for(".job", job_id=job_id))
 
 
-@bp.post("/jobs/<jobid:job_id>/cancel")
+def _act(job_id: int, action: Callable[..., Job], done: str) -> Response:
+    """Run a service action on a job; a refusal (409) is shown on the job, 403/404 raise."""
+    try:
+        with db.transaction() as conn:
+            action(conn, current_actor(), job_id, now=utcnow())
+    except QueueError as exc:
+        if exc.status in (403, 404):
+            raise
+        return _action_done(job_id, exc.detail, "error")
+    return _action_done(job_id, done, "success")
+
+
+@bp.post("/jobs/<id:job_id>/cancel")
 def cancel(job_id: int) -> Response:
-    try:
-        with db.transaction() as conn:
-            service.cancel(conn, current_actor(), job_id, now=utcnow())
-    except QueueError as exc:
-        if exc.status in (403, 404):
-            raise
-        return _action_done(job_id, exc.detail, "error")
-    return _action_done(job_id, f"Job {job_id} cancelled.", "success")
+    return _act(job_id, service.cancel, f"Job {job_id} cancelled.")
 
 
-@bp.post("/jobs/<jobid:job_id>/retry")
+@bp.post("/jobs/<id:job_id>/retry")
 def retry(job_id: int) -> Response:
-    try:
-        with db.transaction() as conn:
-            service.retry(conn, current_actor(), job_id, now=utcnow())
-    except QueueError as exc:
-        if exc.status in (403, 404):
-            raise
-        return _action_done(job_id, exc.detail, "error")
-    return _action_done(job_id, f"Job {job_id} is queued again.", "success")
+    return _act(job_id, service.retry, f"Job {job_id} is queued again.")
 
 
 def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:

@@ -391,3 +391,15 @@ def test_timestamps_are_iso_8601_at_any_year(producer: Api, run_at: str, shown: 
     job = producer.enqueue(run_at=run_at)
     assert job["run_at"] == shown
     assert ISO_Z.match(job["run_at"])
+
+
+def test_heartbeat_message_is_sanitized_like_errors(
+    app: Flask, producer: Api, worker: Api, client: Any
+) -> None:
+    job = producer.enqueue()
+    worker.claim()
+    secret = "connecting to postgresql://app:hunter2@db/prod password=hunter2"
+    response = worker.post(f"/jobs/{job['id']}/heartbeat", {"progress": 5, "message": secret})
+    assert response.status_code == 200
+    stored = job_row(app, job["id"])["progress_message"]
+    assert "hunter2" not in stored and "[REDACTED]" in stored

@@ -102,3 +102,15 @@ def test_prune_bad_duration_is_a_clean_cli_error(
     assert "Traceback" not in result.output
     assert "--older-than" in result.output or "Invalid value" in result.output, result.output
     assert len(_ids(queue)) == 1
+
+
+def test_prune_spares_a_job_an_admin_retried(queue: Queue) -> None:
+    old = utcnow() - timedelta(days=30)
+    retried = _finish(queue, "failed", old)
+    gone = _finish(queue, "failed", old)
+    with queue.tx() as conn:
+        service.retry(conn, queue.admin, retried, now=utcnow())
+        pruned = service.prune(conn, finished_before=utcnow() - timedelta(days=7), batch=10)
+    assert pruned == 1
+    assert _ids(queue) == {retried}
+    assert gone not in _ids(queue)

@@ -167,3 +167,14 @@ def test_next_redirects_only_to_local_paths(app: Flask, team: Team, next_value, 
     )
     assert response.status_code == 302
     assert response.location == expected
+
+
+def test_a_login_expires_after_the_session_lifetime_however_active(team: Team, app: Flask) -> None:
+    prod = team.person("prod")
+    assert prod.get("/ui/").status_code == 200
+    lifetime = app.permanent_session_lifetime.total_seconds()
+    with prod.client.session_transaction() as session:
+        session["login_at"] -= lifetime + 1
+    response = prod.get("/ui/")
+    assert response.status_code == 302
+    assert response.location.startswith("/login")

@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import Flask
 
+from tests.backends import every_backend  # noqa: F401 (NUL and overflow differ per engine)
 from tests.builders import Api
 from tests.web.conftest import Person, Team, soup
 
@@ -167,7 +168,7 @@ def _user_row(boss: Person, name: str) -> Any:
 
 def _make_stale(person: Person) -> None:
     with person.client.session_transaction() as session:
-        session["login_at"] -= 24 * 3600
+        session["login_at"] -= 3600  # older than FRESH_LOGIN_SECONDS, within the session lifetime
 
 
 def test_admin_creates_a_user_who_can_sign_in(team: Team) -> None:
@@ -243,3 +244,25 @@ def test_htmx_posts_that_redirect_navigate_instead(team: Team) -> None:
     response = boss.hx_post("/ui/admin/users/prod2/disable")
     assert response.status_code == 200
     assert response.headers["HX-Redirect"] == "/ui/admin/users"
+
+
+def test_issuing_tokens_and_re_enabling_users_need_a_fresh_login(team: Team) -> None:
+    boss = team.person("boss")
+    assert boss.post("/ui/admin/users/prod2/disable").status_code == 302
+    _make_stale(boss)
+    issue = boss.post("/ui/admin/tokens", {"user": "boss", "label": "stale session"})
+    assert issue.status_code == 302
+    assert issue.location.startswith("/login?next=")
+    assert "stale session" not in boss.get("/ui/admin/tokens").get_data(as_text=True)
+    enable = boss.post("/ui/admin/users/prod2/enable")
+    assert enable.status_code == 302 and enable.location.startswith("/login?next=")
+    assert "disabled" in _user_row(boss, "prod2").get_text()
+
+
+def test_hostile_admin_paths_and_labels_are_4xx(team: Team) -> None:
+    boss = team.person("boss")
+    assert boss.post("/ui/admin/tokens/99999999999999999999/revoke").status_code == 404
+    assert boss.post("/ui/admin/users/%00x/disable").status_code == 404
+    assert boss.post("/ui/admin/users/x%ED%A0%80/disable").status_code == 404
+    nul_label = boss.post("/ui/admin/tokens", {"user": "boss", "label": "a\x00b"})
+    assert nul_label.status_code == 422

@@ -385,3 +385,10 @@ def test_templates_never_mark_data_safe() -> None:
         if template.is_file():
             assert template.suffix == ".html", template
             assert "|safe" not in template.read_text().replace(" ", ""), template
+
+
+def test_a_repeated_filter_is_refused_like_the_api(team: Team) -> None:
+    prod = team.person("prod")
+    response = prod.get("/ui/jobs?status=pending&status=bogus")
+    assert response.status_code == 422
+    assert team.producer.get("/jobs?status=pending&status=failed").status_code == 422

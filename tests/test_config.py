@@ -1,0 +1,69 @@
+"""Configuration: production needs a real secret key; numbers that would break the queue are
+refused at start-up with a message that says which setting is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app import create_app
+from app.config import ConfigError
+from tests.conftest import TEST_SECRET
+
+
+def _app(tmp_path: Path, **config: Any) -> Any:
+    """An app whose instance folder is this test's own."""
+    return create_app(
+        {
+            "INSTANCE_PATH": str(tmp_path / "instance"),
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'q.sqlite3'}",
+            **config,
+        }
+    )
+
+
+def test_development_generates_and_keeps_a_key(tmp_path: Path) -> None:
+    first = _app(tmp_path)
+    second = _app(tmp_path)
+    key_file = tmp_path / "instance" / "secret_key"
+    assert Path(first.instance_path) == key_file.parent
+    assert key_file.is_file()
+    assert first.config["SECRET_KEY"] == second.config["SECRET_KEY"] == key_file.read_text()
+
+
+def test_production_refuses_to_start_without_a_key_even_if_development_made_one(
+    tmp_path: Path,
+) -> None:
+    _app(tmp_path)  # a development run (or any flask command) leaves instance/secret_key
+    with pytest.raises(ConfigError, match="SECRET_KEY"):
+        _app(tmp_path, PRODUCTION=True)
+
+
+def test_production_refuses_a_weak_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="too short"):
+        _app(tmp_path, PRODUCTION=True, SECRET_KEY="short")
+
+
+def test_production_starts_with_a_strong_key(tmp_path: Path) -> None:
+    app = _app(tmp_path, PRODUCTION=True, SECRET_KEY=TEST_SECRET)
+    assert app.config["SECRET_KEY"] == TEST_SECRET
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("RECOVER_BATCH", 0),
+        ("PRUNE_BATCH_SIZE", 0),
+        ("LEASE_SECONDS", -1),
+        ("MAX_JSON_DEPTH", "32"),
+        ("LEASE_SECONDS", 10**6),
+        ("JOB_TYPE_SETTINGS", {"report.build": {"lease_seconds": 10**6}}),
+    ],
+)
+def test_settings_that_would_break_the_queue_are_refused(
+    tmp_path: Path, setting: str, value: Any
+) -> None:
+    with pytest.raises(ConfigError):
+        _app(tmp_path, SECRET_KEY=TEST_SECRET, **{setting: value})
