@@ -20,7 +20,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         template_folder="../templates",
         static_folder="../static",
     )
-    from app import cli, db, errors, security, settings
+    from app import cli, db, errors, ratelimit, security, settings
     from app import config as app_config
     from app.accounts import login
     from app.api.views import bp as api_bp
@@ -34,6 +34,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     db.init_app(app)
     settings.init_app(app)
     csrf.init_app(app)
+    ratelimit.init_app(app)
     limiter.init_app(app)
     login.init_app(app)
     security.init_app(app)

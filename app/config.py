@@ -55,8 +55,9 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_BATCH_SIZE": 500,
     # Failed logins per client address before 429 (Flask-Limiter syntax).
     "LOGIN_RATE_LIMIT": "10 per minute",
-    # Flask-Limiter storage; memory:// counts per process, use redis:// with several servers.
-    "RATELIMIT_STORAGE_URI": "memory://",
+    # Flask-Limiter storage: "database" keeps the counters in DATABASE_URL, so a limit holds
+    # across gunicorn workers and app servers; any Flask-Limiter URI (redis://...) works too.
+    "RATELIMIT_STORAGE_URI": "database",
     "RATELIMIT_HEADERS_ENABLED": True,
     # A CSRF token lives as long as the session; the session is bounded instead.
     "WTF_CSRF_TIME_LIMIT": None,

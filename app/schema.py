@@ -12,6 +12,7 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -168,6 +169,16 @@ Index("ix_jobs_priority_status", jobs.c.priority, jobs.c.status)
 Index("ix_jobs_owner_status", jobs.c.created_by, jobs.c.status, jobs.c.priority)
 # Latest failures and pruning: finished jobs by status and age.
 Index("ix_jobs_status_finished", jobs.c.status, jobs.c.finished_at)
+
+# Flask-Limiter's counters (see app/ratelimit.py), shared by every process.
+rate_limits = Table(
+    "rate_limits",
+    metadata,
+    Column("key", String(255), primary_key=True),
+    Column("count", Integer, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Index(None, "expires_at"),
+)
 
 job_events = Table(
     "job_events",
