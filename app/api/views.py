@@ -62,7 +62,7 @@ def _body(*, optional: bool = False) -> dict[str, Any]:
 
 
 def _job(job: Job, status: int = 200) -> Response:
-    response = jsonify(job.as_json(include_error=g.actor.is_admin))
+    response = jsonify(job.as_json(include_error=g.actor.sees_errors))
     response.status_code = status
     return response
 
@@ -87,7 +87,7 @@ def list_jobs() -> Response:
         page = service.list_jobs(conn, g.actor, filters)
     return jsonify(
         {
-            "jobs": [job.as_json(include_error=g.actor.is_admin) for job in page.jobs],
+            "jobs": [job.as_json(include_error=g.actor.sees_errors) for job in page.jobs],
             "next_cursor": page.next_cursor,
         }
     )
@@ -104,7 +104,7 @@ def get_job(job_id: int) -> Response:
 def job_events(job_id: int) -> Response:
     with db.read() as conn:
         events = service.list_events(conn, g.actor, job_id)
-    return jsonify({"events": [e.as_json(include_error=g.actor.is_admin) for e in events]})
+    return jsonify({"events": [e.as_json(include_error=g.actor.sees_errors) for e in events]})
 
 
 @bp.post("/jobs/claim")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from app.queue.states import PRIORITIES, Role, priority_label
@@ -30,6 +31,11 @@ class Actor:
     @property
     def is_admin(self) -> bool:
         return self.role is Role.ADMIN
+
+    @property
+    def sees_errors(self) -> bool:
+        """Error texts may hold what sanitizing missed: only admins read them, anywhere."""
+        return self.is_admin
 
     def priority_cap(self) -> int:
         """The highest priority this actor may enqueue."""
@@ -89,7 +95,7 @@ class QueueSettings:
             recover_batch=int(config["RECOVER_BATCH"]),
         )
 
-    @property
+    @cached_property
     def type_leases(self) -> tuple[tuple[str, int], ...]:
         """``(type, lease_seconds)`` for the types whose lease differs from the default."""
         return tuple(
@@ -142,6 +148,10 @@ class Job:
     def priority_label(self) -> str:
         return priority_label(self.priority)
 
+    def as_seen_by(self, actor: Actor) -> Job:
+        """The job as ``actor`` may see it: without the error text unless they may read it."""
+        return self if actor.sees_errors else replace(self, error=None)
+
     def as_json(self, *, include_error: bool) -> dict[str, Any]:
         """The job as the API shows it; ``error`` only for admins."""
         body: dict[str, Any] = {
@@ -188,6 +198,10 @@ class Event:
     def from_row(cls, row: Mapping[Any, Any]) -> Event:
         """Build an event from a ``job_events`` row mapping."""
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+    def as_seen_by(self, actor: Actor) -> Event:
+        """The event as ``actor`` may see it: without the error text unless they may read it."""
+        return self if actor.sees_errors else replace(self, error=None)
 
     def as_json(self, *, include_error: bool) -> dict[str, Any]:
         """The event as the API shows it; ``error`` only for admins."""

@@ -35,10 +35,6 @@ class Dashboard:
     per_minute: list[MinuteCount]
     latest_failures: list[Job]
 
-    @property
-    def total(self) -> int:
-        return sum(self.by_status.values())
-
 
 def dashboard(conn: Connection, actor: Actor, *, now: datetime) -> Dashboard:
     """The figures of the jobs ``actor`` may see (the same visibility as the job list)."""
@@ -55,7 +51,7 @@ def dashboard(conn: Connection, actor: Actor, *, now: datetime) -> Dashboard:
         oldest_pending_age=max(now - oldest, timedelta(0)) if oldest else None,
         per_minute=_per_minute(conn, now, visible),
         # Failures carry error texts, which only admins may read.
-        latest_failures=store.latest_failures(conn, LATEST_FAILURES) if actor.is_admin else [],
+        latest_failures=store.latest_failures(conn, LATEST_FAILURES) if actor.sees_errors else [],
     )
 
 

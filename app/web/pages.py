@@ -23,7 +23,7 @@ from werkzeug.wrappers import Response
 from app import db
 from app.queue import service, stats, validate
 from app.queue.errors import Forbidden, InvalidInput, QueueError
-from app.queue.models import Actor, Event, Job, JobFilters
+from app.queue.models import Actor, Job, JobFilters
 from app.queue.states import PRIORITIES, TERMINAL, JobStatus
 from app.settings import queue_settings
 from app.timeutil import utcnow
@@ -37,16 +37,6 @@ STOP_POLLING = 286  # htmx stops an `every` trigger when it gets this status
 LIST_ARGS = validate.LIST_FIELDS | {"live"}
 
 bp.before_request(require_login)
-
-
-def visible_job(job: Job, actor: Actor) -> Job:
-    """The job as this viewer may see it: the error text exists only for admins."""
-    return job if actor.is_admin else dataclasses.replace(job, error=None)
-
-
-def visible_event(event: Event, actor: Actor) -> Event:
-    """The event as this viewer may see it: the error text exists only for admins."""
-    return event if actor.is_admin else dataclasses.replace(event, error=None)
 
 
 @bp.get("/")
@@ -86,7 +76,7 @@ def jobs() -> Response:
         "jobs/list.html",
         "jobs/_table_partial.html",
         status=422 if errors else 200,
-        jobs=[visible_job(job, actor) for job in page.jobs] if page else [],
+        jobs=[job.as_seen_by(actor) for job in page.jobs] if page else [],
         page=page,
         errors=errors,
         args=args,
@@ -111,8 +101,8 @@ def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
         job = service.get_job(conn, actor, job_id)
         events = service.list_events(conn, actor, job_id)
     return {
-        "job": visible_job(job, actor),
-        "events": [visible_event(event, actor) for event in events],
+        "job": job.as_seen_by(actor),
+        "events": [event.as_seen_by(actor) for event in events],
         "live": job.status not in TERMINAL,
         "can_cancel": service.may_cancel(actor, job),
         "can_retry": service.may_retry(actor, job),
