@@ -120,6 +120,29 @@ def test_session_cookie_is_secure_over_https(team: Team) -> None:
     assert "Secure" in response.headers["Set-Cookie"]
 
 
+class TestBehindATrustedProxy:
+    @pytest.fixture
+    def app_config(self) -> dict[str, Any]:
+        return {"TRUSTED_PROXIES": 1}
+
+    def test_https_at_the_proxy_makes_the_cookie_secure(self, team: Team) -> None:
+        client = team.app.test_client()
+        https = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "queue.example"}
+        page = client.get("/login", headers=https)
+        assert page.headers["Strict-Transport-Security"].startswith("max-age=")
+        response = client.post(
+            "/login",
+            data={"username": "prod", "password": PASSWORD, "csrf_token": csrf_token(page)},
+            headers={**https, "Referer": "https://queue.example/login"},
+        )
+        assert response.status_code == 302
+        assert "Secure" in response.headers["Set-Cookie"]
+
+    def test_without_the_forwarded_proto_it_is_plain_http(self, team: Team) -> None:
+        response = team.app.test_client().get("/login")
+        assert "Strict-Transport-Security" not in response.headers
+
+
 def test_logout_needs_post_and_csrf(team: Team) -> None:
     person = team.person("prod")
     assert person.get("/logout").status_code == 405

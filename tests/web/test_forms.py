@@ -28,16 +28,14 @@ def test_enqueue_form_offers_only_allowed_types_and_priorities(team: Team) -> No
 
 def test_enqueue_creates_the_job_and_shows_it(team: Team) -> None:
     person = team.person("prod")
-    response = person.post(
-        "/ui/jobs/new",
-        enqueue_form(
-            payload='{"to": "ada@example.com", "n": 2}',
-            priority="medium",
-            max_retries="5",
-            idempotency_key="welcome-ada",
-            run_at="2030-01-02T03:04",
-        ),
+    form = enqueue_form(
+        payload='{"to": "ada@example.com", "n": 2}',
+        priority="medium",
+        max_retries="5",
+        idempotency_key="welcome-ada",
+        run_at="2030-01-02T03:04",
     )
+    response = person.post("/ui/jobs/new", form)
     assert response.status_code == 302
     page = person.get(response.location)
     text = soup(page).get_text()
@@ -45,16 +43,7 @@ def test_enqueue_creates_the_job_and_shows_it(team: Team) -> None:
     job = team.producer.get(response.location.replace("/ui", "")).get_json()
     assert job["payload"] == {"to": "ada@example.com", "n": 2}
     assert (job["priority"], job["max_retries"]) == ("medium", 5)
-    again = person.post(
-        "/ui/jobs/new",
-        enqueue_form(
-            payload='{"to": "ada@example.com", "n": 2}',
-            priority="medium",
-            max_retries="5",
-            idempotency_key="welcome-ada",
-            run_at="2030-01-02T03:04",
-        ),
-    )
+    again = person.post("/ui/jobs/new", form)
     assert again.location == response.location
 
 
