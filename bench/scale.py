@@ -94,7 +94,7 @@ def load(path: Path, count: int, ids: dict[str, int]) -> None:
                 owner,
                 _stamp(created),
                 _stamp(created) if held else None,
-                _stamp(now + timedelta(seconds=300)) if status == "running" else None,
+                _stamp(now + timedelta(hours=6)) if status == "running" else None,
                 300 if status == "running" else None,
                 worker if held else None,
                 '{"ok": true}' if status == "completed" else None,
