@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from flask import Flask
 from flask.testing import FlaskClient
+from sqlalchemy import Connection
 from werkzeug.test import TestResponse
 
 from app import db
 from app.accounts import service as accounts
 from app.accounts.models import User
+from app.queue import service, validate
+from app.queue.models import Actor, Job, QueueSettings
 from app.timeutil import utcnow
 
 PASSWORD = "correct horse battery staple"
@@ -43,6 +47,22 @@ def make_token(app: Flask, name: str, label: str = "") -> str:
     with app.app_context(), db.transaction() as conn:
         _, raw = accounts.create_token(conn, accounts.OPERATOR, name, now=utcnow(), label=label)
     return raw
+
+
+def make_job(
+    conn: Connection,
+    actor: Actor,
+    settings: QueueSettings,
+    *,
+    now: datetime | None = None,
+    **fields: Any,
+) -> Job:
+    """Enqueue a job through the service (fields as in a ``POST /jobs`` body); asserts it is new.
+    The one job builder of the service-level suites (the API suites use ``Api.enqueue``)."""
+    request = validate.parse_enqueue({"type": "email.send", **fields}, settings)
+    job, created = service.enqueue(conn, actor, request, now=now or utcnow())
+    assert created, job
+    return job
 
 
 @dataclass
