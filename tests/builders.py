@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import Flask
@@ -63,6 +63,16 @@ def make_job(
     job, created = service.enqueue(conn, actor, request, now=now or utcnow())
     assert created, job
     return job
+
+
+def job_value(**fields: Any) -> Job:
+    """A ``Job`` value as the store would return it (pending, never claimed), for pure tests."""
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    defaults: dict[str, Any] = {name: None for name in Job.__dataclass_fields__}
+    defaults |= {"id": 1, "type": "email.send", "payload": {}, "priority": 10, "status": "pending"}
+    defaults |= {"retry_count": 0, "max_retries": 3, "attempts": 0, "created_by": 1}
+    defaults |= {"run_at": at, "created_at": at, "updated_at": at}
+    return Job(**(defaults | fields))
 
 
 @dataclass
