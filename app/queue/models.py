@@ -46,7 +46,7 @@ class Actor:
 
     def priority_cap(self) -> int:
         """The highest priority this actor may enqueue."""
-        return PRIORITIES["critical"] if self.is_admin else self.max_priority
+        return policy.priority_cap(self)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from app.queue.errors import Forbidden
-from app.queue.states import RETRYABLE, JobStatus, Role
+from app.queue.states import PRIORITIES, RETRYABLE, JobStatus, Role
 
 if TYPE_CHECKING:  # models imports this module: the types are for annotations only
     from app.queue.models import Actor, Job
@@ -54,6 +54,27 @@ _CANCELLABLE = {
     Role.PRODUCER: frozenset({JobStatus.PENDING}),
     Role.ADMIN: frozenset({JobStatus.PENDING, JobStatus.RUNNING}),
 }
+
+
+class Scope(StrEnum):
+    """Which jobs an actor sees (lists, pages, ids: others' jobs answer 404)."""
+
+    ALL = "all"  # admins
+    HELD = "held"  # workers: the jobs they hold now or held in an earlier attempt
+    OWNED = "owned"  # producers: the jobs they enqueued
+
+
+_SCOPES = {Role.ADMIN: Scope.ALL, Role.WORKER: Scope.HELD, Role.PRODUCER: Scope.OWNED}
+
+
+def scope(actor: Actor) -> Scope:
+    """The jobs ``actor`` may see."""
+    return _SCOPES[actor.role]
+
+
+def priority_cap(actor: Actor) -> int:
+    """The highest priority ``actor`` may enqueue: admins any, others their own cap."""
+    return PRIORITIES["critical"] if actor.role is Role.ADMIN else actor.max_priority
 
 
 def role_allows(actor: Actor, action: Action) -> bool:

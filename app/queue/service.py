@@ -15,10 +15,10 @@ from sqlalchemy import ColumnElement, Connection
 from app.queue import store, store_transitions, transitions
 from app.queue.errors import Conflict, Forbidden, InvalidInput, NotFound, QueueError
 from app.queue.models import Actor, EnqueueRequest, Event, Job, JobFilters, JobPage, QueueSettings
-from app.queue.policy import Action, can, require
+from app.queue.policy import Action, Scope, can, require, scope
 from app.queue.retry import Uniform, backoff_seconds
 from app.queue.sanitize import sanitize_error
-from app.queue.states import TERMINAL, JobStatus, Role
+from app.queue.states import TERMINAL, JobStatus
 from app.queue.validate import encode_cursor
 
 LEASE_EXPIRED = "lease expired"
@@ -28,9 +28,10 @@ _system_random = random.SystemRandom()
 
 def visibility(actor: Actor) -> ColumnElement[bool] | None:
     """The condition selecting the jobs ``actor`` may see (None: all of them)."""
-    if actor.role is Role.ADMIN:
+    seen = scope(actor)
+    if seen is Scope.ALL:
         return None
-    if actor.role is Role.WORKER:
+    if seen is Scope.HELD:
         return store.visible_to_worker(actor.name)
     return store.visible_to_owner(actor.id)
 
