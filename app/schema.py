@@ -28,6 +28,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 
+from app.queue.states import EventKind
+
 
 class UTCDateTime(TypeDecorator[datetime]):
     """Stores naive UTC, hands back aware UTC, so comparisons are plain on both backends."""
@@ -193,6 +195,8 @@ job_events = Table(
     Column("kind", String(32), nullable=False),
     Column("error", Text, nullable=True),
     Column("note", String(500), nullable=True),
+    # The database refuses a kind the code does not know (migration 0003 adds new ones).
+    CheckConstraint(f"kind IN ({', '.join(repr(str(k)) for k in EventKind)})", name="kind"),
     Index(None, "job_id", "id"),
     # "Jobs this worker holds or held" and the dashboard's per-minute figures.
     Index(None, "actor", "to_status", "job_id"),

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import Flask
 from flask.testing import FlaskClient
+from sqlalchemy import Connection
 from werkzeug.test import TestResponse
 
 from app import db
 from app.accounts import service as accounts
 from app.accounts.models import User
+from app.queue import service, validate
+from app.queue.models import Actor, Job, QueueSettings
 from app.timeutil import utcnow
 
 PASSWORD = "correct horse battery staple"
@@ -43,6 +47,32 @@ def make_token(app: Flask, name: str, label: str = "") -> str:
     with app.app_context(), db.transaction() as conn:
         _, raw = accounts.create_token(conn, accounts.OPERATOR, name, now=utcnow(), label=label)
     return raw
+
+
+def make_job(
+    conn: Connection,
+    actor: Actor,
+    settings: QueueSettings,
+    *,
+    now: datetime | None = None,
+    **fields: Any,
+) -> Job:
+    """Enqueue a job through the service (fields as in a ``POST /jobs`` body); asserts it is new.
+    The one job builder of the service-level suites (the API suites use ``Api.enqueue``)."""
+    request = validate.parse_enqueue({"type": "email.send", **fields}, settings)
+    job, created = service.enqueue(conn, actor, request, now=now or utcnow())
+    assert created, job
+    return job
+
+
+def job_value(**fields: Any) -> Job:
+    """A ``Job`` value as the store would return it (pending, never claimed), for pure tests."""
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    defaults: dict[str, Any] = {name: None for name in Job.__dataclass_fields__}
+    defaults |= {"id": 1, "type": "email.send", "payload": {}, "priority": 10, "status": "pending"}
+    defaults |= {"retry_count": 0, "max_retries": 3, "attempts": 0, "created_by": 1}
+    defaults |= {"run_at": at, "created_at": at, "updated_at": at}
+    return Job(**(defaults | fields))
 
 
 @dataclass

@@ -6,37 +6,26 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
-from app import db
+from app import access, db
 from app.api import body
 from app.api.auth import Unauthorized, authenticate
 from app.api.problems import problem
 from app.queue import service, validate
 from app.queue.errors import InvalidInput, QueueError
 from app.queue.models import Job
+from app.queue.policy import Action
 from app.settings import queue_settings
 from app.timeutil import utcnow
 
 bp = Blueprint("api", __name__)
-
-
-# The action each route performs, checked against the role table before the body is read.
-_ACTIONS = {
-    "api.enqueue": service.Action.ENQUEUE,
-    "api.claim": service.Action.WORK,
-    "api.complete": service.Action.WORK,
-    "api.fail": service.Action.WORK,
-    "api.heartbeat": service.Action.WORK,
-    "api.cancel": service.Action.CANCEL,
-    "api.retry": service.Action.RETRY,
-}
+# Each route names its policy action: checked before the body is read, with the token's actor.
+requires = access.guard(lambda: g.actor)
 
 
 @bp.before_request
 def require_token() -> None:
-    """Every API route needs a valid bearer token, and the role its action needs."""
-    actor = authenticate()
-    if action := _ACTIONS.get(request.endpoint or ""):
-        service.authorize(actor, action)
+    """Every API route needs a valid bearer token (the route's decorator checks its action)."""
+    authenticate()
 
 
 @bp.errorhandler(Unauthorized)
@@ -68,6 +57,7 @@ def _job(job: Job, status: int = 200) -> Response:
 
 
 @bp.post("/jobs")
+@requires(Action.ENQUEUE)
 def enqueue() -> Response:
     data = _body()
     request_ = validate.parse_enqueue(
@@ -81,6 +71,7 @@ def enqueue() -> Response:
 
 
 @bp.get("/jobs")
+@requires(Action.VIEW_JOBS)
 def list_jobs() -> Response:
     filters = validate.parse_filters(request.args)
     with db.read() as conn:
@@ -94,6 +85,7 @@ def list_jobs() -> Response:
 
 
 @bp.get("/jobs/<id:job_id>")
+@requires(Action.VIEW_JOBS)
 def get_job(job_id: int) -> Response:
     with db.read() as conn:
         job = service.get_job(conn, g.actor, job_id)
@@ -101,6 +93,7 @@ def get_job(job_id: int) -> Response:
 
 
 @bp.get("/jobs/<id:job_id>/events")
+@requires(Action.VIEW_JOBS)
 def job_events(job_id: int) -> Response:
     with db.read() as conn:
         events = service.list_events(conn, g.actor, job_id)
@@ -108,6 +101,7 @@ def job_events(job_id: int) -> Response:
 
 
 @bp.post("/jobs/claim")
+@requires(Action.WORK)
 def claim() -> Response:
     settings = queue_settings()
     lease = validate.parse_claim(_body(optional=True), settings)
@@ -119,6 +113,7 @@ def claim() -> Response:
 
 
 @bp.post("/jobs/<id:job_id>/complete")
+@requires(Action.WORK)
 def complete(job_id: int) -> Response:
     result, attempt = validate.parse_complete(_body(optional=True), queue_settings())
     with db.transaction() as conn:
@@ -127,6 +122,7 @@ def complete(job_id: int) -> Response:
 
 
 @bp.post("/jobs/<id:job_id>/fail")
+@requires(Action.WORK)
 def fail(job_id: int) -> Response:
     error, attempt, retry_in, retryable = validate.parse_fail(_body())
     with db.transaction() as conn:
@@ -145,6 +141,7 @@ def fail(job_id: int) -> Response:
 
 
 @bp.post("/jobs/<id:job_id>/heartbeat")
+@requires(Action.WORK)
 def heartbeat(job_id: int) -> Response:
     progress, message, attempt = validate.parse_heartbeat(_body(optional=True))
     with db.transaction() as conn:
@@ -167,6 +164,7 @@ def _no_fields() -> None:
 
 
 @bp.post("/jobs/<id:job_id>/cancel")
+@requires(Action.CANCEL)
 def cancel(job_id: int) -> Response:
     _no_fields()
     with db.transaction() as conn:
@@ -175,6 +173,7 @@ def cancel(job_id: int) -> Response:
 
 
 @bp.post("/jobs/<id:job_id>/retry")
+@requires(Action.RETRY)
 def retry(job_id: int) -> Response:
     _no_fields()
     with db.transaction() as conn:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
+from app.queue import policy
 from app.queue.states import PRIORITIES, Role, priority_label
 
 
@@ -27,19 +28,25 @@ class Actor:
     name: str
     role: Role
     max_priority: int = PRIORITIES["medium"]
+    # Actions the policy already allowed during this request (see ``policy.require``).
+    cleared: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @property
     def is_admin(self) -> bool:
         return self.role is Role.ADMIN
 
+    def can(self, action: str, job: Job | None = None) -> bool:
+        """Whether the permission policy lets this actor do ``action`` (to ``job``)."""
+        return policy.can(self, action, job)
+
     @property
     def sees_errors(self) -> bool:
         """Error texts may hold what sanitizing missed: only admins read them, anywhere."""
-        return self.is_admin
+        return self.can("see_errors")
 
     def priority_cap(self) -> int:
         """The highest priority this actor may enqueue."""
-        return PRIORITIES["critical"] if self.is_admin else self.max_priority
+        return policy.priority_cap(self)
 
 
 @dataclass(frozen=True)

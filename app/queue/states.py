@@ -21,6 +21,20 @@ TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED
 RETRYABLE = frozenset({JobStatus.FAILED, JobStatus.CANCELLED})
 
 
+class EventKind(StrEnum):
+    """Why a row of ``job_events`` was written: one kind per edge of the state graph."""
+
+    ENQUEUED = "enqueued"  # the job was created (no edge: it has no "from" status)
+    CLAIMED = "claimed"  # a worker took it
+    COMPLETED = "completed"  # its worker finished it
+    RETRY_SCHEDULED = "retry_scheduled"  # an attempt failed; it waits out its backoff
+    FAILED = "failed"  # the last attempt failed (or was not retryable)
+    LEASE_EXPIRED = "lease_expired"  # its worker went silent; a failed attempt
+    CANCELLED = "cancelled"  # its producer or an admin stopped it
+    RETRIED = "retried"  # an admin put it back in the queue
+    RELEASED = "released"  # its worker handed it back unstarted, no attempt counted
+
+
 class Role(StrEnum):
     """What a user may do (see the role table in the design)."""
 

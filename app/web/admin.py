@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from app import db
+from app import access, db
 from app.accounts import service as accounts
 from app.queue.errors import QueueError
+from app.queue.policy import Action
 from app.timeutil import utcnow
 from app.web.forms import ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
 from app.web.htmx import current_actor, is_fresh_login, login_url, require_login
@@ -16,14 +17,10 @@ bp = Blueprint("admin", __name__, url_prefix="/ui/admin")
 FRESH_LOGIN_NEEDED = "Confirm your password to change users or issue tokens."
 
 
-@bp.before_request
-def require_admin() -> Response | None:
-    """Signed-in admins only; everyone else gets 403 (the pages exist, they may not use them)."""
-    if (refused := require_login()) is not None:
-        return refused
-    if not current_actor().is_admin:
-        abort(403, "Only admins manage users and tokens.")
-    return None
+# Signed-in users only; each route's action lets only admins in (others get 403: the pages
+# exist, they may not use them).
+bp.before_request(require_login)
+requires = access.guard(current_actor)
 
 
 def _require_fresh_login(back_to: str = ".users") -> Response | None:
@@ -60,11 +57,13 @@ def _users_page(create_form: CreateUserForm | None = None, status: int = 200) ->
 
 
 @bp.get("/users")
+@requires(Action.MANAGE_USERS)
 def users() -> tuple[str, int]:
     return _users_page()
 
 
 @bp.post("/users")
+@requires(Action.MANAGE_USERS)
 def create_user() -> Response | tuple[str, int]:
     if (refused := _require_fresh_login()) is not None:
         return refused
@@ -92,6 +91,7 @@ def create_user() -> Response | tuple[str, int]:
 
 
 @bp.post("/users/<name>/update")
+@requires(Action.MANAGE_USERS)
 def update_user(name: str) -> Response | tuple[str, int]:
     if (refused := _require_fresh_login()) is not None:
         return refused
@@ -123,11 +123,13 @@ def _set_disabled(name: str, disabled: bool) -> Response:
 
 
 @bp.post("/users/<name>/disable")
+@requires(Action.MANAGE_USERS)
 def disable_user(name: str) -> Response:
     return _set_disabled(name, True)
 
 
 @bp.post("/users/<name>/enable")
+@requires(Action.MANAGE_USERS)
 def enable_user(name: str) -> Response:
     if (refused := _require_fresh_login()) is not None:
         return refused
@@ -153,11 +155,13 @@ def _tokens_page(
 
 
 @bp.get("/tokens")
+@requires(Action.MANAGE_TOKENS)
 def tokens() -> tuple[str, int]:
     return _tokens_page()
 
 
 @bp.post("/tokens")
+@requires(Action.MANAGE_TOKENS)
 def create_token() -> Response | tuple[str, int]:
     """Issue a token and show it in this response only: it is never stored or shown again."""
     if (refused := _require_fresh_login(".tokens")) is not None:
@@ -180,6 +184,7 @@ def create_token() -> Response | tuple[str, int]:
 
 
 @bp.post("/tokens/<id:token_id>/revoke")
+@requires(Action.MANAGE_TOKENS)
 def revoke_token(token_id: int) -> Response:
     try:
         with db.transaction() as conn:

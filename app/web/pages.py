@@ -12,6 +12,7 @@ from flask import (
     Blueprint,
     current_app,
     flash,
+    g,
     redirect,
     render_template,
     request,
@@ -20,10 +21,11 @@ from flask import (
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
-from app import db
+from app import access, db
 from app.queue import service, stats, validate
 from app.queue.errors import Forbidden, InvalidInput, QueueError
 from app.queue.models import Actor, Job, JobFilters
+from app.queue.policy import Action
 from app.queue.states import PRIORITIES, TERMINAL, JobStatus
 from app.settings import queue_settings
 from app.timeutil import utcnow
@@ -37,11 +39,13 @@ STOP_POLLING = 286  # htmx stops an `every` trigger when it gets this status
 LIST_ARGS = validate.LIST_FIELDS | {"live"}
 
 bp.before_request(require_login)
+requires = access.guard(current_actor)
 
 
 @bp.get("/")
+@requires(Action.VIEW_JOBS)
 def dashboard() -> str:
-    actor = current_actor()
+    actor = g.actor
     with db.read() as conn:
         figures = stats.dashboard(conn, actor, now=utcnow())
     return render_template(
@@ -55,8 +59,9 @@ def _list_args() -> MultiDict[str, str]:
 
 
 @bp.get("/jobs")
+@requires(Action.VIEW_JOBS)
 def jobs() -> Response:
-    actor = current_actor()
+    actor = g.actor
     args = _list_args()
     live = args.get("live") == "1"
     errors: dict[str, str] = {}
@@ -104,8 +109,6 @@ def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
         "job": job.as_seen_by(actor),
         "events": [event.as_seen_by(actor) for event in events],
         "live": job.status not in TERMINAL,
-        "can_cancel": service.may_cancel(actor, job),
-        "can_retry": service.may_retry(actor, job),
         "payload": pretty(job.payload),
         "result": pretty(job.result) if job.result is not None else None,
         "confirm_form": ConfirmForm(),
@@ -120,8 +123,9 @@ def pretty(value: Any) -> str:
 
 
 @bp.get("/jobs/<id:job_id>")
+@requires(Action.VIEW_JOBS)
 def job(job_id: int) -> Response:
-    actor = current_actor()
+    actor = g.actor
     context = _detail_context(job_id, actor)
     response = render("jobs/detail.html", "jobs/_detail_partial.html", **context)
     if is_htmx() and not context["live"]:
@@ -132,7 +136,7 @@ def job(job_id: int) -> Response:
 def _action_done(job_id: int, message: str, category: str) -> Response:
     """htmx gets the refreshed job panel; a plain form post is redirected to the job page."""
     if is_htmx():
-        context = _detail_context(job_id, current_actor(), notice=(category, message))
+        context = _detail_context(job_id, g.actor, notice=(category, message))
         return render("jobs/detail.html", "jobs/_detail_partial.html", **context)
     flash(message, category)
     return redirect(url_for(".job", job_id=job_id))
@@ -142,7 +146,7 @@ def _act(job_id: int, action: Callable[..., Job], done: str) -> Response:
     """Run a service action on a job; a refusal (409) is shown on the job, 403/404 raise."""
     try:
         with db.transaction() as conn:
-            action(conn, current_actor(), job_id, now=utcnow())
+            action(conn, g.actor, job_id, now=utcnow())
     except QueueError as exc:
         if exc.status in (403, 404):
             raise
@@ -151,11 +155,13 @@ def _act(job_id: int, action: Callable[..., Job], done: str) -> Response:
 
 
 @bp.post("/jobs/<id:job_id>/cancel")
+@requires(Action.CANCEL)
 def cancel(job_id: int) -> Response:
     return _act(job_id, service.cancel, f"Job {job_id} cancelled.")
 
 
 @bp.post("/jobs/<id:job_id>/retry")
+@requires(Action.RETRY)
 def retry(job_id: int) -> Response:
     return _act(job_id, service.retry, f"Job {job_id} is queued again.")
 
@@ -195,9 +201,9 @@ def _utc_if_naive(value: str) -> str:
 
 
 @bp.route("/jobs/new", methods=["GET", "POST"])
+@requires(Action.ENQUEUE)
 def new_job() -> Response | tuple[str, int]:
-    actor = current_actor()
-    service.authorize(actor, service.Action.ENQUEUE)
+    actor = g.actor
     settings = queue_settings()
     form = EnqueueForm()
     form.type.choices = list(settings.job_types)

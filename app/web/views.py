@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from flask import Blueprint, redirect, render_template
+from flask_login import current_user
 from werkzeug.wrappers import Response
 
+from app import access
 from app.queue.errors import QueueError
+from app.queue.policy import Action
 from app.web import admin, auth, pages
-from app.web.htmx import is_htmx
+from app.web.htmx import current_actor, is_htmx
 
 bp = Blueprint("web", __name__)
 bp.register_blueprint(auth.bp)
@@ -27,7 +30,18 @@ def redirect_htmx(response: Response) -> Response:
     return response
 
 
+@bp.app_context_processor
+def permissions() -> dict[str, object]:
+    """Templates ask the policy (``can('cancel', job)``) and never compare role strings."""
+
+    def can(action: Action | str, job: object = None) -> bool:
+        return bool(current_user.is_authenticated) and current_actor().can(action, job)  # type: ignore[arg-type]
+
+    return {"can": can}
+
+
 @bp.get("/")
+@access.mark(access.PUBLIC)
 def index() -> Response:
     return redirect("/ui/")
 

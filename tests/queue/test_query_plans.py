@@ -18,7 +18,7 @@ from app.queue import service, stats, validate
 from app.queue.models import Actor
 from app.settings import queue_settings
 from app.timeutil import utcnow
-from tests.builders import make_user
+from tests.builders import make_job, make_user
 
 Statement = tuple[str, Any]
 
@@ -69,8 +69,7 @@ def seed(app: Flask) -> tuple[Actor, Actor, Actor]:
     settings = queue_settings()
     with db.transaction() as conn:
         for i in range(30):
-            request = validate.parse_enqueue({"type": "email.send", "payload": {"i": i}}, settings)
-            service.enqueue(conn, producer, request, now=utcnow())
+            make_job(conn, producer, settings, payload={"i": i})
         for i in range(10):
             job = service.claim(conn, worker, now=utcnow(), settings=settings)
             assert job is not None

@@ -30,11 +30,12 @@ from sqlalchemy import Connection, Engine, select
 from app.accounts import service as accounts
 from app.config import DEFAULTS
 from app.db import make_engine
-from app.queue import service, store, validate
+from app.queue import service, store
 from app.queue.errors import Conflict, Forbidden, NotFound, QueueError
 from app.queue.models import Actor, QueueSettings
 from app.queue.states import PRIORITIES, TERMINAL, JobStatus
 from app.schema import jobs
+from tests.builders import make_job
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 LEASE = 5
@@ -196,12 +197,9 @@ class QueueMachine(RuleBasedStateMachine):
         body: dict[str, Any] = {"type": job_type, "priority": priority, "max_retries": max_retries}
         if delay is not None:
             body["delay_seconds"] = delay
-        request = validate.parse_enqueue(body, SETTINGS)
         actor = self.actors[who]
-        job, created = self._run(
-            None, lambda conn: service.enqueue(conn, actor, request, now=self.now)
-        )
-        assert created and job.id not in self.model
+        job = self._run(None, lambda conn: make_job(conn, actor, SETTINGS, now=self.now, **body))
+        assert job.id not in self.model
         self.model[job.id] = Model(
             id=job.id,
             type=job_type,

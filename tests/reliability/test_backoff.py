@@ -13,7 +13,7 @@ from app.queue import service
 from app.queue.retry import backoff_seconds
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import Api
-from tests.reliability.conftest import T0, Queue
+from tests.harness import T0, Queue
 
 BASE = 2.0
 CAP = 50.0

@@ -14,7 +14,7 @@ from app.queue import service
 from app.schema import jobs
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
-from tests.reliability.conftest import Queue
+from tests.harness import Queue
 
 BATCH = 2
 

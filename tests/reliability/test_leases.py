@@ -13,7 +13,7 @@ from app.queue.errors import Conflict
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import Api
-from tests.reliability.conftest import T0, Queue
+from tests.harness import T0, Queue
 
 LEASE = 20
 MAX_LEASE = 100

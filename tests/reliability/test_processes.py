@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.conftest import Agents, query
+from tests.harness import Agents, query
 from tests.servers import Client, Gunicorn, prepare_database, running
 
 pytestmark = pytest.mark.slow

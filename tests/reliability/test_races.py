@@ -16,7 +16,7 @@ import pytest
 from app.queue import service
 from app.queue.errors import Conflict
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
-from tests.reliability.conftest import T0, Queue
+from tests.harness import T0, Queue
 
 ROUNDS = 25
 

@@ -1,0 +1,106 @@
+"""Who may do what: every permission rule of the API, the pages and the CLI, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from app.queue.errors import Forbidden
+from app.queue.states import PRIORITIES, RETRYABLE, JobStatus, Role
+
+if TYPE_CHECKING:  # models imports this module: the types are for annotations only
+    from app.queue.models import Actor, Job
+
+
+class Action(StrEnum):
+    """Something a caller asks to do; ``ROLES`` says which roles may."""
+
+    ENQUEUE = "enqueue"  # add jobs
+    WORK = "work"  # claim, heartbeat, complete, fail, release
+    CANCEL = "cancel"  # stop a job (which ones: see ``can``)
+    RETRY = "retry"  # put a failed or cancelled job back
+    VIEW_JOBS = "view_jobs"  # list and read the jobs one may see, and the dashboard
+    SEE_ERRORS = "see_errors"  # read error texts (they may hold what sanitizing missed)
+    MANAGE_USERS = "manage_users"  # create users, change roles and caps, disable
+    MANAGE_TOKENS = "manage_tokens"  # issue and revoke API tokens
+
+
+_ALL = frozenset(Role)
+_ADMIN = frozenset({Role.ADMIN})
+ROLES: dict[Action, frozenset[Role]] = {
+    Action.ENQUEUE: frozenset({Role.PRODUCER, Role.ADMIN}),
+    Action.WORK: frozenset({Role.WORKER, Role.ADMIN}),
+    Action.CANCEL: frozenset({Role.PRODUCER, Role.ADMIN}),
+    Action.RETRY: _ADMIN,
+    Action.VIEW_JOBS: _ALL,
+    Action.SEE_ERRORS: _ADMIN,
+    Action.MANAGE_USERS: _ADMIN,
+    Action.MANAGE_TOKENS: _ADMIN,
+}
+# The refusal's wording: "the worker role may not enqueue jobs".
+_WHAT = {
+    Action.ENQUEUE: "enqueue jobs",
+    Action.WORK: "claim, heartbeat, complete or fail jobs",
+    Action.CANCEL: "cancel jobs",
+    Action.RETRY: "retry jobs",
+    Action.VIEW_JOBS: "view jobs",
+    Action.SEE_ERRORS: "read error texts",
+    Action.MANAGE_USERS: "manage users",
+    Action.MANAGE_TOKENS: "manage tokens",
+}
+# Producers stop only what has not started; admins also pull a running job from its worker.
+_CANCELLABLE = {
+    Role.PRODUCER: frozenset({JobStatus.PENDING}),
+    Role.ADMIN: frozenset({JobStatus.PENDING, JobStatus.RUNNING}),
+}
+
+
+class Scope(StrEnum):
+    """Which jobs an actor sees (lists, pages, ids: others' jobs answer 404)."""
+
+    ALL = "all"  # admins
+    HELD = "held"  # workers: the jobs they hold now or held in an earlier attempt
+    OWNED = "owned"  # producers: the jobs they enqueued
+
+
+_SCOPES = {Role.ADMIN: Scope.ALL, Role.WORKER: Scope.HELD, Role.PRODUCER: Scope.OWNED}
+
+
+def scope(actor: Actor) -> Scope:
+    """The jobs ``actor`` may see."""
+    return _SCOPES[actor.role]
+
+
+def priority_cap(actor: Actor) -> int:
+    """The highest priority ``actor`` may enqueue: admins any, others their own cap."""
+    return PRIORITIES["critical"] if actor.role is Role.ADMIN else actor.max_priority
+
+
+def role_allows(actor: Actor, action: Action) -> bool:
+    """The role table's answer (``can`` skips it for an action cleared earlier this request)."""
+    return actor.role in ROLES[action]
+
+
+def can(actor: Actor, action: Action | str, job: Job | None = None) -> bool:
+    """Whether ``actor`` may do ``action`` (to ``job``, a job it can see, when given)."""
+    action = Action(action)
+    if action not in actor.cleared and not role_allows(actor, action):
+        return False
+    if job is None:
+        return True
+    if action is Action.CANCEL:
+        return job.status in _CANCELLABLE.get(actor.role, frozenset())
+    if action is Action.RETRY:
+        return job.status in RETRYABLE
+    return True
+
+
+def require(actor: Actor, action: Action) -> Actor:
+    """Refuse (403) an action the actor's role does not allow; returns the actor marked as
+    cleared for it, so the use case behind a checked route does not ask again."""
+    if action in actor.cleared:
+        return actor
+    if not role_allows(actor, action):
+        raise Forbidden(f"the {actor.role} role may not {_WHAT[action]}")
+    return replace(actor, cleared=actor.cleared | {action})

@@ -1,0 +1,190 @@
+"""The SQL that moves jobs between states: each change is one compare-and-set UPDATE whose WHERE
+clause names the states and holder it expects (a lost race updates nothing), plus its event."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from datetime import datetime, timedelta
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    bindparam,
+    case,
+    literal,
+    literal_column,
+    select,
+    text,
+    update,
+)
+
+from app.queue.models import Job
+from app.queue.states import EventKind, JobStatus
+from app.queue.store import JOB_COLUMNS, PENDING, append_event
+from app.schema import UTCDateTime, jobs
+
+
+def _now() -> Any:
+    return bindparam("now", type_=UTCDateTime())
+
+
+def _status_in(statuses: Collection[str]) -> ColumnElement[bool]:
+    """``status IN (...)`` with literals, so partial indexes on one status can serve it."""
+    names = ", ".join(f"'{JobStatus(name)}'" for name in sorted(statuses))
+    return (
+        jobs.c.status.in_(literal_column(f"({names})"))
+        if len(statuses) > 1
+        else (jobs.c.status == literal_column(names))
+    )
+
+
+# SQLite's planner would otherwise pick the (status, id) index and sort the whole queue, so the
+# queue-head lookups name their partial index; PostgreSQL adds SKIP LOCKED so claims never wait.
+_CLAIM_HEAD = {
+    "sqlite": text(
+        "SELECT id FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' AND run_at <= :now "
+        "ORDER BY priority DESC, run_at, id LIMIT 1"
+    )
+    .bindparams(_now())
+    .columns(jobs.c.id),
+    "postgresql": select(jobs.c.id)
+    .where(PENDING, jobs.c.run_at <= _now())
+    .order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
+    .limit(1)
+    .with_for_update(skip_locked=True),
+}
+_EXPIRED_IDS = {
+    "sqlite": text(
+        "SELECT id FROM jobs INDEXED BY ix_jobs_lease WHERE status = 'running' "
+        "AND lease_expires_at < :now ORDER BY lease_expires_at LIMIT :limit"
+    )
+    .bindparams(_now(), bindparam("limit"))
+    .columns(jobs.c.id),
+    "postgresql": select(jobs.c.id)
+    .where(jobs.c.status == literal_column("'running'"), jobs.c.lease_expires_at < _now())
+    .order_by(jobs.c.lease_expires_at)
+    .limit(bindparam("limit"))
+    .with_for_update(skip_locked=True),
+}
+_EXPIRED = {
+    backend: select(*JOB_COLUMNS).where(jobs.c.id.in_(ids)).order_by(jobs.c.lease_expires_at)
+    for backend, ids in _EXPIRED_IDS.items()
+}
+TypeLeases = tuple[tuple[str, int], ...]
+
+
+@lru_cache(maxsize=64)
+def _claim_statement(backend: str, sources: frozenset[str], type_leases: TypeLeases) -> Any:
+    """The claim UPDATE, built once per backend and per-type lease table (the hottest
+    statement of all). Per-type leases are a CASE on the job's type."""
+    lease: Any = bindparam("lease")
+    expires: Any = bindparam("expires", type_=UTCDateTime())
+    if type_leases:
+        lease = case(
+            *((jobs.c.type == literal(name), literal(seconds)) for name, seconds in type_leases),
+            else_=lease,
+        )
+        expires = case(
+            *(
+                (jobs.c.type == literal(name), bindparam(f"expires_{i}", type_=UTCDateTime()))
+                for i, (name, _) in enumerate(type_leases)
+            ),
+            else_=expires,
+        )
+    return (
+        update(jobs)
+        .where(jobs.c.id == _CLAIM_HEAD[backend].scalar_subquery(), _status_in(sources))
+        .values(
+            status=literal_column("'running'"),
+            worker_id=bindparam("worker"),
+            attempts=jobs.c.attempts + 1,
+            claimed_at=_now(),
+            lease_expires_at=expires,
+            lease_seconds=lease,
+            progress=None,
+            progress_message=None,
+            updated_at=_now(),
+        )
+        .returning(*JOB_COLUMNS)
+    )
+
+
+def claim_next(
+    conn: Connection,
+    *,
+    sources: frozenset[str],
+    kind: EventKind,
+    worker: str,
+    now: datetime,
+    lease_seconds: int,
+    type_leases: TypeLeases = (),
+) -> Job | None:
+    """Move the head of the queue to running for ``worker`` in one compare-and-set statement,
+    and record ``kind``. The lease is ``lease_seconds``, or the type's entry in ``type_leases``."""
+    params: dict[str, Any] = {
+        "worker": worker,
+        "now": now,
+        "lease": lease_seconds,
+        "expires": now + timedelta(seconds=lease_seconds),
+    }
+    for i, (_, seconds) in enumerate(type_leases):
+        params[f"expires_{i}"] = now + timedelta(seconds=seconds)
+    statement = _claim_statement(conn.dialect.name, sources, type_leases)
+    row = conn.execute(statement, params).first()
+    if row is None:
+        return None
+    job = Job.from_row(row._mapping)
+    append_event(conn, job=job, at=now, from_status=JobStatus.PENDING, kind=kind, actor=worker)
+    return job
+
+
+def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Job]:
+    """Running jobs whose lease ended before ``now``, oldest first."""
+    rows = conn.execute(_EXPIRED[conn.dialect.name], {"now": now, "limit": limit})
+    return [Job.from_row(row._mapping) for row in rows]
+
+
+def move(
+    conn: Connection,
+    job_id: int,
+    *,
+    sources: Collection[str],
+    expect: Mapping[str, Any],
+    values: Mapping[str, Any],
+    at: datetime,
+    kind: EventKind | None,
+    actor: str | None = None,
+    error: str | None = None,
+    note: str | None = None,
+    lease_ended_before: datetime | None = None,
+) -> Job | None:
+    """Compare-and-set: update the job only if its status is one of ``sources`` and the
+    ``expect`` columns still match, then append its ``kind`` event (None: no event, for a lease
+    extension). None when the job was not in that state. An event names one "from" status, so
+    an evented move from several states must be pinned to the one the caller read."""
+    if kind is not None and len(sources) != 1:
+        raise ValueError("pin an evented move to the one status it leaves")
+    conditions = [jobs.c.id == job_id, _status_in(sources)]
+    conditions += [jobs.c[name] == value for name, value in expect.items()]
+    if lease_ended_before is not None:
+        conditions.append(jobs.c.lease_expires_at < lease_ended_before)
+    statement = update(jobs).where(*conditions).values(**values, updated_at=at)
+    row = conn.execute(statement.returning(*JOB_COLUMNS)).first()
+    if row is None:
+        return None
+    job = Job.from_row(row._mapping)
+    if kind is not None:
+        (from_status,) = sources
+        append_event(
+            conn,
+            job=job,
+            at=at,
+            from_status=from_status,
+            kind=kind,
+            actor=actor,
+            error=error,
+            note=note,
+        )
+    return job

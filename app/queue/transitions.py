@@ -1,0 +1,286 @@
+"""The state graph as data (``EDGES``) and one function per edge: each is a single
+compare-and-set that writes its own event, so no caller can forget either."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from app.queue import store_transitions as sql
+from app.queue.models import Job
+from app.queue.states import EventKind, JobStatus
+
+PENDING, RUNNING = JobStatus.PENDING, JobStatus.RUNNING
+FAILED, CANCELLED = JobStatus.FAILED, JobStatus.CANCELLED
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One arrow of the lifecycle diagram (README, "Job lifecycle")."""
+
+    label: str  # the arrow's words in the diagram
+    sources: frozenset[JobStatus]
+    target: JobStatus
+    kind: EventKind
+
+
+def _edge(label: str, sources: set[JobStatus], target: JobStatus, kind: EventKind) -> Edge:
+    return Edge(label, frozenset(sources), target, kind)
+
+
+# Every allowed move, declared once; the functions below take their WHERE status IN (...) here.
+EDGES: dict[str, Edge] = {
+    "claim": _edge("claim", {PENDING}, RUNNING, EventKind.CLAIMED),
+    "complete": _edge("complete", {RUNNING}, JobStatus.COMPLETED, EventKind.COMPLETED),
+    "fail_with_retry": _edge("fail, retries left", {RUNNING}, PENDING, EventKind.RETRY_SCHEDULED),
+    "fail_for_good": _edge("fail, no retry left", {RUNNING}, FAILED, EventKind.FAILED),
+    "lease_expired_with_retry": _edge(
+        "lease expired, retries left", {RUNNING}, PENDING, EventKind.LEASE_EXPIRED
+    ),
+    "lease_expired_for_good": _edge(
+        "lease expired, no retry left", {RUNNING}, FAILED, EventKind.LEASE_EXPIRED
+    ),
+    "release": _edge("release", {RUNNING}, PENDING, EventKind.RELEASED),
+    "cancel": _edge("cancel", {PENDING, RUNNING}, CANCELLED, EventKind.CANCELLED),
+    "retry": _edge("admin retry", {FAILED, CANCELLED}, PENDING, EventKind.RETRIED),
+}
+# What a job gives up when it stops running: its holder's lease.
+_NO_LEASE = {"worker_id": None, "claimed_at": None, "lease_expires_at": None}
+
+
+def _move(
+    name: str,
+    conn: Connection,
+    job_id: int,
+    *,
+    expect: dict[str, Any],
+    values: dict[str, Any],
+    now: datetime,
+    actor: str | None,
+    pinned: JobStatus | None = None,
+    **event: Any,
+) -> Job | None:
+    """Apply edge ``name`` to one job (from ``pinned`` only, when the edge has several sources)."""
+    edge = EDGES[name]
+    sources = edge.sources if pinned is None else edge.sources & {pinned}
+    if not sources:
+        return None
+    return sql.move(
+        conn,
+        job_id,
+        sources=sources,
+        expect=expect,
+        values={"status": edge.target, **values},
+        at=now,
+        kind=edge.kind,
+        actor=actor,
+        **event,
+    )
+
+
+def _holder(worker: str, attempt: int | None) -> dict[str, Any]:
+    """The fencing expectation: held by ``worker`` (at ``attempt`` when the caller sent one)."""
+    return {"worker_id": worker} if attempt is None else {"worker_id": worker, "attempts": attempt}
+
+
+def _attempt_of(job: Job) -> dict[str, Any]:
+    """Expect the job exactly as read: same holder, attempt and retry count."""
+    return {"worker_id": job.worker_id, "attempts": job.attempts, "retry_count": job.retry_count}
+
+
+def claim(
+    conn: Connection,
+    *,
+    worker: str,
+    now: datetime,
+    lease_seconds: int,
+    type_leases: sql.TypeLeases = (),
+) -> Job | None:
+    """pending -> running: the head of the queue, for ``worker``; None when nothing is due."""
+    edge = EDGES["claim"]
+    return sql.claim_next(
+        conn,
+        sources=edge.sources,
+        kind=edge.kind,
+        worker=worker,
+        now=now,
+        lease_seconds=lease_seconds,
+        type_leases=type_leases,
+    )
+
+
+def complete(
+    conn: Connection,
+    job_id: int,
+    *,
+    worker: str,
+    attempt: int | None,
+    now: datetime,
+    result: dict[str, object] | None,
+) -> Job | None:
+    """running -> completed, if ``worker`` holds the job (at ``attempt``)."""
+    values = {"result": result, "progress": 100, "lease_expires_at": None, "finished_at": now}
+    return _move(
+        "complete",
+        conn,
+        job_id,
+        expect=_holder(worker, attempt),
+        values=values,
+        now=now,
+        actor=worker,
+    )
+
+
+def extend_lease(
+    conn: Connection,
+    job: Job,
+    *,
+    worker: str,
+    now: datetime,
+    expires: datetime,
+    progress: dict[str, Any],
+) -> Job | None:
+    """Not an edge (running stays running, no event): a heartbeat moves the lease on."""
+    return sql.move(
+        conn,
+        job.id,
+        sources={RUNNING},
+        expect={"worker_id": worker, "attempts": job.attempts},
+        values={"lease_expires_at": expires, **progress},
+        at=now,
+        kind=None,
+    )
+
+
+def _fail(
+    name: str,
+    conn: Connection,
+    job: Job,
+    *,
+    values: dict[str, Any],
+    now: datetime,
+    error: str,
+    actor: str | None,
+    note: str | None,
+    lease_ended_before: datetime | None = None,
+) -> Job | None:
+    """A failed attempt gives up the lease and keeps the (sanitized) error."""
+    return _move(
+        name,
+        conn,
+        job.id,
+        expect=_attempt_of(job),
+        values={**_NO_LEASE, **values, "error": error},
+        now=now,
+        actor=actor,
+        error=error,
+        note=note,
+        lease_ended_before=lease_ended_before,
+    )
+
+
+def fail_with_retry(
+    conn: Connection,
+    job: Job,
+    *,
+    now: datetime,
+    run_at: datetime,
+    error: str,
+    actor: str,
+    note: str | None = None,
+) -> Job | None:
+    """running -> pending: one more retry used, claimable again at ``run_at``."""
+    values = {"retry_count": job.retry_count + 1, "run_at": run_at}
+    return _fail(
+        "fail_with_retry", conn, job, values=values, now=now, error=error, actor=actor, note=note
+    )
+
+
+def fail_for_good(
+    conn: Connection, job: Job, *, now: datetime, error: str, actor: str, note: str | None = None
+) -> Job | None:
+    """running -> failed: no retry left, or the worker said the failure is not retryable."""
+    values = {"finished_at": now}
+    return _fail(
+        "fail_for_good", conn, job, values=values, now=now, error=error, actor=actor, note=note
+    )
+
+
+def lease_expired(
+    conn: Connection, job: Job, *, now: datetime, run_at: datetime | None, error: str
+) -> Job | None:
+    """running -> pending (``run_at`` given: a retry is left) or failed, for a lease that ended
+    before ``now``; the event names the worker that went silent."""
+    if run_at is not None:
+        name, values = (
+            "lease_expired_with_retry",
+            {"retry_count": job.retry_count + 1, "run_at": run_at},
+        )
+    else:
+        name, values = "lease_expired_for_good", {"finished_at": now}
+    return _fail(
+        name,
+        conn,
+        job,
+        values=values,
+        now=now,
+        error=error,
+        actor=None,
+        note=f"lease of {job.worker_id} expired",
+        lease_ended_before=now,
+    )
+
+
+def release(
+    conn: Connection, job_id: int, *, worker: str, attempt: int | None, now: datetime
+) -> Job | None:
+    """running -> pending at once: the holder hands the job back unstarted (retry_count kept)."""
+    return _move(
+        "release",
+        conn,
+        job_id,
+        expect=_holder(worker, attempt),
+        values={**_NO_LEASE, "run_at": now, "progress": None, "progress_message": None},
+        now=now,
+        actor=worker,
+    )
+
+
+def cancel(conn: Connection, job: Job, *, now: datetime, actor: str) -> Job | None:
+    """pending or running -> cancelled, from the status ``job`` was read in."""
+    values = {"lease_expires_at": None, "finished_at": now}
+    return _move(
+        "cancel",
+        conn,
+        job.id,
+        expect={"attempts": job.attempts},
+        values=values,
+        now=now,
+        actor=actor,
+        pinned=JobStatus(job.status),
+    )
+
+
+def retry(conn: Connection, job: Job, *, now: datetime, actor: str) -> Job | None:
+    """failed or cancelled -> pending with a fresh retry budget (admins)."""
+    values = {
+        **_NO_LEASE,
+        "retry_count": 0,
+        "run_at": now,
+        "progress": None,
+        "progress_message": None,
+        "finished_at": None,
+    }
+    return _move(
+        "retry",
+        conn,
+        job.id,
+        expect={"attempts": job.attempts},
+        values=values,
+        now=now,
+        actor=actor,
+        pinned=JobStatus(job.status),
+    )

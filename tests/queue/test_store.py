@@ -1,0 +1,68 @@
+"""The store's SQL on both engines: inserts with their event, visibility conditions, and the
+compare-and-set primitive the named transitions are built on."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from flask import Flask
+
+from app import db
+from app.queue import store, store_transitions
+from app.queue.states import EventKind, JobStatus
+from tests.backends import every_backend  # noqa: F401 (run on both engines)
+from tests.harness import T0, Queue, make_queue
+
+
+@pytest.fixture
+def queue(app: Flask) -> Queue:
+    return make_queue(app)
+
+
+def test_insert_job_records_enqueued_and_refuses_a_repeated_key(queue: Queue, backend: str) -> None:
+    job = queue.enqueue(idempotency_key="k-1")
+    assert [e.kind for e in queue.events(job.id)] == [EventKind.ENQUEUED]
+    values = {
+        "type": "email.send", "payload": {}, "priority": 10, "max_retries": 3,
+        "idempotency_key": "k-1", "created_by": queue.producer.id, "run_at": T0,
+        "created_at": T0, "updated_at": T0,
+    }  # fmt: skip
+    with queue.tx() as conn:
+        assert store.insert_job(conn, values, actor="svc-producer") is None
+
+
+def test_a_worker_sees_what_it_holds_or_held(queue: Queue, backend: str) -> None:
+    held, never = queue.enqueue(), queue.enqueue()
+    queue.claim()
+    with db.read(queue.app) as conn:
+        mine = store.visible_to_worker(queue.worker.name)
+        theirs = store.visible_to_worker(queue.other_worker.name)
+        assert store.get_job(conn, held.id, mine) is not None
+        assert store.get_job(conn, never.id, mine) is None
+        assert store.get_job(conn, held.id, theirs) is None
+        assert store.get_job(conn, never.id, store.visible_to_owner(queue.producer.id))
+
+
+def test_move_is_a_compare_and_set(queue: Queue, backend: str) -> None:
+    job = queue.enqueue()
+    later = T0 + timedelta(seconds=1)
+    with queue.tx() as conn:
+        lost = store_transitions.move(
+            conn, job.id, sources={JobStatus.RUNNING}, expect={}, values={"progress": 5},
+            at=later, kind=None,
+        )  # fmt: skip
+        assert lost is None
+        won = store_transitions.move(
+            conn, job.id, sources={JobStatus.PENDING}, expect={"attempts": 0},
+            values={"status": JobStatus.CANCELLED, "finished_at": later}, at=later,
+            kind=EventKind.CANCELLED, actor="svc-admin",
+        )  # fmt: skip
+        assert won is not None and won.status == "cancelled" and won.updated_at == later
+        with pytest.raises(ValueError, match="pin"):
+            store_transitions.move(
+                conn, job.id, sources={JobStatus.FAILED, JobStatus.CANCELLED}, expect={},
+                values={}, at=later, kind=EventKind.RETRIED,
+            )  # fmt: skip
+    kinds = [(e.kind, e.from_status, e.actor) for e in queue.events(job.id)]
+    assert kinds[-1] == (EventKind.CANCELLED, "pending", "svc-admin") and len(kinds) == 2
