@@ -14,12 +14,12 @@ from enum import StrEnum
 from sqlalchemy import ColumnElement, Connection
 
 from app.queue import store
+from app.queue.cursors import encode_cursor
 from app.queue.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.queue.models import Actor, EnqueueRequest, Event, Job, JobFilters, JobPage, QueueSettings
 from app.queue.retry import Uniform, backoff_seconds
 from app.queue.sanitize import sanitize_error
 from app.queue.states import RETRYABLE, TERMINAL, JobStatus, Role
-from app.queue.validate import encode_cursor
 
 LEASE_EXPIRED = "lease expired"
 MAX_MESSAGE_BYTES = 500  # the progress_message column

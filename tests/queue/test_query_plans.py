@@ -14,8 +14,9 @@ from flask import Flask
 from sqlalchemy import event
 
 from app import db
-from app.queue import service, stats, validate
+from app.queue import service, stats
 from app.queue.models import Actor
+from app.queue.requests import EnqueueBody, ListQuery
 from app.settings import queue_settings
 from app.timeutil import utcnow
 from tests.builders import make_user
@@ -69,7 +70,9 @@ def seed(app: Flask) -> tuple[Actor, Actor, Actor]:
     settings = queue_settings()
     with db.transaction() as conn:
         for i in range(30):
-            request = validate.parse_enqueue({"type": "email.send", "payload": {"i": i}}, settings)
+            request = EnqueueBody.parse(
+                {"type": "email.send", "payload": {"i": i}}, settings
+            ).to_request()
             service.enqueue(conn, producer, request, now=utcnow())
         for i in range(10):
             job = service.claim(conn, worker, now=utcnow(), settings=settings)
@@ -131,6 +134,8 @@ def test_listing_reads_indexes_only(app: Flask) -> None:
 
             def page(actor: Actor = actor, args: dict[str, str] = args) -> object:
                 with db.read() as conn:
-                    return service.list_jobs(conn, actor, validate.parse_filters(args))
+                    return service.list_jobs(
+                        conn, actor, ListQuery.from_args(args, queue_settings()).to_filters()
+                    )
 
             assert_index_served(app, page)

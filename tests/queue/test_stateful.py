@@ -30,9 +30,10 @@ from sqlalchemy import Connection, Engine, select
 from app.accounts import service as accounts
 from app.config import DEFAULTS
 from app.db import make_engine
-from app.queue import service, store, validate
+from app.queue import service, store
 from app.queue.errors import Conflict, Forbidden, NotFound, QueueError
 from app.queue.models import Actor, QueueSettings
+from app.queue.requests import EnqueueBody
 from app.queue.states import PRIORITIES, TERMINAL, JobStatus
 from app.schema import jobs
 
@@ -196,7 +197,7 @@ class QueueMachine(RuleBasedStateMachine):
         body: dict[str, Any] = {"type": job_type, "priority": priority, "max_retries": max_retries}
         if delay is not None:
             body["delay_seconds"] = delay
-        request = validate.parse_enqueue(body, SETTINGS)
+        request = EnqueueBody.parse(body, SETTINGS).to_request()
         actor = self.actors[who]
         job, created = self._run(
             None, lambda conn: service.enqueue(conn, actor, request, now=self.now)

@@ -18,8 +18,9 @@ from flask import Flask
 from sqlalchemy import Connection
 
 from app import db
-from app.queue import service, store, validate
+from app.queue import service, store
 from app.queue.models import Actor, Event, Job, QueueSettings
+from app.queue.requests import EnqueueBody
 from tests.builders import make_user
 from tests.servers import REPO
 
@@ -104,7 +105,7 @@ class Queue:
             yield conn
 
     def enqueue(self, now: datetime = T0, actor: Actor | None = None, **fields: Any) -> Job:
-        request = validate.parse_enqueue({"type": "email.send", **fields}, self.settings)
+        request = EnqueueBody.parse({"type": "email.send", **fields}, self.settings).to_request()
         with self.tx() as conn:
             job, created = service.enqueue(conn, actor or self.producer, request, now=now)
         assert created
