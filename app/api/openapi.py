@@ -127,11 +127,10 @@ def _query_parameters(schema: Mapping[str, Any]) -> list[dict[str, Any]]:
     parameters = []
     for name, prop in schema["properties"].items():
         options = [o for o in prop.get("anyOf", [prop]) if o.get("type") != "null"]
-        value = {k: v for k, v in (options[0] if len(options) == 1 else prop).items()}
-        description = prop.get("description", value.pop("description", None))
-        value.pop("title", None)
+        chosen = options[0] if len(options) == 1 else prop
+        value = {k: v for k, v in chosen.items() if k not in ("title", "description")}
         parameter = {"name": name, "in": "query", "allowEmptyValue": True, "schema": value}
-        if description:
+        if description := prop.get("description") or chosen.get("description"):
             parameter["description"] = description
         parameters.append(parameter)
     return parameters

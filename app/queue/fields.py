@@ -183,8 +183,12 @@ Limit = Annotated[
 Cursor = Annotated[
     tuple[int | None, int | None],
     PlainValidator(_cursor),
-    WithJsonSchema({"type": "string"}),
-    Field(description="Opaque: a next_cursor from an earlier page. Anything else is 422."),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "description": "Opaque: a next_cursor from an earlier page. Anything else is 422.",
+        }
+    ),
 ]
 Search = Annotated[
     str,
