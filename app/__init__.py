@@ -20,9 +20,10 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         template_folder="../templates",
         static_folder="../static",
     )
-    from app import cli, db, errors, ratelimit, security, settings
+    from app import bodylimit, cli, db, errors, ratelimit, security, settings
     from app import config as app_config
     from app.accounts import login
+    from app.api.docs import bp as apidocs_bp
     from app.api.views import bp as api_bp
     from app.extensions import csrf, limiter
     from app.routing import RowIdConverter
@@ -38,9 +39,11 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     limiter.init_app(app)
     login.init_app(app)
     security.init_app(app)
+    bodylimit.init_app(app)
     csrf.exempt(api_bp)
     app.register_blueprint(api_bp)
     app.register_blueprint(web_bp)
+    app.register_blueprint(apidocs_bp)
     errors.init_app(app)
     cli.init_app(app)
     return app

@@ -32,8 +32,9 @@ from sqlalchemy import insert
 
 from app import create_app, db, migrate
 from app.accounts import service as accounts
-from app.queue import service, validate
+from app.queue import service
 from app.queue.models import Actor
+from app.queue.requests import EnqueueBody
 from app.schema import jobs
 from app.settings import queue_settings
 from app.timeutil import utcnow
@@ -119,7 +120,9 @@ def service_figures(app: Any, count: int) -> tuple[float, float]:
         with db.transaction() as conn:
             producer = accounts.create_user(conn, accounts.OPERATOR, "p", "producer", now=utcnow())
             worker = accounts.create_user(conn, accounts.OPERATOR, "w", "worker", now=utcnow())
-        request = validate.parse_enqueue({"type": "email.send", "payload": {"n": 1}}, settings)
+        request = EnqueueBody.parse(
+            {"type": "email.send", "payload": {"n": 1}}, settings
+        ).to_request()
 
         def enqueue() -> int:
             for _ in range(count):

@@ -14,8 +14,9 @@ from werkzeug.test import TestResponse
 from app import db
 from app.accounts import service as accounts
 from app.accounts.models import User
-from app.queue import service, validate
+from app.queue import service
 from app.queue.models import Actor, Job, QueueSettings
+from app.queue.requests import EnqueueBody
 from app.timeutil import utcnow
 
 PASSWORD = "correct horse battery staple"
@@ -59,7 +60,7 @@ def make_job(
 ) -> Job:
     """Enqueue a job through the service (fields as in a ``POST /jobs`` body); asserts it is new.
     The one job builder of the service-level suites (the API suites use ``Api.enqueue``)."""
-    request = validate.parse_enqueue({"type": "email.send", **fields}, settings)
+    request = EnqueueBody.parse({"type": "email.send", **fields}, settings).to_request()
     job, created = service.enqueue(conn, actor, request, now=now or utcnow())
     assert created, job
     return job

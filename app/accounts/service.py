@@ -22,7 +22,7 @@ from app.accounts.models import ApiToken, User
 from app.queue.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.queue.models import Actor
 from app.queue.states import PRIORITIES, Role
-from app.queue.validate import text_problem
+from app.queue.strictjson import text_problem
 
 OPERATOR = Actor(id=0, name="operator", role=Role.ADMIN)
 TOKEN_PREFIX = "ql_"  # noqa: S105 (a prefix, not a secret)

@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from app import access, db
 from app.api import body
 from app.api.auth import Unauthorized, authenticate
+from app.api.openapi import Operation, Reply, documented
 from app.api.problems import problem
-from app.queue import service, validate
-from app.queue.errors import InvalidInput, QueueError
+from app.queue import service
+from app.queue.errors import QueueError
+from app.queue.fields import KEY_PATTERN
 from app.queue.models import Job
 from app.queue.policy import Action
+from app.queue.request_model import RequestModel
+from app.queue.requests import (
+    ClaimBody,
+    CompleteBody,
+    EnqueueBody,
+    FailBody,
+    HeartbeatBody,
+    ListQuery,
+    NoBody,
+)
+from app.queue.responses import EventList, JobOut, JobPage
 from app.settings import queue_settings
 from app.timeutil import utcnow
 
 bp = Blueprint("api", __name__)
+Model = TypeVar("Model", bound=RequestModel)
+
+
 # Each route names its policy action: checked before the body is read, with the token's actor.
 requires = access.guard(lambda: g.actor)
 
@@ -40,14 +56,25 @@ def bad_body(exc: body.BadBody) -> Response:
 
 @bp.errorhandler(QueueError)
 def queue_error(exc: QueueError) -> Response:
-    errors = getattr(exc, "errors", None)
-    return problem(exc.status, exc.detail, title=exc.title, errors=errors)
+    return problem(exc.status, exc.detail, title=exc.title, errors=exc.errors)
 
 
-def _body(*, optional: bool = False) -> dict[str, Any]:
-    return body.json_object(
+def _parse(model: type[Model], *, optional: bool = False, **context: Any) -> Model:
+    """The request body as ``model`` (``optional``: an empty body stands for ``{}``)."""
+    data = body.json_object(
         request, max_depth=current_app.config["MAX_JSON_DEPTH"], optional=optional
     )
+    return model.parse(data, queue_settings(), **context)
+
+
+_LOCATION = {
+    "Location": {"required": True, "schema": {"type": "string", "pattern": "/jobs/[0-9]+$"}}
+}
+_JOB = Reply("The job", JobOut)
+_ROLE = "The caller's role may not do this"
+_CAP = "The caller's role may not enqueue, or the priority is above its cap"
+_NOT_FOUND = "No such job, or the caller may not see it"
+_WORK_PROBLEMS = {403: _ROLE, 404: _NOT_FOUND, 409: "The job's state does not allow this"}
 
 
 def _job(job: Job, status: int = 200) -> Response:
@@ -58,13 +85,25 @@ def _job(job: Job, status: int = 200) -> Response:
 
 @bp.post("/jobs")
 @requires(Action.ENQUEUE)
-def enqueue() -> Response:
-    data = _body()
-    request_ = validate.parse_enqueue(
-        data, queue_settings(), header_key=request.headers.get("Idempotency-Key")
+@documented(
+    Operation(
+        summary="Enqueue a job (producers, admins)",
+        description="Repeating an idempotency key with the same request (same fields after "
+        "defaults) answers 200 with the existing job; the same key with a different request "
+        "is 422.",
+        body=EnqueueBody,
+        headers={"Idempotency-Key": {"type": "string", "pattern": KEY_PATTERN}},
+        replies={
+            201: Reply("Created", JobOut, _LOCATION),
+            200: Reply("The existing job for a repeated idempotency key", JobOut, _LOCATION),
+        },
+        problems={403: _CAP, 409: "The idempotency key is being used by a request in flight"},
     )
+)
+def enqueue() -> Response:
+    enqueue_body = _parse(EnqueueBody, header_key=request.headers.get("Idempotency-Key"))
     with db.transaction() as conn:
-        job, created = service.enqueue(conn, g.actor, request_, now=utcnow())
+        job, created = service.enqueue(conn, g.actor, enqueue_body.to_request(), now=utcnow())
     response = _job(job, 201 if created else 200)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
     return response
@@ -72,8 +111,15 @@ def enqueue() -> Response:
 
 @bp.get("/jobs")
 @requires(Action.VIEW_JOBS)
+@documented(
+    Operation(
+        summary="List the caller's jobs (admins: all), newest first",
+        query=ListQuery,
+        replies={200: Reply("A page of jobs", JobPage)},
+    )
+)
 def list_jobs() -> Response:
-    filters = validate.parse_filters(request.args)
+    filters = ListQuery.from_args(request.args, queue_settings()).to_filters()
     with db.read() as conn:
         page = service.list_jobs(conn, g.actor, filters)
     return jsonify(
@@ -86,6 +132,7 @@ def list_jobs() -> Response:
 
 @bp.get("/jobs/<id:job_id>")
 @requires(Action.VIEW_JOBS)
+@documented(Operation(summary="One job", replies={200: _JOB}, problems={404: _NOT_FOUND}))
 def get_job(job_id: int) -> Response:
     with db.read() as conn:
         job = service.get_job(conn, g.actor, job_id)
@@ -94,6 +141,13 @@ def get_job(job_id: int) -> Response:
 
 @bp.get("/jobs/<id:job_id>/events")
 @requires(Action.VIEW_JOBS)
+@documented(
+    Operation(
+        summary="A job's events, oldest first",
+        replies={200: Reply("The events", EventList)},
+        problems={404: _NOT_FOUND},
+    )
+)
 def job_events(job_id: int) -> Response:
     with db.read() as conn:
         events = service.list_events(conn, g.actor, job_id)
@@ -102,11 +156,25 @@ def job_events(job_id: int) -> Response:
 
 @bp.post("/jobs/claim")
 @requires(Action.WORK)
+@documented(
+    Operation(
+        summary="Claim the next due job (workers, admins)",
+        body=ClaimBody,
+        body_required=False,
+        replies={
+            200: Reply("The claimed job, now running with a new attempt and lease", JobOut),
+            204: Reply("Nothing is claimable"),
+        },
+        problems={403: _ROLE},
+    )
+)
 def claim() -> Response:
     settings = queue_settings()
-    lease = validate.parse_claim(_body(optional=True), settings)
+    claim_body = _parse(ClaimBody, optional=True)
     with db.transaction() as conn:
-        job = service.claim(conn, g.actor, now=utcnow(), settings=settings, lease_seconds=lease)
+        job = service.claim(
+            conn, g.actor, now=utcnow(), settings=settings, lease_seconds=claim_body.lease_seconds
+        )
     if job is None:
         return Response(status=204)
     return _job(job)
@@ -114,17 +182,37 @@ def claim() -> Response:
 
 @bp.post("/jobs/<id:job_id>/complete")
 @requires(Action.WORK)
+@documented(
+    Operation(
+        summary="Complete a running job (its worker, admins)",
+        body=CompleteBody,
+        body_required=True,
+        replies={200: _JOB},
+        problems=_WORK_PROBLEMS,
+    )
+)
 def complete(job_id: int) -> Response:
-    result, attempt = validate.parse_complete(_body(optional=True), queue_settings())
+    done = _parse(CompleteBody, optional=True)
     with db.transaction() as conn:
-        job = service.complete(conn, g.actor, job_id, now=utcnow(), result=result, attempt=attempt)
+        job = service.complete(
+            conn, g.actor, job_id, now=utcnow(), result=done.result, attempt=done.attempt
+        )
     return _job(job)
 
 
 @bp.post("/jobs/<id:job_id>/fail")
 @requires(Action.WORK)
+@documented(
+    Operation(
+        summary="Fail a running job: retried or failed for good (its worker, admins)",
+        body=FailBody,
+        body_required=False,
+        replies={200: _JOB},
+        problems=_WORK_PROBLEMS,
+    )
+)
 def fail(job_id: int) -> Response:
-    error, attempt, retry_in, retryable = validate.parse_fail(_body())
+    failure = _parse(FailBody)
     with db.transaction() as conn:
         job = service.fail(
             conn,
@@ -132,18 +220,27 @@ def fail(job_id: int) -> Response:
             job_id,
             now=utcnow(),
             settings=queue_settings(),
-            error=error,
-            attempt=attempt,
-            retry_in=retry_in,
-            retryable=retryable,
+            error=failure.error,
+            attempt=failure.attempt,
+            retry_in=failure.retry_in,
+            retryable=failure.retryable,
         )
     return _job(job)
 
 
 @bp.post("/jobs/<id:job_id>/heartbeat")
 @requires(Action.WORK)
+@documented(
+    Operation(
+        summary="Report progress and extend the lease (its worker, admins)",
+        body=HeartbeatBody,
+        body_required=True,
+        replies={200: _JOB},
+        problems=_WORK_PROBLEMS,
+    )
+)
 def heartbeat(job_id: int) -> Response:
-    progress, message, attempt = validate.parse_heartbeat(_body(optional=True))
+    beat = _parse(HeartbeatBody, optional=True)
     with db.transaction() as conn:
         job = service.heartbeat(
             conn,
@@ -151,22 +248,26 @@ def heartbeat(job_id: int) -> Response:
             job_id,
             now=utcnow(),
             settings=queue_settings(),
-            progress=progress,
-            message=message,
-            attempt=attempt,
+            progress=beat.progress,
+            message=beat.message,
+            attempt=beat.attempt,
         )
     return _job(job)
 
 
-def _no_fields() -> None:
-    if data := _body(optional=True):
-        raise InvalidInput({name: "unknown field" for name in data})
-
-
 @bp.post("/jobs/<id:job_id>/cancel")
 @requires(Action.CANCEL)
+@documented(
+    Operation(
+        summary="Cancel a pending or running job (its producer, admins)",
+        body=NoBody,
+        body_required=False,
+        replies={200: _JOB},
+        problems=_WORK_PROBLEMS,
+    )
+)
 def cancel(job_id: int) -> Response:
-    _no_fields()
+    _parse(NoBody, optional=True)
     with db.transaction() as conn:
         job = service.cancel(conn, g.actor, job_id, now=utcnow())
     return _job(job)
@@ -174,8 +275,17 @@ def cancel(job_id: int) -> Response:
 
 @bp.post("/jobs/<id:job_id>/retry")
 @requires(Action.RETRY)
+@documented(
+    Operation(
+        summary="Queue a failed or cancelled job again (admins)",
+        body=NoBody,
+        body_required=False,
+        replies={200: _JOB},
+        problems=_WORK_PROBLEMS,
+    )
+)
 def retry(job_id: int) -> Response:
-    _no_fields()
+    _parse(NoBody, optional=True)
     with db.transaction() as conn:
         job = service.retry(conn, g.actor, job_id, now=utcnow())
     return _job(job)

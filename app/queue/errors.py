@@ -1,5 +1,5 @@
-"""Domain errors. Each carries the HTTP status both front ends answer with; its docstring is
-the problem title."""
+"""Domain errors. Each carries the HTTP status both front ends answer with, and the refused
+fields (``errors``, empty unless the input was invalid); its docstring is the problem title."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ class QueueError(Exception):
 
     status = 400
 
-    def __init__(self, detail: str) -> None:
+    def __init__(self, detail: str, errors: dict[str, str] | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
+        self.errors: dict[str, str] = errors or {}
 
     @property
     def title(self) -> str:
@@ -25,8 +26,7 @@ class InvalidInput(QueueError):
     status = 422
 
     def __init__(self, errors: dict[str, str], detail: str | None = None) -> None:
-        super().__init__(detail or "; ".join(f"{k}: {v}" for k, v in errors.items()))
-        self.errors = errors
+        super().__init__(detail or "; ".join(f"{k}: {v}" for k, v in errors.items()), errors)
 
 
 class NotFound(QueueError):

@@ -13,13 +13,13 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, Connection
 
 from app.queue import store, store_transitions, transitions
+from app.queue.cursors import encode_cursor
 from app.queue.errors import Conflict, Forbidden, InvalidInput, NotFound, QueueError
 from app.queue.models import Actor, EnqueueRequest, Event, Job, JobFilters, JobPage, QueueSettings
 from app.queue.policy import Action, Scope, can, require, scope
 from app.queue.retry import Uniform, backoff_seconds
 from app.queue.sanitize import sanitize_error
 from app.queue.states import TERMINAL, JobStatus
-from app.queue.validate import encode_cursor
 
 LEASE_EXPIRED = "lease expired"
 MAX_MESSAGE_BYTES = 500  # the progress_message column

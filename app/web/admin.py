@@ -7,7 +7,7 @@ from werkzeug.wrappers import Response
 
 from app import access, db
 from app.accounts import service as accounts
-from app.queue.errors import QueueError
+from app.queue.errors import NotFound, QueueError
 from app.queue.policy import Action
 from app.timeutil import utcnow
 from app.web.forms import ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
@@ -82,7 +82,7 @@ def create_user() -> Response | tuple[str, int]:
                 max_priority=form.max_priority.data,
             )
     except QueueError as exc:
-        for name, message in getattr(exc, "errors", {"name": exc.detail}).items():
+        for name, message in (exc.errors or {"name": exc.detail}).items():
             field = form._fields.get(name, form.name)
             field.errors = [*field.errors, message]
         return _users_page(form, exc.status)
@@ -113,9 +113,9 @@ def _set_disabled(name: str, disabled: bool) -> Response:
     try:
         with db.transaction() as conn:
             accounts.set_disabled(conn, current_actor(), name, disabled=disabled)
+    except NotFound:
+        raise  # the error page, as for any unknown user or token
     except QueueError as exc:
-        if exc.status == 404:
-            raise
         flash(exc.detail, "error")
         return redirect(url_for(".users"))
     flash(f"{name} {'disabled' if disabled else 'enabled'}.", "success")
@@ -189,9 +189,9 @@ def revoke_token(token_id: int) -> Response:
     try:
         with db.transaction() as conn:
             accounts.revoke_token(conn, current_actor(), token_id, now=utcnow())
+    except NotFound:
+        raise  # the error page, as for any unknown user or token
     except QueueError as exc:
-        if exc.status == 404:
-            raise
         flash(exc.detail, "error")
         return redirect(url_for(".tokens"))
     flash(f"Token {token_id} revoked.", "success")

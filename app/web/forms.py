@@ -1,5 +1,6 @@
-"""Flask-WTF forms of the pages. Field rules that the API shares live in ``app.queue.validate``
-and the services; these forms only shape the browser's input into the same requests."""
+"""Flask-WTF forms of the pages. Field rules that the API shares live in the request models
+(``app.queue.requests``) and the services; these forms only shape the browser's input into the
+same requests."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from wtforms import (
 )
 from wtforms.validators import InputRequired, Length, NumberRange, Optional
 
+from app.queue.fields import MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
 from app.queue.states import PRIORITIES, Role
-from app.queue.validate import MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
 
 ROLE_CHOICES = [role.value for role in Role]
 PRIORITY_CHOICES = list(PRIORITIES)
@@ -34,7 +35,7 @@ class ConfirmForm(FlaskForm):
 class EnqueueForm(FlaskForm):
     """A new job. ``priority`` accepts any value so the service, not the form, enforces caps."""
 
-    # Choices are checked by parse_enqueue, so the form and the API word refusals alike.
+    # Choices are checked by EnqueueBody, so the form and the API word refusals alike.
     type = SelectField("Type", validators=[InputRequired()], validate_choice=False)
     payload = TextAreaField(
         "Payload (JSON object)", default="{}", validators=[Length(max=1_048_576)]

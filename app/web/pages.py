@@ -22,11 +22,13 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
 from app import access, db
-from app.queue import service, stats, validate
-from app.queue.errors import Forbidden, InvalidInput, QueueError
+from app.queue import service, stats
+from app.queue.errors import Conflict, Forbidden, InvalidInput
 from app.queue.models import Actor, Job, JobFilters
 from app.queue.policy import Action
+from app.queue.requests import EnqueueBody, ListQuery
 from app.queue.states import PRIORITIES, TERMINAL, JobStatus
+from app.queue.strictjson import MalformedJSON, decode_json
 from app.settings import queue_settings
 from app.timeutil import utcnow
 from app.web.charts import minute_chart
@@ -36,7 +38,6 @@ from app.web.htmx import current_actor, is_htmx, render, require_login
 bp = Blueprint("pages", __name__, url_prefix="/ui")
 PAGE_SIZE = 25
 STOP_POLLING = 286  # htmx stops an `every` trigger when it gets this status
-LIST_ARGS = validate.LIST_FIELDS | {"live"}
 
 bp.before_request(require_login)
 requires = access.guard(current_actor)
@@ -65,8 +66,10 @@ def jobs() -> Response:
     args = _list_args()
     live = args.get("live") == "1"
     errors: dict[str, str] = {}
+    query = args.copy()
+    query.poplist("live")
     try:
-        filters = validate.parse_filters(args, allowed=LIST_ARGS)
+        filters = ListQuery.from_args(query, queue_settings()).to_filters()
     except InvalidInput as exc:
         errors = exc.errors
         filters = JobFilters(limit=PAGE_SIZE)
@@ -143,13 +146,12 @@ def _action_done(job_id: int, message: str, category: str) -> Response:
 
 
 def _act(job_id: int, action: Callable[..., Job], done: str) -> Response:
-    """Run a service action on a job; a refusal (409) is shown on the job, 403/404 raise."""
+    """Run a service action on a job; a refusal by the job's state (Conflict) is shown on the
+    job, any other error (Forbidden, NotFound) is the error page."""
     try:
         with db.transaction() as conn:
             action(conn, g.actor, job_id, now=utcnow())
-    except QueueError as exc:
-        if exc.status in (403, 404):
-            raise
+    except Conflict as exc:
         return _action_done(job_id, exc.detail, "error")
     return _action_done(job_id, done, "success")
 
@@ -174,10 +176,10 @@ def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
         "max_retries": form.max_retries.data,
     }
     try:
-        body["payload"] = validate.decode_json(
+        body["payload"] = decode_json(
             form.payload.data or "{}", current_app.config["MAX_JSON_DEPTH"]
         )
-    except validate.MalformedJSON as exc:
+    except MalformedJSON as exc:
         errors["payload"] = f"is not valid JSON ({exc})"
     else:
         if not isinstance(body["payload"], dict):
@@ -194,7 +196,7 @@ def _utc_if_naive(value: str) -> str:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        return value  # parse_enqueue explains what is wrong with it
+        return value  # EnqueueBody explains what is wrong with it
     if parsed.tzinfo is None:
         return parsed.replace(tzinfo=UTC).isoformat()
     return value
@@ -213,28 +215,38 @@ def new_job() -> Response | tuple[str, int]:
     if request.method == "POST":
         status = 422
         if form.validate():
-            errors: dict[str, str] = {}
-            body = _enqueue_body(form, errors)
-            try:
-                if errors:
-                    raise InvalidInput(errors)
-                request_ = validate.parse_enqueue(body, settings)
-                with db.transaction() as conn:
-                    job, created = service.enqueue(conn, actor, request_, now=utcnow())
-            except InvalidInput as exc:
-                _form_errors(form, exc.errors)
-            except Forbidden as exc:
-                form.priority.errors = [exc.detail]
-                status = 403
-            else:
-                if created:
-                    flash(f"Job {job.id} enqueued.", "success")
-                else:
-                    flash(f"Job {job.id} already existed with this idempotency key.", "info")
-                return redirect(url_for(".job", job_id=job.id))
+            outcome = _enqueue(form, actor)
+            if isinstance(outcome, Response):
+                return outcome
+            status = outcome
     return render_template(
         "jobs/new.html", form=form, cap=allowed[-1], max_payload=settings.max_payload_bytes
     ), status
+
+
+def _enqueue(form: EnqueueForm, actor: Actor) -> Response | int:
+    """Enqueue the form's job and redirect to it, or put the refusals on the form and return
+    the status of the page that shows them."""
+    errors: dict[str, str] = {}
+    body = _enqueue_body(form, errors)
+    if errors:
+        _form_errors(form, errors)
+        return 422
+    try:
+        enqueue_body = EnqueueBody.parse(body, queue_settings())
+        with db.transaction() as conn:
+            job, created = service.enqueue(conn, actor, enqueue_body.to_request(), now=utcnow())
+    except InvalidInput as exc:
+        _form_errors(form, exc.errors)
+        return 422
+    except Forbidden as exc:
+        form.priority.errors = [exc.detail]
+        return 403
+    if created:
+        flash(f"Job {job.id} enqueued.", "success")
+    else:
+        flash(f"Job {job.id} already existed with this idempotency key.", "info")
+    return redirect(url_for(".job", job_id=job.id))
 
 
 def _form_errors(form: EnqueueForm, errors: dict[str, str]) -> None:

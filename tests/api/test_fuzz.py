@@ -1,9 +1,10 @@
-"""Property-based fuzzing of the JSON API against docs/openapi.json (schemathesis, in-process).
+"""Property-based fuzzing of the JSON API against the document it serves (schemathesis,
+in-process).
 
-schemathesis reads the spec from the file, generates schema-valid and schema-invalid requests for
-each of the ten operations, and sends them straight to the real Flask app over WSGI (no server),
-on the test's own migrated SQLite file, with a real bearer token. Every built-in check runs on
-every response, among them:
+schemathesis reads the generated ``GET /openapi.json`` from the app itself, generates
+schema-valid and schema-invalid requests for each documented operation, and sends them straight
+to the real Flask app over WSGI (no server), on the test's own migrated SQLite file, with a real
+bearer token. Every built-in check runs on every response, among them:
 
 - ``not_a_server_error``: never a 5xx;
 - ``status_code_conformance``: only the status codes the operation documents;
@@ -22,7 +23,6 @@ what the fuzzer found, as plain examples.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,7 +35,7 @@ from schemathesis.specs.openapi.schemas import OpenApiSchema
 from tests.api.conftest import assert_problem
 from tests.builders import Api
 
-SPEC = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+SPEC = "/openapi.json"
 MAX_EXAMPLES = 25
 
 # Rules that JSON Schema cannot state: an idempotency key repeated with a different request, or
@@ -82,9 +82,8 @@ def filter_query(context: Any, query: dict[str, Any] | None) -> bool:
 
 
 def _load(app: Flask, config: SchemathesisConfig) -> OpenApiSchema:
-    """The spec from the file, sent to ``app`` in-process (``schema.app``: the WSGI transport)."""
-    schema = schemathesis.openapi.from_path(SPEC, config=config)
-    schema.app = app
+    """The served document; requests go to ``app`` in-process (the WSGI transport)."""
+    schema = schemathesis.openapi.from_wsgi(SPEC, app, config=config)
     schema.hook(filter_query)
     return schema
 

@@ -14,8 +14,9 @@ from flask import Flask
 from sqlalchemy import event
 
 from app import db
-from app.queue import service, stats, validate
+from app.queue import service, stats
 from app.queue.models import Actor
+from app.queue.requests import ListQuery
 from app.settings import queue_settings
 from app.timeutil import utcnow
 from tests.builders import make_job, make_user
@@ -130,6 +131,8 @@ def test_listing_reads_indexes_only(app: Flask) -> None:
 
             def page(actor: Actor = actor, args: dict[str, str] = args) -> object:
                 with db.read() as conn:
-                    return service.list_jobs(conn, actor, validate.parse_filters(args))
+                    return service.list_jobs(
+                        conn, actor, ListQuery.from_args(args, queue_settings()).to_filters()
+                    )
 
             assert_index_served(app, page)

@@ -1,0 +1,118 @@
+"""The API describes itself: /openapi.json is generated from the routes and models, public, and
+true to what the app answers; /docs shows it under the app's own CSP."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from app.queue.responses import EventList, JobOut, JobPage
+from app.security import CONTENT_SECURITY_POLICY, is_api_path
+from tests.api.conftest import assert_problem
+from tests.builders import Api
+
+JSON_ROUTES = {
+    ("/jobs", "post"),
+    ("/jobs", "get"),
+    ("/jobs/{job_id}", "get"),
+    ("/jobs/{job_id}/events", "get"),
+    ("/jobs/claim", "post"),
+    ("/jobs/{job_id}/complete", "post"),
+    ("/jobs/{job_id}/fail", "post"),
+    ("/jobs/{job_id}/heartbeat", "post"),
+    ("/jobs/{job_id}/cancel", "post"),
+    ("/jobs/{job_id}/retry", "post"),
+}
+
+
+@pytest.fixture
+def backend() -> str:
+    """SQLite only: the document does not depend on the database."""
+    return "sqlite"
+
+
+def _document(client: FlaskClient) -> dict[str, Any]:
+    response = client.get("/openapi.json")
+    assert response.status_code == 200
+    assert response.mimetype == "application/json"
+    return response.get_json()  # type: ignore[no-any-return]
+
+
+def test_document_is_public_generated_openapi_3_1(client: FlaskClient) -> None:
+    document = _document(client)  # no Authorization header
+    assert document["openapi"] == "3.1.0"
+    assert document["security"] == [{"bearerAuth": []}]
+    assert document["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+    found = {(path, method) for path, ops in document["paths"].items() for method in ops}
+    found = {(path, method) for path, method in found if method != "parameters"}
+    assert found == JSON_ROUTES
+
+
+def test_every_api_route_documents_itself(app: Flask, client: FlaskClient) -> None:
+    """A new JSON route without ``documented`` fails here, so it cannot go undescribed."""
+    paths = _document(client)["paths"]
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint.startswith("api."):
+            path = re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", rule.rule)
+            for method in (rule.methods or set()) - {"HEAD", "OPTIONS"}:
+                assert method.lower() in paths.get(path, {}), (path, method)
+
+
+def test_document_uses_configured_values(app: Flask, client: FlaskClient) -> None:
+    schemas = _document(client)["components"]["schemas"]
+    assert schemas["EnqueueBody"]["properties"]["type"]["enum"] == app.config["JOB_TYPES"]
+    lease = schemas["ClaimBody"]["properties"]["lease_seconds"]["anyOf"][0]
+    assert lease["maximum"] == app.config["MAX_LEASE_SECONDS"]
+    assert schemas["EnqueueBody"]["additionalProperties"] is False
+    assert not any(key.startswith("x-") for key in str(schemas).split("'"))
+
+
+def test_api_docs_paths_are_not_api_paths() -> None:
+    """They are pages, not bearer-token routes: they keep the page session interface."""
+    assert not is_api_path("/openapi.json")
+    assert not is_api_path("/docs")
+
+
+def test_docs_page_loads_only_own_files(client: FlaskClient) -> None:
+    response = client.get("/docs")
+    assert response.status_code == 200
+    assert response.headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+    assert response.headers["X-Frame-Options"] == "DENY"
+    html = response.get_data(as_text=True)
+    assert "<script>" not in html and "style=" not in html
+    for src in re.findall(r'(?:src|href)="([^"]+)"', html):
+        assert src.startswith("/"), src
+        with client.get(src) as asset:
+            assert asset.status_code == 200, src
+
+
+def test_answers_fit_the_response_models(admin: Api, producer: Api, worker: Api) -> None:
+    job = producer.enqueue(payload={"to": "x"})
+    assert worker.claim() is not None
+    JobOut.model_validate(job)
+    JobOut.model_validate(admin.get(f"/jobs/{job['id']}").get_json())
+    JobPage.model_validate(producer.get("/jobs").get_json())
+    JobPage.model_validate(admin.get("/jobs").get_json())
+    EventList.model_validate(admin.get(f"/jobs/{job['id']}/events").get_json())
+
+
+@pytest.mark.parametrize(
+    "text", ['{"type": "email.send"', '{"a": 1,}', '\n\n   {"secret-token-x": tru}', "[1 2]"]
+)
+def test_parse_errors_do_not_echo_positions(producer: Api, text: str) -> None:
+    """Issue 12 finding 13: the parser's line/column/char stay out of the problem."""
+    response = producer.post("/jobs", data=text, headers={"Content-Type": "application/json"})
+    problem = assert_problem(response, 400)
+    assert problem["detail"] == "malformed JSON"
+    assert not re.search(r"line|column|char", response.get_data(as_text=True))
+
+
+def test_nested_error_keys_reach_the_problem(producer: Api) -> None:
+    response = producer.post("/jobs", {"type": "email.send", "payload": {"a": "\x00"}})
+    assert assert_problem(response, 422)["errors"] == {
+        "payload": "strings must not contain NUL characters"
+    }
