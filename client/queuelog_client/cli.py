@@ -76,8 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except QueuelogError:
             return 1
     if worker.abandoned:
+        logging.shutdown()
         os._exit(1)  # handler threads still run; their leases bring the jobs back
-    return 0
+    return 1 if worker.unreported else 0
 
 
 if __name__ == "__main__":

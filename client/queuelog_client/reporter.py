@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queuelog_client.client import Client
-from queuelog_client.errors import QueuelogError
 from queuelog_client.handlers import JobContext
 from queuelog_client.models import Job
 from queuelog_client.transport import backoff
@@ -119,7 +118,7 @@ class Reporter:
             try:
                 self._send_outcomes()
                 self._send_heartbeats()
-            except QueuelogError as exc:
+            except Exception as exc:  # this thread must outlive any answer: outcomes wait on it
                 self._failures += 1
                 delay = TICK + backoff(self._failures, base=TICK, cap=10.0)
                 log.warning("cannot report to the server (retrying in %.1f s): %s", delay, exc)
@@ -193,7 +192,7 @@ class Reporter:
             return
         try:
             answers = self.client.heartbeat(items, retries=0)
-        except QueuelogError:
+        except Exception:
             for held, progress in batch:
                 if progress is not None:
                     held.ctx.restore_progress(progress)

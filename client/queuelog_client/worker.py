@@ -57,6 +57,7 @@ class Worker:
         self.lease_seconds = lease_seconds
         self.reporter = Reporter(client)
         self.abandoned = 0  # handlers still running when the grace ran out
+        self.unreported = 0  # outcomes the server never acknowledged (their leases will expire)
         self._stopping = threading.Event()
         self._signals = 0
         self._queue: queue.Queue[Held | None] = queue.Queue()
@@ -133,12 +134,14 @@ class Worker:
 
     def _work(self) -> None:
         while (held := self._queue.get()) is not None:
-            if self._stopping.is_set():
-                self._release(held)
+            handler = self.handlers.get(held.job.type)
+            if self._stopping.is_set() or handler is None:
+                self._release(held)  # not started: any worker may take it at once
                 continue
-            outcome = run_handler(self.handlers[held.job.type], held.ctx)
-            self.reporter.finished(held, outcome)
-            self._slot_done()
+            try:
+                self.reporter.finished(held, run_handler(handler, held.ctx))
+            finally:  # even if the handler raised SystemExit, the slot is free again
+                self._slot_done()
 
     def _slot_done(self) -> None:
         with self._slots:
@@ -172,9 +175,9 @@ class Worker:
             self.abandoned = self._busy
         if self.abandoned:
             log.warning("%d handler(s) still running after the grace", self.abandoned)
-        unacked = self.reporter.close(time.monotonic() + FLUSH_SECONDS)
-        if unacked:
-            log.warning("%d outcome(s) could not be reported; their leases will expire", unacked)
+        self.unreported = self.reporter.close(time.monotonic() + FLUSH_SECONDS)
+        if self.unreported:
+            log.warning("%d outcome(s) could not be reported", self.unreported)
 
     def _install_signals(self) -> dict[int, Any]:
         if threading.current_thread() is not threading.main_thread():

@@ -297,3 +297,17 @@ def test_the_worker_carries_on_when_the_server_is_killed_and_restarted(
         assert code == 0, err
         assert runner.lines("start") == collections.Counter(ids)  # no job ran twice
         assert all(transitions(producer, i, "completed") == 1 for i in ids)
+
+
+def test_a_job_claimed_while_stopping_is_released_at_once(server: Server, runner: Runner) -> None:
+    runner.start("--concurrency", "1")
+    time.sleep(2.0)  # the worker is now in a long-poll claim (5 s) on an empty queue
+    runner.signal(signal.SIGTERM)
+    with server.client("producer") as producer:
+        job = producer.enqueue("report.build", {"seconds": 0})  # wakes the waiting claim
+        code, err = runner.wait(30)
+        assert code == 0, err
+        again = producer.get(job.id)
+        assert again.status == "pending" and again.retry_count == 0 and not runner.lines("start")
+        if "released unstarted" in err:  # the claim was still waiting when the job arrived
+            assert [e.kind for e in producer.events(job.id)][-1] == "released"
