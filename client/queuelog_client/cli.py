@@ -66,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per job, not per request
     with Client(args.url, token) as client:
         try:
             worker = Worker(client, handlers, args.concurrency, types, grace=args.grace)
