@@ -11,6 +11,7 @@ from typing import Any
 from queuelog_client.models import Job
 
 MAX_ERROR_CHARS = 4000  # the server keeps 4 KiB of an error; no point sending megabytes
+MAX_RETRY_AFTER = 366 * 86_400  # the server's longest retry_in
 
 
 class Retry(Exception):
@@ -18,6 +19,8 @@ class Retry(Exception):
     when None), if retries are left."""
 
     def __init__(self, after: float | None = None, message: str = "retry requested") -> None:
+        if after is not None and not 0 <= after <= MAX_RETRY_AFTER:
+            raise ValueError(f"Retry(after=...) takes 0 to {MAX_RETRY_AFTER} seconds")
         super().__init__(message)
         self.after = after
         self.message = message or "retry requested"

@@ -93,10 +93,11 @@ class Reporter:
         with self._lock:
             held.outcome = outcome
 
-    def forget(self, held: Held) -> None:
-        """Stop tracking a job given back to the server (released)."""
+    def released(self, held: Held, *, ok: bool) -> None:
+        """Stop tracking a job given back to the server (``ok``) or left to its lease."""
         with self._lock:
             self._held.pop(held.job.id, None)
+            self.stats.released += ok
 
     def outstanding(self) -> int:
         """Outcomes not yet acknowledged."""

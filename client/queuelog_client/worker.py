@@ -152,11 +152,11 @@ class Worker:
         """Give an unstarted job back: pending again at once for any worker."""
         try:
             self.client.release(held.job.id, held.job.attempt, retries=3)
-            self.reporter.stats.released += 1
             log.info("job %s %s: released unstarted", held.job.id, held.job.type)
+            self.reporter.released(held, ok=True)
         except QueuelogError as exc:  # its lease brings it back instead
             log.warning("job %s: release failed, its lease will expire: %s", held.job.id, exc)
-        self.reporter.forget(held)
+            self.reporter.released(held, ok=False)
         self._slot_done()
 
     def _shutdown(self, threads: list[threading.Thread]) -> None:

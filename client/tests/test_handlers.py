@@ -112,3 +112,11 @@ def test_the_runner_says_what_is_wrong_with_the_handlers(tmp_path: Path) -> None
     assert done.returncode == 2 and "no_such_module" in done.stderr
     done = runner("jobs_here", "--url", "http://x", token="t", cwd=tmp_path)
     assert done.returncode == 2 and "MODULE:HANDLERS" in done.stderr
+
+
+def test_retry_after_is_checked_where_it_is_raised() -> None:
+    def handler(ctx: JobContext) -> None:
+        raise Retry(after=-1)
+
+    item = run_handler(handler, context())
+    assert item["outcome"] == "failed" and item["error"].startswith("ValueError: Retry(after")
