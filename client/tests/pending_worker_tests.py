@@ -56,7 +56,7 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(0.1)
+        time.sleep(0.3)  # the predicates read the API: leave the server to the worker
 
 
 class Running:
