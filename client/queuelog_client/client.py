@@ -1,0 +1,190 @@
+"""``Client``: the API's routes as methods, for producers, scripts and the worker runner."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+from queuelog_client.models import Event, Job, format_time
+from queuelog_client.transport import Transport
+
+ENQUEUE_OPTIONS = frozenset(
+    {
+        "priority",
+        "max_retries",
+        "idempotency_key",
+        "run_at",
+        "delay_seconds",
+        "unique_key",
+        "unique_for",
+    }
+)
+BATCH_SIZE = 1000  # the server's default MAX_BATCH
+LONG_POLL_MARGIN = 10.0  # seconds a long-poll request may take beyond its wait
+
+
+def new_idempotency_key() -> str:
+    """A random idempotency key, so that resending an enqueue can never create a second job."""
+    return f"auto-{uuid.uuid4().hex}"
+
+
+def enqueue_body(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``POST /jobs`` body from ``item``: ``run_at`` formatted, an idempotency key ensured."""
+    body = dict(item)
+    if isinstance(body.get("run_at"), datetime):
+        body["run_at"] = format_time(body["run_at"])
+    if body.get("idempotency_key") is None:
+        body["idempotency_key"] = new_idempotency_key()
+    return body
+
+
+class Client:
+    """A connection to a queuelog server, authenticated with an API token.
+
+    Every call has a timeout (``timeout`` seconds; long-polls get their wait on top). Reads and
+    idempotent writes are retried with exponential backoff and full jitter on network errors,
+    429 (after ``Retry-After``) and 5xx, up to ``retries`` times; cancel and retry are resent only
+    when the server cannot have applied them. Errors raise ``QueuelogError`` subclasses."""
+
+    def __init__(self, url: str, token: str, *, timeout: float = 10.0, retries: int = 5) -> None:
+        if not token:
+            raise ValueError("a queuelog API token is required")
+        self.url = url
+        self.transport = Transport(url, token, timeout=timeout, retries=retries)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections."""
+        self.transport.close()
+
+    # Producers and scripts
+
+    def enqueue(self, type: str, payload: dict[str, Any] | None = None, **options: Any) -> Job:
+        """Enqueue one job (``POST /jobs``). ``options``: priority, max_retries,
+        idempotency_key, run_at (aware datetime or ISO 8601 string), delay_seconds,
+        unique_key, unique_for. Without an idempotency key a random one is sent, so the retries
+        this client makes after a lost answer return the same job instead of a second one."""
+        unknown = set(options) - ENQUEUE_OPTIONS
+        if unknown:
+            raise TypeError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
+        body = enqueue_body({"type": type, "payload": payload or {}, **options})
+        response = self.transport.request("POST", "/jobs", json=body, idempotent=True)
+        return Job.from_json(response.json())
+
+    def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[Job]:
+        """Enqueue many jobs (``POST /jobs/batch``, up to 1,000 per request); ``items`` are
+        ``POST /jobs`` bodies. Returns the jobs in order. Each request is all or nothing; when a
+        later one is refused, the jobs of the earlier ones stay enqueued."""
+        bodies = [enqueue_body(item) for item in items]
+        jobs: list[Job] = []
+        for start in range(0, len(bodies), BATCH_SIZE):
+            chunk = bodies[start : start + BATCH_SIZE]
+            response = self.transport.request(
+                "POST", "/jobs/batch", json={"jobs": chunk}, idempotent=True
+            )
+            jobs += [Job.from_json(job) for job in response.json()["jobs"]]
+        return jobs
+
+    def get(self, job_id: int) -> Job:
+        """One job (``GET /jobs/{id}``); ``NotFound`` when it does not exist or is not yours."""
+        return Job.from_json(self._get(f"/jobs/{int(job_id)}"))
+
+    def jobs(self, **filters: Any) -> Iterator[Job]:
+        """Every job matching ``filters`` (status, type, priority, q, limit = page size), newest
+        first, fetched page by page as the iterator is consumed (``GET /jobs``)."""
+        params = {name: value for name, value in filters.items() if value is not None}
+        while True:
+            page = self._get("/jobs", params=params)
+            yield from (Job.from_json(job) for job in page["jobs"])
+            if not page.get("next_cursor"):
+                return
+            params["cursor"] = page["next_cursor"]
+
+    def cancel(self, job_id: int) -> Job:
+        """Cancel a pending job (admins: any unfinished one); ``Conflict`` when finished."""
+        return self._post_job(f"/jobs/{int(job_id)}/cancel")
+
+    def retry(self, job_id: int) -> Job:
+        """Admins: put a failed or cancelled job back in the queue with a fresh retry budget."""
+        return self._post_job(f"/jobs/{int(job_id)}/retry")
+
+    def events(self, job_id: int) -> list[Event]:
+        """A job's history, oldest first (``GET /jobs/{id}/events``)."""
+        return [Event.from_json(e) for e in self._get(f"/jobs/{int(job_id)}/events")["events"]]
+
+    # Workers (the batch routes the ``Worker`` is built on)
+
+    def claim(
+        self,
+        *,
+        max_jobs: int,
+        types: list[str] | None = None,
+        wait_seconds: float = 0,
+        lease_seconds: int | None = None,
+        retries: int | None = None,
+    ) -> list[Job]:
+        """Claim up to ``max_jobs`` due jobs (``POST /jobs/claim``), waiting up to
+        ``wait_seconds`` for one to become due; an empty list when none did. Not retried after
+        it may have reached the server (claimed jobs would be held for nothing)."""
+        body: dict[str, Any] = {"max_jobs": max_jobs, "wait_seconds": wait_seconds}
+        if types is not None:
+            body["types"] = types
+        if lease_seconds is not None:
+            body["lease_seconds"] = lease_seconds
+        response = self.transport.request(
+            "POST",
+            "/jobs/claim",
+            json=body,
+            idempotent=False,
+            timeout=self.transport.timeout + wait_seconds + LONG_POLL_MARGIN,
+            retries=retries,
+        )
+        if response.status_code == 204:
+            return []
+        return [Job.from_json(job) for job in response.json()["jobs"]]
+
+    def finish(
+        self, results: list[dict[str, Any]], *, retries: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Report outcomes (``POST /jobs/finish``); one answer per item, in order."""
+        body = {"results": results}
+        response = self.transport.request(
+            "POST", "/jobs/finish", json=body, idempotent=True, retries=retries
+        )
+        answers: list[dict[str, Any]] = response.json()["results"]
+        return answers
+
+    def heartbeat(
+        self, items: list[dict[str, Any]], *, retries: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Extend the leases of running jobs, with progress (``POST /jobs/heartbeat``); one
+        answer per item, in order (409 items say when a job was cancelled)."""
+        response = self.transport.request(
+            "POST", "/jobs/heartbeat", json={"jobs": items}, idempotent=True, retries=retries
+        )
+        answers: list[dict[str, Any]] = response.json()["results"]
+        return answers
+
+    def release(self, job_id: int, attempt: int, *, retries: int | None = None) -> Job:
+        """Give a claimed job back unstarted: pending again at once, retry count unchanged."""
+        response = self.transport.request(
+            "POST",
+            f"/jobs/{int(job_id)}/release",
+            json={"attempt": attempt},
+            idempotent=True,
+            retries=retries,
+        )
+        return Job.from_json(response.json())
+
+    def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        return self.transport.request("GET", path, params=params, idempotent=True).json()
+
+    def _post_job(self, path: str) -> Job:
+        return Job.from_json(self.transport.request("POST", path, idempotent=False).json())

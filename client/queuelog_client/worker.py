@@ -1,0 +1,201 @@
+"""``Worker``: claim jobs in batches, run their handlers on a thread pool, stop cleanly."""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from types import FrameType
+from typing import Any
+
+from queuelog_client.client import Client
+from queuelog_client.errors import QueuelogError, RateLimited, ServerError, Unreachable
+from queuelog_client.handlers import Handler, run_handler
+from queuelog_client.reporter import Held, Reporter
+from queuelog_client.transport import backoff
+
+log = logging.getLogger("queuelog_client.worker")
+
+MAX_CLAIM = 100  # the server's largest max_jobs
+FLUSH_SECONDS = 10.0  # after the grace, how long outcomes may still take to be acknowledged
+TRANSIENT = (Unreachable, ServerError, RateLimited)  # claim again later; anything else is fatal
+
+
+class Worker:
+    """Runs ``handlers`` ({type: fn(ctx) -> dict | None}) for the jobs it claims.
+
+    ``run()`` blocks until ``stop()`` (from any thread) or, when it runs in the main thread,
+    SIGTERM/SIGINT; a second signal exits the process at once. Stopping claims nothing more,
+    releases claimed jobs not yet started, and gives running handlers ``grace`` seconds."""
+
+    def __init__(
+        self,
+        client: Client,
+        handlers: Mapping[str, Handler],
+        concurrency: int = 8,
+        types: list[str] | None = None,
+        *,
+        grace: float = 30.0,
+        wait_seconds: float = 5.0,
+        lease_seconds: int | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.types = list(types) if types is not None else list(handlers)
+        if not self.types or set(self.types) - set(handlers):
+            missing = ", ".join(sorted(set(self.types) - set(handlers))) or "none given"
+            raise ValueError(f"every claimed type needs a handler (missing: {missing})")
+        self.client = client
+        self.handlers = dict(handlers)
+        self.concurrency = concurrency
+        self.grace = grace
+        self.wait_seconds = wait_seconds  # long-poll: also how long a stop may wait for a claim
+        self.lease_seconds = lease_seconds
+        self.reporter = Reporter(client)
+        self.abandoned = 0  # handlers still running when the grace ran out
+        self.unreported = 0  # outcomes the server never acknowledged (their leases will expire)
+        self._stopping = threading.Event()
+        self._signals = 0
+        self._queue: queue.Queue[Held | None] = queue.Queue()
+        self._busy = 0  # claimed jobs whose handler has not returned (queued or running)
+        self._slots = threading.Condition()
+
+    @property
+    def stats(self) -> str:
+        """What became of the claimed jobs so far, as one line."""
+        return self.reporter.stats.summary()
+
+    def stop(self) -> None:
+        """Ask ``run()`` to stop (safe from any thread and from signal handlers)."""
+        self._stopping.set()
+        with self._slots:
+            self._slots.notify_all()
+
+    def run(self) -> None:
+        """Claim and run jobs until stopped; raises the ``QueuelogError`` that made claiming
+        impossible (e.g. ``Unauthorized``) after shutting down cleanly."""
+        previous = self._install_signals()
+        self.reporter.start()
+        threads = [
+            threading.Thread(target=self._work, name=f"queuelog-handler-{n}", daemon=True)
+            for n in range(self.concurrency)
+        ]
+        for thread in threads:
+            thread.start()
+        started = time.monotonic()
+        log.info("worker started: types %s, concurrency %d", ",".join(self.types), self.concurrency)
+        try:
+            self._claim_until_stopped()
+        finally:
+            self._shutdown(threads)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            log.info("worker stopped after %.1f s: %s", time.monotonic() - started, self.stats)
+
+    def _claim_until_stopped(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            free = self._wait_for_free_slots()
+            if free == 0:
+                continue
+            try:
+                jobs = self.client.claim(
+                    max_jobs=min(free, MAX_CLAIM),
+                    types=self.types,
+                    wait_seconds=self.wait_seconds,
+                    lease_seconds=self.lease_seconds,
+                    retries=0,
+                )
+            except TRANSIENT as exc:
+                failures += 1
+                delay = backoff(failures, base=0.5, cap=15.0)
+                log.warning("claim failed (retrying in %.1f s): %s", delay, exc)
+                self._stopping.wait(delay)
+                continue
+            except QueuelogError as exc:
+                log.error("claim refused, stopping: %s", exc)
+                raise
+            failures = 0
+            for job in jobs:
+                held = self.reporter.hold(job)
+                with self._slots:
+                    self._busy += 1
+                self._queue.put(held)  # started by a free handler thread, or released on stop
+
+    def _wait_for_free_slots(self) -> int:
+        with self._slots:
+            if self._busy >= self.concurrency and not self._stopping.is_set():
+                self._slots.wait(timeout=1.0)
+            return 0 if self._stopping.is_set() else self.concurrency - self._busy
+
+    def _work(self) -> None:
+        while (held := self._queue.get()) is not None:
+            handler = self.handlers.get(held.job.type)
+            if self._stopping.is_set() or handler is None:
+                self._release(held)  # not started: any worker may take it at once
+                continue
+            try:
+                self.reporter.finished(held, run_handler(handler, held.ctx))
+            finally:  # even if the handler raised SystemExit, the slot is free again
+                self._slot_done()
+
+    def _slot_done(self) -> None:
+        with self._slots:
+            self._busy -= 1
+            self._slots.notify_all()
+
+    def _release(self, held: Held) -> None:
+        """Give an unstarted job back: pending again at once for any worker."""
+        try:
+            self.client.release(held.job.id, held.job.attempt, retries=3)
+            log.info("job %s %s: released unstarted", held.job.id, held.job.type)
+            self.reporter.released(held, ok=True)
+        except QueuelogError as exc:  # its lease brings it back instead
+            log.warning("job %s: release failed, its lease will expire: %s", held.job.id, exc)
+            self.reporter.released(held, ok=False)
+        self._slot_done()
+
+    def _shutdown(self, threads: list[threading.Thread]) -> None:
+        self._stopping.set()
+        while True:  # jobs claimed but not started go back now, not after their lease
+            try:
+                held = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if held is not None:
+                self._release(held)
+        for _ in threads:
+            self._queue.put(None)
+        with self._slots:  # running handlers get the grace to finish
+            self._slots.wait_for(lambda: self._busy == 0, timeout=self.grace)
+            self.abandoned = self._busy
+        if self.abandoned:
+            log.warning("%d handler(s) still running after the grace", self.abandoned)
+        self.unreported = self.reporter.close(time.monotonic() + FLUSH_SECONDS)
+        if self.unreported:
+            log.warning("%d outcome(s) could not be reported", self.unreported)
+
+    def _install_signals(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous: dict[int, Any] = {}
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.signal(signum, self._on_signal)
+        return previous
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            log.warning("second %s: exiting now", signal.Signals(signum).name)
+            logging.shutdown()
+            os._exit(128 + signum)
+        log.info(
+            "%s: stopping (no more claims, %.0f s grace for running handlers)",
+            signal.Signals(signum).name,
+            self.grace,
+        )
+        self._stopping.set()  # no lock here: the main thread may hold it

@@ -1,0 +1,66 @@
+"""Fixtures for the client's tests: a real gunicorn server on a prepared SQLite database.
+
+The server side comes from the repository's own test helpers (``tests.servers``); a worker host
+that installs only ``queuelog-client`` needs none of this."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from queuelog_client import Client
+
+from tests.servers import Database, Gunicorn, prepare_database
+
+ROLES = {"producer": "producer", "worker": "worker", "admin": "admin"}
+
+
+@dataclass
+class Server:
+    """A running server, its database and one token per role."""
+
+    gunicorn: Gunicorn
+    database: Database
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.gunicorn.host}"
+
+    def client(self, role: str, **options: float) -> Client:
+        return Client(self.url, self.database.tokens[role], **options)  # type: ignore[arg-type]
+
+
+def start_server(directory: Path, **config: object) -> Iterator[Server]:
+    """A migrated database with a producer, a worker and an admin, served by gunicorn."""
+    database = prepare_database(directory / "db", ROLES)
+    gunicorn = Gunicorn(database, directory, workers=2, **config)
+    try:
+        yield Server(gunicorn.start(), database)
+    finally:
+        gunicorn.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server shared by a test module (each test makes its own jobs)."""
+    yield from start_server(tmp_path_factory.mktemp("server"))
+
+
+@pytest.fixture
+def producer(server: Server) -> Iterator[Client]:
+    with server.client("producer") as client:
+        yield client
+
+
+@pytest.fixture
+def admin(server: Server) -> Iterator[Client]:
+    with server.client("admin") as client:
+        yield client
+
+
+@pytest.fixture
+def worker(server: Server) -> Iterator[Client]:
+    with server.client("worker") as client:
+        yield client
