@@ -7,7 +7,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from app import db
-from app.api import body
+from app.api import body, longpoll
 from app.api.auth import Unauthorized, authenticate
 from app.api.problems import problem
 from app.queue import service, validate
@@ -110,9 +110,8 @@ def job_events(job_id: int) -> Response:
 @bp.post("/jobs/claim")
 def claim() -> Response:
     settings = queue_settings()
-    lease = validate.parse_claim(_body(optional=True), settings)
-    with db.transaction() as conn:
-        job = service.claim(conn, g.actor, now=utcnow(), settings=settings, lease_seconds=lease)
+    lease, wait_seconds = validate.parse_claim(_body(optional=True), settings)
+    job = longpoll.claim(settings, lease, wait_seconds)
     if job is None:
         return Response(status=204)
     return _job(job)

@@ -36,6 +36,9 @@ _JOB_COLUMNS = [jobs.c[name] for name in Job.__dataclass_fields__]
 _INSERT_JOB = insert(jobs).returning(*_JOB_COLUMNS)
 _SELECT_JOB = select(*_JOB_COLUMNS).where(jobs.c.id == bindparam("job_id"))
 _INSERT_EVENT = insert(job_events)
+# Set in a connection's info when a statement made a job pending: the transaction helper wakes
+# long-polling claims once the transaction commits.
+JOB_DUE = "queuelog_wake"
 
 
 def insert_job(conn: Connection, values: Mapping[str, Any]) -> Job | None:
@@ -47,6 +50,7 @@ def insert_job(conn: Connection, values: Mapping[str, Any]) -> Job | None:
         if values.get("idempotency_key") is None:
             raise
         return None
+    conn.info[JOB_DUE] = True
     return Job.from_row(row._mapping)
 
 
@@ -248,6 +252,8 @@ def transition(
     row = conn.execute(
         update(jobs).where(*conditions).values(**values).returning(*_JOB_COLUMNS)
     ).first()
+    if row is not None and values.get("status") == JobStatus.PENDING:
+        conn.info[JOB_DUE] = True
     return Job.from_row(row._mapping) if row else None
 
 

@@ -26,6 +26,7 @@ MAX_LIST_LIMIT = 1000
 MAX_KEY_LENGTH = 255
 MAX_MESSAGE_LENGTH = 500
 MAX_DB_INT = 2**62
+MAX_WAIT_SECONDS = 30  # a long-polling claim waits at most this long (DESIGN §8.1)
 _CURSOR_PREFIX = "v1:"
 _KEY_CHARS = re.compile(r"[\x21-\x7e]{1,255}")  # printable ASCII, no spaces
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -249,15 +250,18 @@ def _schedule(
     return None, None
 
 
-def parse_claim(body: Mapping[str, Any], settings: QueueSettings) -> int | None:
-    """The requested lease in seconds, or None for the job type's default."""
-    errors = _reject_unknown(body, {"lease_seconds"})
+def parse_claim(body: Mapping[str, Any], settings: QueueSettings) -> tuple[int | None, float]:
+    """The requested lease in seconds (None: the job type's default) and the long-poll wait."""
+    errors = _reject_unknown(body, {"lease_seconds", "wait_seconds"})
     lease = body.get("lease_seconds")
     if lease is not None and (not is_int(lease) or not 1 <= lease <= settings.max_lease_seconds):
         errors["lease_seconds"] = f"must be an integer from 1 to {settings.max_lease_seconds}"
+    wait = body.get("wait_seconds", 0)
+    if not is_number(wait) or not 0 <= wait <= MAX_WAIT_SECONDS:
+        errors["wait_seconds"] = f"must be a number from 0 to {MAX_WAIT_SECONDS}"
     if errors:
         raise InvalidInput(errors)
-    return lease
+    return lease, float(wait)
 
 
 def _attempt(body: Mapping[str, Any], errors: dict[str, str]) -> int | None:

@@ -167,8 +167,12 @@ def test_payload_must_be_storable(payload: dict[str, Any]) -> None:
 
 
 def test_claim_fail_heartbeat_complete_rules() -> None:
-    assert validate.parse_claim({}, SETTINGS) is None
-    assert validate.parse_claim({"lease_seconds": 30}, SETTINGS) == 30
+    assert validate.parse_claim({}, SETTINGS) == (None, 0.0)
+    assert validate.parse_claim({"lease_seconds": 30}, SETTINGS) == (30, 0.0)
+    assert validate.parse_claim({"wait_seconds": 30}, SETTINGS) == (None, 30.0)
+    assert validate.parse_claim({"wait_seconds": 0.5}, SETTINGS) == (None, 0.5)
+    for wait in (-1, 30.5, "5", True, None):
+        assert "wait_seconds" in _errors(validate.parse_claim, {"wait_seconds": wait}, SETTINGS)
     assert "lease_seconds" in _errors(validate.parse_claim, {"lease_seconds": 0}, SETTINGS)
     assert "worker_id" in _errors(validate.parse_claim, {"worker_id": "w"}, SETTINGS)
     assert validate.parse_fail({"error": "e"}) == ("e", None, None, True)
