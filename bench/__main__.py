@@ -37,6 +37,7 @@ from app.queue.models import Actor
 from app.schema import jobs
 from app.settings import queue_settings
 from app.timeutil import utcnow
+from bench import e2e, pg
 
 SECRET = "bench-secret-" + "x" * 40
 ROOT = Path(__file__).resolve().parent.parent
@@ -302,44 +303,58 @@ def best(rounds: list[tuple[float, ...]]) -> tuple[float, ...]:
     return tuple(max(values) for values in zip(*rounds, strict=True))
 
 
-def main() -> None:
+def service_section(base: Path) -> None:
+    """Service layer, deep queue and HTTP figures against their floors."""
     count = int(os.environ.get("BENCH_OPS", "1000"))
+    print(
+        f"queuelog bench: {count} operations per figure, best of {ROUNDS} rounds, "
+        "SQLite synchronous=FULL"
+    )
+    rounds = []
+    for n in range(ROUNDS):
+        (base / f"floor{n}").mkdir()
+        floor = floor_sqlite(base / f"floor{n}" / "raw.sqlite3", count)
+        rounds.append(floor + service_figures(make_app(base / f"svc{n}"), count))
+    floor_insert, floor_claim, enqueue, claim = best(rounds)
+    print("service layer vs raw sqlite3 (one commit per operation):")
+    report("floor: raw INSERT", floor_insert, floor_insert)
+    report("service.enqueue (with event row)", enqueue, floor_insert)
+    report("floor: raw claim UPDATE + finish UPDATE", floor_claim, floor_claim)
+    report("service.claim + service.complete (with events)", claim, floor_claim)
+    print("claim at the head of the queue (index-served: ratio should stay near 1):")
+    shallow_app, deep_app = make_app(base / "shallow"), make_app(base / "deep")
+    shallow_actor, deep_actor = load_queue(shallow_app, 2_000), load_queue(deep_app, 200_000)
+    shallow, deep = best(
+        [
+            (claim_rate(shallow_app, shallow_actor, 200), claim_rate(deep_app, deep_actor, 200))
+            for _ in range(ROUNDS)
+        ]
+    )
+    report("claims/s with 2,000 pending (floor)", shallow, shallow)
+    report("claims/s with 200,000 pending", deep, shallow)
+    print("HTTP through gunicorn (4 workers, 8 client threads):")
+    floor_http, enqueue_http, claim_http = http_figures(base / "http", 5.0)
+    report("floor: 401 at the token check", floor_http, floor_http, "req/s")
+    report("POST /jobs", enqueue_http, floor_http, "req/s")
+    report("POST /jobs/claim + complete (pairs)", claim_http, floor_http, "pairs/s")
+
+
+SECTIONS = {"service": service_section, "e2e": e2e.run, "pg": pg.run}
+
+
+def main(argv: list[str]) -> None:
+    """Run the named sections (``python -m bench e2e``), or all of them."""
+    unknown = [name for name in argv if name not in SECTIONS]
+    if unknown:
+        raise SystemExit(f"unknown section {unknown}; choose from {', '.join(SECTIONS)}")
     base = Path(tempfile.mkdtemp(prefix="queuelog-bench-"))
     try:
-        print(
-            f"queuelog bench: {count} operations per figure, best of {ROUNDS} rounds, "
-            "SQLite synchronous=FULL"
-        )
-        rounds = []
-        for n in range(ROUNDS):
-            (base / f"floor{n}").mkdir()
-            floor = floor_sqlite(base / f"floor{n}" / "raw.sqlite3", count)
-            rounds.append(floor + service_figures(make_app(base / f"svc{n}"), count))
-        floor_insert, floor_claim, enqueue, claim = best(rounds)
-        print("service layer vs raw sqlite3 (one commit per operation):")
-        report("floor: raw INSERT", floor_insert, floor_insert)
-        report("service.enqueue (with event row)", enqueue, floor_insert)
-        report("floor: raw claim UPDATE + finish UPDATE", floor_claim, floor_claim)
-        report("service.claim + service.complete (with events)", claim, floor_claim)
-        print("claim at the head of the queue (index-served: ratio should stay near 1):")
-        shallow_app, deep_app = make_app(base / "shallow"), make_app(base / "deep")
-        shallow_actor, deep_actor = load_queue(shallow_app, 2_000), load_queue(deep_app, 200_000)
-        shallow, deep = best(
-            [
-                (claim_rate(shallow_app, shallow_actor, 200), claim_rate(deep_app, deep_actor, 200))
-                for _ in range(ROUNDS)
-            ]
-        )
-        report("claims/s with 2,000 pending (floor)", shallow, shallow)
-        report("claims/s with 200,000 pending", deep, shallow)
-        print("HTTP through gunicorn (4 workers, 8 client threads):")
-        floor_http, enqueue_http, claim_http = http_figures(base / "http", 5.0)
-        report("floor: 401 at the token check", floor_http, floor_http, "req/s")
-        report("POST /jobs", enqueue_http, floor_http, "req/s")
-        report("POST /jobs/claim + complete (pairs)", claim_http, floor_http, "pairs/s")
+        for name in argv or list(SECTIONS):
+            (base / name).mkdir()
+            SECTIONS[name](base / name)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
