@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test bench lint fmt
+.PHONY: install run serve test bench lint fmt
 
 $(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,11 +19,18 @@ run: install
 	$(BIN)/flask --app app setup
 	$(BIN)/flask --app app run --host 127.0.0.1 --port 5000
 
+# Production-like: migrate, then gunicorn with gunicorn.conf.py (threaded workers) on wsgi:app.
+serve: install
+	@test -n "$$FLASK_SECRET_KEY" || { echo "make serve needs FLASK_SECRET_KEY (32+ characters), e.g." \
+		"export FLASK_SECRET_KEY=\$$(python3 -c 'import secrets; print(secrets.token_urlsafe(48))')" >&2; exit 2; }
+	$(BIN)/flask --app app db upgrade
+	$(BIN)/gunicorn -c gunicorn.conf.py wsgi:app
+
 test: install
 	$(BIN)/python -m pytest
 
 bench: install
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(SECTION)
 
 lint: install
 	$(BIN)/ruff check .

@@ -16,7 +16,11 @@ from flask import Flask, current_app
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
+from app import wakeup
+from app.queue.store import JOB_DUE
+
 EXTENSION_KEY = "queuelog.db"
+WAKEUP_KEY = "queuelog.wakeup"
 _READ_ONLY = "queuelog_read_only"
 
 
@@ -27,6 +31,7 @@ def init_app(app: Flask) -> None:
         synchronous=app.config["SQLITE_SYNCHRONOUS"],
         busy_timeout_ms=app.config["SQLITE_BUSY_TIMEOUT_MS"],
     )
+    app.extensions[WAKEUP_KEY] = wakeup.for_database(app.config["DATABASE_URL"])
 
 
 def make_engine(url: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 10_000) -> Engine:
@@ -63,11 +68,29 @@ def engine(app: Flask | None = None) -> Engine:
     return (app or current_app).extensions[EXTENSION_KEY]  # type: ignore[no-any-return]
 
 
+def wakeups(app: Flask | None = None) -> wakeup.Wakeup:
+    """The wake-up mechanism long-polling claims of ``app`` (or the current app) sleep on."""
+    return (app or current_app).extensions[WAKEUP_KEY]  # type: ignore[no-any-return]
+
+
 @contextmanager
 def transaction(app: Flask | None = None) -> Iterator[Connection]:
-    """A write transaction: committed when the block ends, rolled back if it raises."""
-    with engine(app).begin() as conn:
-        yield conn
+    """A write transaction: committed when the block ends, rolled back if it raises.
+
+    When the block made a job due (the store sets ``JOB_DUE`` in the connection's info), waiting
+    claims in every process are woken: by NOTIFY inside the transaction on PostgreSQL (delivered
+    only if it commits), after the commit on SQLite.
+    """
+    bell = wakeups(app)
+    with engine(app).connect() as conn:
+        conn.info.pop(JOB_DUE, None)  # info lives with the pooled connection: start clean
+        with conn.begin():
+            yield conn
+            due = conn.info.pop(JOB_DUE, False)
+            if due:
+                bell.in_transaction(conn)
+    if due:
+        bell.after_commit()
 
 
 @contextmanager

@@ -38,6 +38,7 @@ from app.queue.requests import EnqueueBody
 from app.schema import jobs
 from app.settings import queue_settings
 from app.timeutil import utcnow
+from bench import e2e, pg
 from bench.scale import run_scale
 
 SECRET = "bench-secret-" + "x" * 40
@@ -306,8 +307,8 @@ def best(rounds: list[tuple[float, ...]]) -> tuple[float, ...]:
     return tuple(max(values) for values in zip(*rounds, strict=True))
 
 
-def service_and_http(base: Path) -> None:
-    """The service layer against raw sqlite3, claims at depth, and HTTP per call."""
+def service_section(base: Path) -> None:
+    """Service layer, deep queue and HTTP figures against their floors."""
     count = int(os.environ.get("BENCH_OPS", "1000"))
     print(
         f"queuelog bench: {count} operations per figure, best of {ROUNDS} rounds, "
@@ -342,18 +343,33 @@ def service_and_http(base: Path) -> None:
     report("POST /jobs/claim + complete (pairs)", claim_http, floor_http, "pairs/s")
 
 
-def main() -> None:
-    sections = sys.argv[1:] or ["service", "scale"]
+def scale_section(base: Path) -> None:
+    """Pages and lists at 10k and 1M jobs, per role."""
+    print("pages and lists at scale (gunicorn -w 4, SQLite; p50/p95 of 15 requests):")
+    run_scale(base)
+
+
+SECTIONS = {
+    "service": service_section,
+    "e2e": e2e.run,
+    "pg": pg.run,
+    "scale": scale_section,
+}
+
+
+def main(argv: list[str]) -> None:
+    """Run the named sections (``python -m bench e2e``), or all of them."""
+    unknown = [name for name in argv if name not in SECTIONS]
+    if unknown:
+        raise SystemExit(f"unknown section {unknown}; choose from {', '.join(SECTIONS)}")
     base = Path(tempfile.mkdtemp(prefix="queuelog-bench-"))
     try:
-        if "service" in sections:
-            service_and_http(base)
-        if "scale" in sections:
-            print("pages and lists at scale (gunicorn -w 4, SQLite; p50/p95 of 15 requests):")
-            run_scale(base)
+        for name in argv or list(SECTIONS):
+            (base / name).mkdir()
+            SECTIONS[name](base / name)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -108,6 +108,7 @@ def app(database_url: str, app_config: dict[str, Any]) -> Iterator[Flask]:
     """The app on a real database: a SQLite file unless ``backend`` says otherwise."""
     application = create_app(base_config(database_url, **app_config))
     yield application
+    application.extensions["queuelog.wakeup"].close()
     application.extensions["queuelog.db"].dispose()
 
 

@@ -42,8 +42,11 @@ def _as_postgres(args: list[str]) -> list[str]:
 
 
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """Start a server on 127.0.0.1 and yield its base URL (no database name)."""
+def postgres_server(*, durable: bool = False) -> Iterator[str]:
+    """Start a server on 127.0.0.1 and yield its base URL (no database name).
+
+    Tests run without fsync; ``durable`` (benchmarks) keeps fsync and synchronous_commit on.
+    """
     bin_dir = _bin_dir()
     if bin_dir is None:
         if os.environ.get("QUEUELOG_REQUIRE_POSTGRES") == "1":
@@ -73,7 +76,8 @@ def postgres_server() -> Iterator[str]:
         ),
         **run,
     )
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off"
+    sync = "-c fsync=on -c synchronous_commit=on" if durable else "-c fsync=off"
+    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} {sync}"
     subprocess.run(
         _as_postgres(
             [

@@ -29,14 +29,16 @@ STOP_TIMEOUT = 10.0
 
 @dataclass
 class Database:
-    """A migrated SQLite file with users and their API tokens."""
+    """A migrated database (a SQLite file, or ``server_url`` on PostgreSQL) with users and
+    their API tokens."""
 
     path: Path
     tokens: dict[str, str] = field(default_factory=dict)
+    server_url: str | None = None
 
     @property
     def url(self) -> str:
-        return f"sqlite:///{self.path}"
+        return self.server_url or f"sqlite:///{self.path}"
 
 
 def app_settings(database: Database, **config: Any) -> dict[str, Any]:
@@ -49,14 +51,16 @@ def app_settings(database: Database, **config: Any) -> dict[str, Any]:
     }
 
 
-def prepare_database(directory: Path, users: Mapping[str, str]) -> Database:
-    """Migrate a fresh SQLite file in ``directory`` and create ``users`` (name -> role)
-    with one API token each."""
+def prepare_database(
+    directory: Path, users: Mapping[str, str], *, url: str | None = None
+) -> Database:
+    """Migrate a fresh SQLite file in ``directory`` (or the empty PostgreSQL database at
+    ``url``) and create ``users`` (name -> role) with one API token each."""
     from app import create_app, migrate  # here, so client processes import only the stdlib
     from tests.builders import make_token, make_user
 
     directory.mkdir(parents=True, exist_ok=True)
-    database = Database(directory / "queuelog.sqlite3")
+    database = Database(directory / "queuelog.sqlite3", server_url=url)
     app = create_app(app_settings(database))
     try:
         migrate.upgrade(app)
@@ -85,7 +89,8 @@ def server_env(database: Database, **config: Any) -> dict[str, str]:
 
 
 class Gunicorn:
-    """gunicorn serving ``wsgi:app`` on a free port, in its own process group."""
+    """gunicorn serving ``wsgi:app`` with ``gunicorn.conf.py`` on a free port, in its own
+    process group."""
 
     def __init__(
         self, database: Database, log_dir: Path, *, workers: int = 4, **config: Any
@@ -113,6 +118,8 @@ class Gunicorn:
                     sys.executable,
                     "-m",
                     "gunicorn",
+                    "-c",
+                    str(REPO / "gunicorn.conf.py"),  # the production configuration
                     "-w",
                     str(self.workers),
                     "-b",
@@ -239,3 +246,8 @@ class Client:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def __del__(self) -> None:
+        # The server keeps connections alive, so a client dropped without close() still holds
+        # an open socket; close it rather than leave it to a ResourceWarning.
+        self.close()

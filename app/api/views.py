@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from app import access, db
-from app.api import body
+from app.api import body, longpoll
 from app.api.auth import Unauthorized, authenticate
 from app.api.openapi import Operation, Reply, documented
 from app.api.problems import problem
@@ -171,10 +171,7 @@ def job_events(job_id: int) -> Response:
 def claim() -> Response:
     settings = queue_settings()
     claim_body = _parse(ClaimBody, optional=True)
-    with db.transaction() as conn:
-        job = service.claim(
-            conn, g.actor, now=utcnow(), settings=settings, lease_seconds=claim_body.lease_seconds
-        )
+    job = longpoll.claim(settings, claim_body.lease_seconds, claim_body.wait_seconds)
     if job is None:
         return Response(status=204)
     return _job(job)
@@ -206,7 +203,6 @@ def complete(job_id: int) -> Response:
     Operation(
         summary="Fail a running job: retried or failed for good (its worker, admins)",
         body=FailBody,
-        body_required=False,
         replies={200: _JOB},
         problems=_WORK_PROBLEMS,
     )

@@ -110,6 +110,13 @@ RetryIn = Annotated[
     says(f"must be a number of seconds from 0 to {MAX_DELAY_SECONDS}"),
     Field(description="Seconds until the retry instead of the backoff."),
 ]
+MAX_WAIT_SECONDS = 30  # a long-polling claim waits at most this long (DESIGN §8.1)
+WaitSeconds = Annotated[
+    float,
+    Field(ge=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False),
+    says(f"must be a number from 0 to {MAX_WAIT_SECONDS}"),
+    Field(description="Long-poll: wait up to this many seconds for a job to become due."),
+]
 Attempt = Annotated[
     int,
     Field(ge=1, le=MAX_DB_INT),

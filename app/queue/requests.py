@@ -31,6 +31,7 @@ from app.queue.fields import (
     Search,
     StatusLabel,
     Timestamp,
+    WaitSeconds,
 )
 from app.queue.models import EnqueueRequest, JobFilters, QueueSettings
 from app.queue.request_model import RequestModel, refuse
@@ -115,9 +116,11 @@ class EnqueueBody(RequestModel):
 
 
 class ClaimBody(RequestModel):
-    """``POST /jobs/claim``: an optional lease instead of the job type's."""
+    """``POST /jobs/claim``: an optional lease instead of the job type's, and how long to wait
+    for a job when none is due."""
 
     lease_seconds: LeaseSeconds | None = None
+    wait_seconds: WaitSeconds = 0.0
 
 
 class CompleteBody(RequestModel):

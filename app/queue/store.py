@@ -31,6 +31,9 @@ JOB_COLUMNS = [jobs.c[name] for name in Job.__dataclass_fields__]
 _INSERT_JOB = insert(jobs).returning(*JOB_COLUMNS)
 _SELECT_JOB = select(*JOB_COLUMNS).where(jobs.c.id == bindparam("job_id"))
 _INSERT_EVENT = insert(job_events)
+# Set in a connection's info when a statement made a job pending: the transaction helper wakes
+# long-polling claims once the transaction commits.
+JOB_DUE = "queuelog_wake"
 
 
 def insert_job(conn: Connection, values: Mapping[str, Any], *, actor: str) -> Job | None:
@@ -42,6 +45,7 @@ def insert_job(conn: Connection, values: Mapping[str, Any], *, actor: str) -> Jo
         if values.get("idempotency_key") is None:
             raise
         return None
+    conn.info[JOB_DUE] = True
     job = Job.from_row(row._mapping)
     append_event(
         conn, job=job, at=job.created_at, from_status=None, kind=EventKind.ENQUEUED, actor=actor

@@ -22,7 +22,7 @@ from sqlalchemy import (
 
 from app.queue.models import Job
 from app.queue.states import EventKind, JobStatus
-from app.queue.store import JOB_COLUMNS, PENDING, append_event
+from app.queue.store import JOB_COLUMNS, JOB_DUE, PENDING, append_event
 from app.schema import UTCDateTime, jobs
 
 
@@ -175,6 +175,8 @@ def move(
     if row is None:
         return None
     job = Job.from_row(row._mapping)
+    if job.status == JobStatus.PENDING:  # claimable again: wake long-polls after the commit
+        conn.info[JOB_DUE] = True
     if kind is not None:
         (from_status,) = sources
         append_event(

@@ -179,6 +179,11 @@ def test_claim_fail_heartbeat_complete_rules() -> None:
     for bad in (0, True, 86_401, 30.0):
         assert "lease_seconds" in _errors(ClaimBody.parse, {"lease_seconds": bad}, SETTINGS)
     assert "worker_id" in _errors(ClaimBody.parse, {"worker_id": "w"}, SETTINGS)
+    assert ClaimBody.parse({}, SETTINGS).wait_seconds == 0
+    assert ClaimBody.parse({"wait_seconds": 30}, SETTINGS).wait_seconds == 30
+    assert ClaimBody.parse({"wait_seconds": 0.5}, SETTINGS).wait_seconds == 0.5
+    for wait in (-1, 30.5, "5", True, None):
+        assert "wait_seconds" in _errors(ClaimBody.parse, {"wait_seconds": wait}, SETTINGS)
     fail = FailBody.parse({"error": "e"}, SETTINGS)
     assert (fail.error, fail.attempt, fail.retry_in, fail.retryable) == ("e", None, None, True)
     fail = FailBody.parse({"error": "e", "attempt": 2, "retry_in": 0, "retryable": False}, SETTINGS)

@@ -1,0 +1,40 @@
+"""The long-polling claim: try, and while nothing is due sleep on the wake-up, holding nothing."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from flask import g
+
+from app import db
+from app.queue import due, service
+from app.queue.models import Job, QueueSettings
+from app.timeutil import utcnow
+
+# Look a little after a due instant: leases count as expired only strictly after their end.
+_AFTER_DUE = timedelta(milliseconds=5)
+
+
+def claim(settings: QueueSettings, lease: int | None, wait_seconds: float) -> Job | None:
+    """Claim the next due job for the current actor, waiting up to ``wait_seconds`` for one.
+
+    Between tries the request holds no connection, transaction or lock: it sleeps on the
+    process's wake-up bell until a commit anywhere makes a job due, the next scheduled instant
+    (``run_at``, lease end) arrives, or the wait ends.
+    """
+    deadline = time.monotonic() + wait_seconds
+    bell = db.wakeups()
+    while True:
+        # Read before looking, so a job committed after our look still rings a newer generation.
+        seen = bell.generation() if wait_seconds else 0
+        now = utcnow()
+        with db.transaction() as conn:
+            job = service.claim(conn, g.actor, now=now, settings=settings, lease_seconds=lease)
+            next_due = due.next_due_at(conn, now) if job is None and wait_seconds else None
+        remaining = deadline - time.monotonic()
+        if job is not None or remaining <= 0:
+            return job
+        if next_due is not None:
+            remaining = min(remaining, (next_due + _AFTER_DUE - utcnow()).total_seconds())
+        bell.wait(seen, remaining)

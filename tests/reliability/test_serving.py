@@ -1,0 +1,142 @@
+"""The production server configuration under long-polls and slow clients (real gunicorn)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app import create_app, db
+from app.accounts import service as accounts
+from app.queue import service, validate
+from app.settings import queue_settings
+from app.timeutil import utcnow
+from tests.backends import every_backend  # noqa: F401 (these tests run on both engines)
+from tests.servers import Client, Database, Gunicorn, app_settings, prepare_database, running
+
+pytestmark = pytest.mark.slow
+
+USERS = {"producer": "producer", "worker": "worker"}
+ANSWER_WITHIN = 2.0  # seconds every other request gets, whatever the waiters and slow clients do
+
+
+@pytest.fixture
+def database(database_url: str, tmp_path: Path) -> Database:
+    """A migrated database of the backend under test, with a producer and a worker."""
+    return prepare_database(tmp_path / "db", USERS, url=database_url)
+
+
+@pytest.fixture
+def server(database: Database, tmp_path: Path) -> Iterator[Gunicorn]:
+    """gunicorn with the production configuration and two processes."""
+    with running(Gunicorn(database, tmp_path, workers=2)) as started:
+        yield started
+
+
+def _long_polls(server: Gunicorn, token: str, count: int, wait: float) -> Callable[[], list[Any]]:
+    """Start ``count`` long-polling claims, each on its own connection and thread; the
+    returned function joins them and gives [(status, job or None, seconds taken)]."""
+    results: list[Any] = [None] * count
+
+    def poll(i: int) -> None:
+        client = Client(server.host, token, timeout=wait + 20)
+        start = time.monotonic()
+        status, job, _ = client.post("/jobs/claim", {"wait_seconds": wait})
+        results[i] = (status, job, time.monotonic() - start)
+        client.close()
+
+    threads = [threading.Thread(target=poll, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+
+    def join() -> list[Any]:
+        for thread in threads:
+            thread.join(wait + 30)
+        assert all(r is not None for r in results), results
+        return results
+
+    return join
+
+
+def _timed(call: Callable[[], tuple[int, Any, Any]]) -> tuple[int, float]:
+    start = time.monotonic()
+    status, _, _ = call()
+    return status, time.monotonic() - start
+
+
+def test_more_waiting_claims_than_processes_leave_enqueues_and_lists_answering(
+    server: Gunicorn, database: Database
+) -> None:
+    waiting = _long_polls(server, database.tokens["worker"], count=8, wait=6)
+    time.sleep(0.5)  # every long-poll is asleep in a server thread now
+    producer = Client(server.host, database.tokens["producer"], timeout=10)
+    for _ in range(3):
+        status, took = _timed(lambda: producer.post("/jobs", {"type": "email.send"}))
+        assert status == 201 and took < ANSWER_WITHIN, (status, took)
+        status, took = _timed(lambda: producer.get("/jobs"))
+        assert status == 200 and took < ANSWER_WITHIN, (status, took)
+    producer.close()
+    results = waiting()
+    assert sorted(r[0] for r in results) == [200] * 3 + [204] * 5, results
+    assert len({r[1]["id"] for r in results if r[0] == 200}) == 3
+
+
+def test_slow_clients_do_not_stall_others(server: Gunicorn, database: Database) -> None:
+    stalled = []
+    for _ in range(6):  # each declares a 100-byte body, sends a few bytes and stops
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        sock.sendall(
+            b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nuser"
+        )
+        stalled.append(sock)
+    try:
+        time.sleep(0.3)
+        producer = Client(server.host, database.tokens["producer"], timeout=10)
+        for _ in range(5):
+            status, took = _timed(lambda: producer.get("/jobs"))
+            assert status == 200 and took < ANSWER_WITHIN, (status, took)
+            status, took = _timed(lambda: producer.post("/jobs", {"type": "email.send"}))
+            assert status == 201 and took < ANSWER_WITHIN, (status, took)
+            producer.close()  # a new connection each time: it may land on any process
+    finally:
+        for sock in stalled:
+            sock.close()
+
+
+@pytest.mark.usefixtures("backend")
+def test_long_polls_in_every_process_are_woken_by_an_enqueue_from_another_process(
+    server: Gunicorn, database: Database
+) -> None:
+    """Waiters in both gunicorn processes; the jobs are enqueued by this test's own process."""
+    waiting = _long_polls(server, database.tokens["worker"], count=6, wait=15)
+    time.sleep(1.0)  # connections spread over both processes, every claim asleep
+    app = create_app(app_settings(database))
+    try:
+        with app.app_context():
+            request = validate.parse_enqueue({"type": "email.send"}, queue_settings())
+            with db.transaction() as conn:
+                found = accounts.resolve_token(conn, database.tokens["producer"])
+                assert found is not None
+                actor = found[1].actor()
+                for _ in range(6):
+                    service.enqueue(conn, actor, request, now=utcnow())
+            enqueued = time.monotonic()
+    finally:
+        db.engine(app).dispose()
+    results = waiting()
+    woken = time.monotonic()
+    assert [r[0] for r in results] == [200] * 6, results
+    assert woken - enqueued < 1.0, results
+
+
+def test_a_long_poll_answers_204_when_nothing_comes(server: Gunicorn, database: Database) -> None:
+    client = Client(server.host, database.tokens["worker"], timeout=20)
+    status, took = _timed(lambda: client.post("/jobs/claim", {"wait_seconds": 1.5}))
+    client.close()
+    assert status == 204 and 1.5 <= took < 4, (status, took)
