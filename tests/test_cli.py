@@ -140,7 +140,8 @@ def test_token_create_list_revoke(app: Flask, runner: FlaskCliRunner) -> None:
     listing = runner.invoke(args=["token", "list"])
     assert listing.exit_code == 0
     [line] = listing.output.splitlines()
-    token_id, owner, prefix, label, state, _used = line.split("\t")
+    token_id, owner, prefix, label, state, _used, expires = line.split("\t")
+    assert expires == "expires never"
     assert (owner, label, state) == ("wendy", "ci runner", "active")
     assert raw not in listing.output and prefix.rstrip("…") == raw[:10]
     assert runner.invoke(args=["token", "list", "wendy"]).output == listing.output

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, func, insert, or_, select, update
 
 from app.accounts.models import ApiToken, User
 from app.schema import api_tokens, users
@@ -27,8 +27,8 @@ def insert_user(conn: Connection, values: Mapping[str, Any]) -> User:
 
 
 def user_by_name(conn: Connection, name: str) -> User | None:
-    """A user by name."""
-    row = conn.execute(select(*_USER_COLUMNS).where(users.c.name == name)).first()
+    """A user by name in any case (names are unique regardless of case)."""
+    row = conn.execute(select(*_USER_COLUMNS).where(users.c.name_lower == name.lower())).first()
     return User.from_row(row._mapping) if row else None
 
 
@@ -36,6 +36,14 @@ def user_by_id(conn: Connection, user_id: int) -> User | None:
     """A user by id."""
     row = conn.execute(select(*_USER_COLUMNS).where(users.c.id == user_id)).first()
     return User.from_row(row._mapping) if row else None
+
+
+def count_enabled_admins(conn: Connection, *, excluding: int) -> int:
+    """How many enabled admins there are besides user ``excluding``."""
+    query = select(func.count()).where(
+        users.c.role == "admin", users.c.disabled.is_(False), users.c.id != excluding
+    )
+    return int(conn.execute(query).scalar_one())
 
 
 def password_hash(conn: Connection, user_id: int) -> str | None:
@@ -65,14 +73,15 @@ def insert_token(conn: Connection, values: Mapping[str, Any]) -> ApiToken:
     return ApiToken.from_row(row._mapping)
 
 
-def token_owner(conn: Connection, token_hash: str) -> tuple[ApiToken, User] | None:
-    """The live token with this hash and its enabled owner, if both exist."""
+def token_owner(conn: Connection, token_hash: str, now: datetime) -> tuple[ApiToken, User] | None:
+    """The live (unrevoked, unexpired) token with this hash and its enabled owner."""
     row = conn.execute(
         select(*_TOKEN_COLUMNS, *[c.label(f"owner_{c.name}") for c in _USER_COLUMNS])
         .join(users, users.c.id == api_tokens.c.user_id)
         .where(
             api_tokens.c.token_hash == token_hash,
             api_tokens.c.revoked_at.is_(None),
+            or_(api_tokens.c.expires_at.is_(None), api_tokens.c.expires_at > now),
             users.c.disabled.is_(False),
         )
     ).first()

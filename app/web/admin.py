@@ -7,9 +7,9 @@ from werkzeug.wrappers import Response
 
 from app import db
 from app.accounts import service as accounts
-from app.queue.errors import QueueError
+from app.accounts.errors import AccountError, FreshLoginRequired
 from app.timeutil import utcnow
-from app.web.forms import ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
+from app.web.forms import TOKEN_LIFETIMES, ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
 from app.web.htmx import current_actor, is_fresh_login, login_url, require_login
 
 bp = Blueprint("admin", __name__, url_prefix="/ui/admin")
@@ -82,8 +82,8 @@ def create_user() -> Response | tuple[str, int]:
                 password=form.password.data or None,
                 max_priority=form.max_priority.data,
             )
-    except QueueError as exc:
-        for name, message in getattr(exc, "errors", {"name": exc.detail}).items():
+    except AccountError as exc:
+        for name, message in (exc.errors or {"name": exc.detail}).items():
             field = form._fields.get(name, form.name)
             field.errors = [*field.errors, message]
         return _users_page(form, exc.status)
@@ -101,34 +101,47 @@ def update_user(name: str) -> Response | tuple[str, int]:
     if not form.validate():
         flash(f"Could not update {name}: choose a listed role and cap.", "error")
         return redirect(url_for(".users"))
-    with db.transaction() as conn:
-        accounts.update_user(
-            conn, current_actor(), name, role=form.role.data, max_priority=form.max_priority.data
-        )
+    try:
+        with db.transaction() as conn:
+            accounts.update_user(
+                conn,
+                current_actor(),
+                name,
+                role=form.role.data,
+                max_priority=form.max_priority.data,
+                fresh=is_fresh_login(),
+            )
+    except AccountError as exc:
+        flash(exc.detail, "error")
+        return _users_page(status=exc.status)
     flash(f"{name} is now {form.role.data} (cap {form.max_priority.data}).", "success")
     return redirect(url_for(".users"))
 
 
-def _set_disabled(name: str, disabled: bool) -> Response:
+def _set_disabled(name: str, disabled: bool) -> Response | tuple[str, int]:
     try:
         with db.transaction() as conn:
-            accounts.set_disabled(conn, current_actor(), name, disabled=disabled)
-    except QueueError as exc:
+            accounts.set_disabled(
+                conn, current_actor(), name, disabled=disabled, fresh=is_fresh_login()
+            )
+    except FreshLoginRequired:
+        return _require_fresh_login() or _users_page(status=403)
+    except AccountError as exc:
         if exc.status == 404:
             raise
         flash(exc.detail, "error")
-        return redirect(url_for(".users"))
+        return _users_page(status=exc.status)
     flash(f"{name} {'disabled' if disabled else 'enabled'}.", "success")
     return redirect(url_for(".users"))
 
 
 @bp.post("/users/<name>/disable")
-def disable_user(name: str) -> Response:
+def disable_user(name: str) -> Response | tuple[str, int]:
     return _set_disabled(name, True)
 
 
 @bp.post("/users/<name>/enable")
-def enable_user(name: str) -> Response:
+def enable_user(name: str) -> Response | tuple[str, int]:
     if (refused := _require_fresh_login()) is not None:
         return refused
     return _set_disabled(name, False)
@@ -146,6 +159,7 @@ def _tokens_page(
     return render_template(
         "admin/tokens.html",
         tokens=tokens,
+        now=utcnow(),
         form=form,
         new_token=new_token,
         confirm_form=ConfirmForm(),
@@ -171,9 +185,14 @@ def create_token() -> Response | tuple[str, int]:
     try:
         with db.transaction() as conn:
             _, raw = accounts.create_token(
-                conn, current_actor(), form.user.data, now=utcnow(), label=form.label.data or ""
+                conn,
+                current_actor(),
+                form.user.data,
+                now=utcnow(),
+                label=form.label.data or "",
+                expires_in=TOKEN_LIFETIMES[form.expires_in.data],
             )
-    except QueueError as exc:
+    except AccountError as exc:
         form.label.errors = [exc.detail]
         return _tokens_page(form, status=exc.status)
     return _tokens_page(new_token=raw, status=201)
@@ -184,7 +203,7 @@ def revoke_token(token_id: int) -> Response:
     try:
         with db.transaction() as conn:
             accounts.revoke_token(conn, current_actor(), token_id, now=utcnow())
-    except QueueError as exc:
+    except AccountError as exc:
         if exc.status == 404:
             raise
         flash(exc.detail, "error")

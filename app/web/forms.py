@@ -3,6 +3,8 @@ and the services; these forms only shape the browser's input into the same reque
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from flask_wtf import FlaskForm
 from wtforms import (
     IntegerField,
@@ -17,6 +19,14 @@ from app.queue.states import PRIORITIES, Role
 from app.queue.validate import MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
 
 ROLE_CHOICES = [role.value for role in Role]
+# The lifetimes offered on the tokens page (the CLI takes any duration).
+TOKEN_LIFETIMES: dict[str, timedelta | None] = {
+    "30 days": timedelta(days=30),
+    "90 days": timedelta(days=90),
+    "1 year": timedelta(days=365),
+    "7 days": timedelta(days=7),
+    "never (until revoked)": None,
+}
 PRIORITY_CHOICES = list(PRIORITIES)
 
 
@@ -77,3 +87,4 @@ class TokenForm(FlaskForm):
 
     user = SelectField("User", validators=[InputRequired()])
     label = StringField("Label (optional)", validators=[Optional(), Length(max=100)])
+    expires_in = SelectField("Expires after", choices=list(TOKEN_LIFETIMES), default="90 days")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, redirect, render_template
 from werkzeug.wrappers import Response
 
+from app.accounts.errors import AccountError
 from app.queue.errors import QueueError
 from app.web import admin, auth, pages
 from app.web.htmx import is_htmx
@@ -53,7 +54,8 @@ def format_age(value: object) -> str:
     return f"{hours // 24} d {hours % 24} h"
 
 
+@bp.errorhandler(AccountError)
 @bp.errorhandler(QueueError)
-def queue_error(exc: QueueError) -> tuple[str, int]:
+def queue_error(exc: QueueError | AccountError) -> tuple[str, int]:
     """Service refusals (403, 404, 409...) as the error page, the same status as the API."""
     return render_template("error.html", status=exc.status, detail=exc.detail), exc.status
