@@ -26,6 +26,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     from app.api.views import bp as api_bp
     from app.extensions import csrf, limiter
     from app.routing import RowIdConverter
+    from app.web import throttle
     from app.web.views import bp as web_bp
 
     app_config.load_config(app, config)
@@ -36,6 +37,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     csrf.init_app(app)
     ratelimit.init_app(app)
     limiter.init_app(app)
+    throttle.init_app(app)
     login.init_app(app)
     security.init_app(app)
     csrf.exempt(api_bp)

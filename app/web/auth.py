@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from flask import (
     Blueprint,
-    current_app,
     flash,
     redirect,
     render_template,
@@ -13,38 +12,39 @@ from flask import (
     url_for,
 )
 from flask_login import current_user, login_user, logout_user
+from werkzeug.exceptions import TooManyRequests
 from werkzeug.wrappers import Response
 
 from app import db
 from app.accounts import service as accounts
 from app.accounts.login import LOGIN_AT, SessionUser
-from app.extensions import limiter
 from app.timeutil import utcnow
 from app.web.forms import LoginForm
 from app.web.htmx import safe_next
+from app.web.throttle import login_throttle
 
 bp = Blueprint("auth", __name__)
 LOGIN_FAILED = "Invalid user name or password."
 
 
-def _login_limit() -> str:
-    return str(current_app.config["LOGIN_RATE_LIMIT"])
-
-
-def _failed(response: Response) -> bool:
-    """Only failed attempts count against the limit; signing in works until it is reached."""
-    return response.status_code == 401
+def _refuse(retry_after: int) -> TooManyRequests:
+    refusal = TooManyRequests("Too many sign-in attempts; try again later.")
+    refusal.retry_after = retry_after  # type: ignore[attr-defined]
+    return refusal
 
 
 @bp.route("/login", methods=["GET", "POST"])
-@limiter.limit(_login_limit, methods=["POST"], deduct_when=_failed)
 def login() -> Response | tuple[str, int]:
     form = LoginForm()
     status = 200
     if form.validate_on_submit():
+        throttle, address = login_throttle(), request.remote_addr or ""
+        if (retry_after := throttle.attempt(address, form.username.data)) is not None:
+            raise _refuse(retry_after)
         with db.read() as conn:
             user = accounts.authenticate_password(conn, form.username.data, form.password.data)
         if user is not None:
+            throttle.succeeded(address, form.username.data)
             # A new session for the new identity: nothing from before the login survives
             # (no fixation), and the login time makes the session "fresh" for role changes.
             session.clear()
