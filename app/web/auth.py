@@ -29,7 +29,7 @@ LOGIN_FAILED = "Invalid user name or password."
 
 def _refuse(retry_after: int) -> TooManyRequests:
     refusal = TooManyRequests("Too many sign-in attempts; try again later.")
-    refusal.retry_after = retry_after  # type: ignore[attr-defined]
+    refusal.retry_after = retry_after
     return refusal
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import cast
 
 from flask import Flask, current_app
 from limits import RateLimitItem, parse
@@ -57,8 +58,10 @@ def init_app(app: Flask) -> None:
     """Build the throttle from LOGIN_RATE_LIMIT, LOGIN_ACCOUNT_RATE_LIMIT and
     LOGIN_THROTTLE_STORAGE_URI ("database": the app's own database, shared by every process)."""
     uri = app.config["LOGIN_THROTTLE_STORAGE_URI"]
-    storage = (
-        DatabaseStorage(engine=db.engine(app)) if uri == "database" else storage_from_string(uri)
+    storage: Storage = (
+        DatabaseStorage(engine=db.engine(app))
+        if uri == "database"
+        else cast(Storage, storage_from_string(uri))  # a synchronous URI, never async+...
     )
     app.extensions[EXTENSION_KEY] = LoginThrottle(
         storage,
