@@ -103,8 +103,8 @@ def _token_key() -> str:
     return "api:" + hashlib.sha256(credential).hexdigest()[:32]
 
 
-# Every API route, per token; the limit is read from the app config on each request.
-limiter.limit(_api_limit, key_func=_token_key)(api_bp)
+# One bucket per token across every API route; the limit is read from the app config.
+limiter.shared_limit(_api_limit, scope="api", key_func=_token_key)(api_bp)
 
 
 def init_app(app: Flask) -> None:
