@@ -20,7 +20,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         template_folder="../templates",
         static_folder="../static",
     )
-    from app import cli, db, errors, ratelimit, security, settings
+    from app import cli, db, errors, queue_settings, ratelimit, security
     from app import config as app_config
     from app.accounts import login
     from app.api.views import bp as api_bp
@@ -33,7 +33,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the documented field order
     app.url_map.converters["id"] = RowIdConverter
     db.init_app(app)
-    settings.init_app(app)
+    queue_settings.init_app(app)
     csrf.init_app(app)
     ratelimit.init_app(app)
     limiter.init_app(app)

@@ -16,7 +16,7 @@ from app.accounts import service as accounts
 from app.accounts.errors import AccountError
 from app.queue import service
 from app.queue.states import PRIORITIES, Role
-from app.settings import queue_settings
+from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 
 db_cli = AppGroup("db", help="Create or migrate the database schema.")

@@ -34,8 +34,8 @@ from app import create_app, db, migrate
 from app.accounts import service as accounts
 from app.queue import service, validate
 from app.queue.models import Actor
+from app.queue_settings import queue_settings
 from app.schema import jobs
-from app.settings import queue_settings
 from app.timeutil import utcnow
 
 SECRET = "bench-secret-" + "x" * 40

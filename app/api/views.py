@@ -13,7 +13,7 @@ from app.api.problems import problem
 from app.queue import service, validate
 from app.queue.errors import InvalidInput, QueueError
 from app.queue.models import Job
-from app.settings import queue_settings
+from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 
 bp = Blueprint("api", __name__)

@@ -8,9 +8,10 @@ from werkzeug.wrappers import Response
 from app import db
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError, FreshLoginRequired
+from app.accounts.login import is_fresh_login
 from app.timeutil import utcnow
 from app.web.forms import TOKEN_LIFETIMES, ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
-from app.web.htmx import current_actor, is_fresh_login, login_url, require_login
+from app.web.guard import current_actor, login_url, require_login
 
 bp = Blueprint("admin", __name__, url_prefix="/ui/admin")
 FRESH_LOGIN_NEEDED = "Confirm your password to change users or issue tokens."

@@ -20,7 +20,7 @@ from app.accounts import service as accounts
 from app.accounts.login import LOGIN_AT, SessionUser
 from app.timeutil import utcnow
 from app.web.forms import LoginForm
-from app.web.htmx import safe_next
+from app.web.redirects import safe_next
 from app.web.throttle import login_throttle
 
 bp = Blueprint("auth", __name__)

@@ -25,11 +25,12 @@ from app.queue import service, stats, validate
 from app.queue.errors import Forbidden, InvalidInput, QueueError
 from app.queue.models import Actor, Job, JobFilters
 from app.queue.states import PRIORITIES, TERMINAL, JobStatus
-from app.settings import queue_settings
+from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from app.web.charts import minute_chart
 from app.web.forms import ConfirmForm, EnqueueForm
-from app.web.htmx import current_actor, is_htmx, render, require_login
+from app.web.guard import current_actor, require_login
+from app.web.htmx import is_htmx, render
 
 bp = Blueprint("pages", __name__, url_prefix="/ui")
 PAGE_SIZE = 25

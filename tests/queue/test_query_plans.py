@@ -16,7 +16,7 @@ from sqlalchemy import event
 from app import db
 from app.queue import service, stats, validate
 from app.queue.models import Actor
-from app.settings import queue_settings
+from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.builders import make_user
 
