@@ -207,7 +207,10 @@ def change_own_password(conn: Connection, user: User, current: str, new: str) ->
         raise InvalidAccountInput({"current_password": "is not your password"}) from None
     if stored is None:
         raise InvalidAccountInput({"current_password": "is not your password"})
-    check_password(new)
+    try:
+        check_password(new)
+    except InvalidAccountInput as exc:
+        raise InvalidAccountInput({"new_password": exc.errors["password"]}) from None
     return _update(
         conn, user, password_hash=_hasher().hash(new), session_nonce=secrets.token_urlsafe(24)
     )

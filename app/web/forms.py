@@ -37,6 +37,15 @@ class LoginForm(FlaskForm):
     password = PasswordField("Password", validators=[InputRequired(), Length(max=1024)])
 
 
+class PasswordChangeForm(FlaskForm):
+    """The user's current password and the new one."""
+
+    current_password = PasswordField(
+        "Current password", validators=[InputRequired(), Length(max=1024)]
+    )
+    new_password = PasswordField("New password", validators=[InputRequired(), Length(max=1024)])
+
+
 class ConfirmForm(FlaskForm):
     """No fields: a POST button that carries only the CSRF token (cancel, retry, logout...)."""
 
