@@ -79,6 +79,8 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_COOKIE_SECURE": False,
     # Reverse proxies in front of the app whose X-Forwarded-* headers are trusted.
     "TRUSTED_PROXIES": 0,
+    # Admins must turn on the second factor (TOTP) before they may use the admin pages.
+    "REQUIRE_TOTP_FOR_ADMINS": False,
     # Role changes need a login younger than this.
     "FRESH_LOGIN_SECONDS": 600,
     # Seconds between refreshes of live pages.

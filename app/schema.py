@@ -77,6 +77,10 @@ users = Table(
     # Rotated at logout, disable and role change: every session cookie issued before dies.
     Column("session_nonce", String(64), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
+    # Second factor: the TOTP secret (None until enrolled) and the last time step accepted,
+    # so a code cannot be used twice.
+    Column("totp_secret", String(64), nullable=True),
+    Column("totp_last_step", BigInteger, nullable=True),
     CheckConstraint("role IN ('producer', 'worker', 'admin')", name="role"),
     CheckConstraint("max_priority IN (0, 10, 20, 30)", name="max_priority"),
     sqlite_autoincrement=True,
@@ -98,6 +102,17 @@ api_tokens = Table(
     Column("expires_at", UTCDateTime(), nullable=True),
     Index(None, "user_id"),
     sqlite_autoincrement=True,
+)
+
+# Single-use recovery codes of the second factor (only their SHA-256 is kept).
+recovery_codes = Table(
+    "recovery_codes",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("code_hash", String(64), nullable=False),
+    Column("used_at", UTCDateTime(), nullable=True),
+    Index(None, "user_id"),
 )
 
 jobs = Table(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from flask_login import current_user
 from werkzeug.wrappers import Response
 
 from app import db
+from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError, FreshLoginRequired
 from app.accounts.login import is_fresh_login
@@ -24,6 +26,12 @@ def require_admin() -> Response | None:
         return refused
     if not current_actor().is_admin:
         abort(403, "Only admins manage users and tokens.")
+    if current_app.config["REQUIRE_TOTP_FOR_ADMINS"]:
+        with db.read() as conn:
+            enrolled = second_factor.is_enrolled(conn, current_user.user)
+        if not enrolled:
+            flash("Turn on the second factor to use the admin pages.", "info")
+            return redirect(url_for("web.account.enrol_second_factor"))
     return None
 
 

@@ -37,6 +37,12 @@ class LoginForm(FlaskForm):
     password = PasswordField("Password", validators=[InputRequired(), Length(max=1024)])
 
 
+class CodeForm(FlaskForm):
+    """A code from the authenticator app, or a recovery code."""
+
+    code = StringField("Code", validators=[InputRequired(), Length(max=32)])
+
+
 class PasswordChangeForm(FlaskForm):
     """The user's current password and the new one."""
 
