@@ -139,7 +139,7 @@ def _set_disabled(name: str, disabled: bool) -> Response | tuple[str, int]:
         if exc.status == 404:
             raise
         flash(exc.detail, "error")
-        return _users_page(status=exc.status)
+        return redirect(url_for(".users"))
     flash(f"{name} {'disabled' if disabled else 'enabled'}.", "success")
     return redirect(url_for(".users"))
 
