@@ -20,23 +20,25 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         template_folder="../templates",
         static_folder="../static",
     )
-    from app import bodylimit, cli, db, errors, ratelimit, security, settings
+    from app import bodylimit, cli, db, errors, queue_settings, ratelimit, security
     from app import config as app_config
     from app.accounts import login
     from app.api.docs import bp as apidocs_bp
     from app.api.views import bp as api_bp
     from app.extensions import csrf, limiter
     from app.routing import RowIdConverter
+    from app.web import throttle
     from app.web.views import bp as web_bp
 
     app_config.load_config(app, config)
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the documented field order
     app.url_map.converters["id"] = RowIdConverter
     db.init_app(app)
-    settings.init_app(app)
+    queue_settings.init_app(app)
     csrf.init_app(app)
     ratelimit.init_app(app)
     limiter.init_app(app)
+    throttle.init_app(app)
     login.init_app(app)
     security.init_app(app)
     bodylimit.init_app(app)

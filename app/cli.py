@@ -13,10 +13,10 @@ from flask.cli import AppGroup, with_appcontext
 
 from app import db, migrate
 from app.accounts import service as accounts
+from app.accounts.errors import AccountError
 from app.queue import service
-from app.queue.errors import QueueError
 from app.queue.states import PRIORITIES, Role
-from app.settings import queue_settings
+from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 
 db_cli = AppGroup("db", help="Create or migrate the database schema.")
@@ -29,7 +29,7 @@ _DURATION = re.compile(r"(\d{1,9})([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
 
-def _fail(exc: QueueError) -> None:
+def _fail(exc: AccountError) -> None:
     raise click.ClickException(exc.detail)
 
 
@@ -65,7 +65,7 @@ def user_create(name: str, role: str, max_priority: str | None, password_stdin: 
                 password=password,
                 max_priority=cap,
             )
-    except QueueError as exc:
+    except AccountError as exc:
         _fail(exc)
     click.echo(
         f"created user {user.name} (role {user.role}, max priority {user.max_priority_label})"
@@ -86,7 +86,7 @@ def _set_disabled(name: str, disabled: bool) -> None:
     try:
         with db.transaction() as conn:
             accounts.set_disabled(conn, accounts.OPERATOR, name, disabled=disabled)
-    except QueueError as exc:
+    except AccountError as exc:
         _fail(exc)
     click.echo(f"{'disabled' if disabled else 'enabled'} user {name}")
 
@@ -113,7 +113,7 @@ def user_set_password(name: str) -> None:
     try:
         with db.transaction() as conn:
             accounts.set_password(conn, accounts.OPERATOR, name, password)
-    except QueueError as exc:
+    except AccountError as exc:
         _fail(exc)
     click.echo(f"password of {name} changed")
 
@@ -121,16 +121,23 @@ def user_set_password(name: str) -> None:
 @token_cli.command("create")
 @click.argument("name")
 @click.option("--label", default="", help="What the token is for.")
-def token_create(name: str, label: str) -> None:
+@click.option(
+    "--expires-in",
+    default=None,
+    help="Lifetime such as 90d, 12h or 2w (default: until revoked).",
+)
+def token_create(name: str, label: str, expires_in: str | None) -> None:
     """Issue an API token for a user; it is printed once, alone on the last line."""
+    lifetime = parse_duration(expires_in) if expires_in is not None else None
     try:
         with db.transaction() as conn:
             token, raw = accounts.create_token(
-                conn, accounts.OPERATOR, name, now=utcnow(), label=label
+                conn, accounts.OPERATOR, name, now=utcnow(), label=label, expires_in=lifetime
             )
-    except QueueError as exc:
+    except AccountError as exc:
         _fail(exc)
-    click.echo(f"token {token.id} for {name}; it is shown once, store it now:")
+    expiry = f", expires {token.expires_at.isoformat()}" if token.expires_at else ""
+    click.echo(f"token {token.id} for {name}{expiry}; it is shown once, store it now:")
     click.echo(raw)
 
 
@@ -141,13 +148,15 @@ def token_list(name: str | None) -> None:
     try:
         with db.read() as conn:
             tokens = accounts.list_tokens(conn, accounts.OPERATOR, name)
-    except QueueError as exc:
+    except AccountError as exc:
         _fail(exc)
+    now = utcnow()
     for token, owner in tokens:
-        state = "revoked" if token.revoked_at else "active"
         used = token.last_used_at.isoformat() if token.last_used_at else "never"
+        expires = token.expires_at.isoformat() if token.expires_at else "never"
         click.echo(
-            f"{token.id}\t{owner}\t{token.prefix}…\t{token.label}\t{state}\tlast used {used}"
+            f"{token.id}\t{owner}\t{token.prefix}…\t{token.label}\t{token.state(now)}"
+            f"\tlast used {used}\texpires {expires}"
         )
 
 
@@ -158,7 +167,7 @@ def token_revoke(token_id: int) -> None:
     try:
         with db.transaction() as conn:
             accounts.revoke_token(conn, accounts.OPERATOR, token_id, now=utcnow())
-    except QueueError as exc:
+    except AccountError as exc:
         _fail(exc)
     click.echo(f"revoked token {token_id}")
 

@@ -53,11 +53,19 @@ DEFAULTS: dict[str, Any] = {
     "SQLITE_BUSY_TIMEOUT_MS": 10_000,
     # Rows deleted per transaction by `jobs prune`, so claims never wait long.
     "PRUNE_BATCH_SIZE": 500,
-    # Failed logins per client address before 429 (Flask-Limiter syntax).
+    # Failed sign-ins per client address before 429 (limits syntax: "10 per minute").
     "LOGIN_RATE_LIMIT": "10 per minute",
-    # Flask-Limiter storage: "database" keeps the counters in DATABASE_URL, so a limit holds
-    # across gunicorn workers and app servers; any Flask-Limiter URI (redis://...) works too.
-    "RATELIMIT_STORAGE_URI": "database",
+    # Failed sign-ins per account name, from any address. Fixed windows: an attacker can keep
+    # the real user out for at most one window, never longer.
+    "LOGIN_ACCOUNT_RATE_LIMIT": "20 per 10 minutes",
+    # Where the sign-in counters live: "database" keeps them in DATABASE_URL, so the limits
+    # hold across gunicorn workers and app servers; a limits URI (redis://...) works too.
+    "LOGIN_THROTTLE_STORAGE_URI": "database",
+    # Requests per API token (Flask-Limiter syntax, e.g. "100 per second"); None: no limit.
+    "API_RATE_LIMIT": None,
+    # Where the API counters live: memory:// counts per process (a limit of N allows up to
+    # N x processes), redis://host shares them; never the database (no write per request).
+    "RATELIMIT_STORAGE_URI": "memory://",
     "RATELIMIT_HEADERS_ENABLED": True,
     # A CSRF token lives as long as the session; the session is bounded instead.
     "WTF_CSRF_TIME_LIMIT": None,
@@ -71,6 +79,8 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_COOKIE_SECURE": False,
     # Reverse proxies in front of the app whose X-Forwarded-* headers are trusted.
     "TRUSTED_PROXIES": 0,
+    # Admins must turn on the second factor (TOTP) before they may use the admin pages.
+    "REQUIRE_TOTP_FOR_ADMINS": False,
     # Role changes need a login younger than this.
     "FRESH_LOGIN_SECONDS": 600,
     # Seconds between refreshes of live pages.

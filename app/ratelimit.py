@@ -1,23 +1,23 @@
-"""Flask-Limiter counters kept in queuelog's own database, so a limit holds across every
-gunicorn worker and every app server (the default ``memory://`` counts per process).
-
-This is a storage backend for the ``limits`` library that Flask-Limiter uses; the limiting
-itself (fixed windows, headers, Retry-After) stays the library's.
+"""Rate-limit counters: a ``limits`` storage in queuelog's own database (the sign-in throttle
+uses it, so its limits hold across gunicorn workers and app servers), and the optional
+per-token API limit served by Flask-Limiter.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
-from flask import Flask
+from flask import Flask, current_app, request
 from limits.storage import Storage
 from sqlalchemy import Engine, case, delete, func, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 
-from app import db
+from app.api.views import bp as api_bp
+from app.extensions import limiter
 from app.schema import rate_limits
 
 SCHEME = "queuelog-database"
@@ -93,8 +93,21 @@ class DatabaseStorage(Storage):
             conn.execute(delete(rate_limits).where(rate_limits.c.key == key))
 
 
+def _api_limit() -> str:
+    return str(current_app.config["API_RATE_LIMIT"])
+
+
+def _token_key() -> str:
+    """The bucket of a request: its bearer credential (hashed: keys may be logged or stored)."""
+    credential = request.headers.get("Authorization", "").encode("utf-8", "replace")
+    return "api:" + hashlib.sha256(credential).hexdigest()[:32]
+
+
+# One bucket per token across every API route; the limit is read from the app config.
+limiter.shared_limit(_api_limit, scope="api", key_func=_token_key)(api_bp)
+
+
 def init_app(app: Flask) -> None:
-    """Point Flask-Limiter at the app's database when RATELIMIT_STORAGE_URI says "database"."""
-    if app.config["RATELIMIT_STORAGE_URI"] == "database":
-        app.config["RATELIMIT_STORAGE_URI"] = f"{SCHEME}://"
-        app.config["RATELIMIT_STORAGE_OPTIONS"] = {"engine": db.engine(app)}
+    """Flask-Limiter serves only API_RATE_LIMIT: without it the limiter is switched off, so no
+    request pays for it (the sign-in throttle does not use Flask-Limiter)."""
+    app.config.setdefault("RATELIMIT_ENABLED", bool(app.config["API_RATE_LIMIT"]))

@@ -69,6 +69,9 @@ users = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     Column("name", String(64), nullable=False, unique=True),
+    # lower(name): unique, so "Admin" cannot be created next to "admin". A column rather than an
+    # expression index because SQLite cannot reflect expression indexes (the schema check).
+    Column("name_lower", String(64), nullable=False, server_default=text("''")),
     Column("password_hash", String(255), nullable=True),
     Column("role", String(16), nullable=False),
     Column("max_priority", SmallInteger, nullable=False, server_default=text("10")),
@@ -76,10 +79,15 @@ users = Table(
     # Rotated at logout, disable and role change: every session cookie issued before dies.
     Column("session_nonce", String(64), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
+    # Second factor: the TOTP secret (None until enrolled) and the last time step accepted,
+    # so a code cannot be used twice.
+    Column("totp_secret", String(64), nullable=True),
+    Column("totp_last_step", BigInteger, nullable=True),
     CheckConstraint("role IN ('producer', 'worker', 'admin')", name="role"),
     CheckConstraint("max_priority IN (0, 10, 20, 30)", name="max_priority"),
     sqlite_autoincrement=True,
 )
+Index("uq_users_name_lower", users.c.name_lower, unique=True)
 
 api_tokens = Table(
     "api_tokens",
@@ -92,8 +100,21 @@ api_tokens = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("last_used_at", UTCDateTime(), nullable=True),
     Column("revoked_at", UTCDateTime(), nullable=True),
+    # None: the token lives until revoked.
+    Column("expires_at", UTCDateTime(), nullable=True),
     Index(None, "user_id"),
     sqlite_autoincrement=True,
+)
+
+# Single-use recovery codes of the second factor (only their SHA-256 is kept).
+recovery_codes = Table(
+    "recovery_codes",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("code_hash", String(64), nullable=False),
+    Column("used_at", UTCDateTime(), nullable=True),
+    Index(None, "user_id"),
 )
 
 jobs = Table(

@@ -1,8 +1,9 @@
-"""Response headers that keep browsers safe, and session cookies that are Secure over HTTPS."""
+"""Browser protections: safe response headers, a session cookie that is ``Secure`` and
+``__Host-`` prefixed over HTTPS, and cross-site form posts refused."""
 
 from __future__ import annotations
 
-from flask import Flask, Response, request
+from flask import Flask, Response, abort, request
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from flask.wrappers import Request
 from werkzeug.middleware.proxy_fix import ProxyFix
@@ -27,8 +28,18 @@ def is_api_path(path: str) -> bool:
     return path == "/jobs" or path.startswith("/jobs/")
 
 
+HOST_PREFIX = "__Host-"
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
 class SessionInterface(SecureCookieSessionInterface):
-    """No session at all on API routes; elsewhere the cookie is Secure over HTTPS."""
+    """No session at all on API routes; elsewhere the cookie is Secure over HTTPS, and named
+    ``__Host-session`` there so the browser binds it to this exact host (no Domain, Path=/,
+    Secure). Plain HTTP (development) keeps the unprefixed name."""
+
+    def get_cookie_name(self, app: Flask) -> str:
+        name = super().get_cookie_name(app)
+        return HOST_PREFIX + name if request.is_secure else name
 
     def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
         if is_api_path(request.path):
@@ -45,6 +56,18 @@ def init_app(app: Flask) -> None:
     hops = int(app.config.get("TRUSTED_PROXIES", 0))
     if hops:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)  # type: ignore[method-assign]
+
+    @app.before_request
+    def refuse_cross_site_posts() -> None:
+        """Defence in depth beside the CSRF token: a cookie-authenticated write whose Origin
+        is another site, or that the browser marks cross-site, is refused."""
+        if request.method not in UNSAFE_METHODS or is_api_path(request.path):
+            return
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != request.host_url.rstrip("/"):
+            abort(403, "Cross-origin form posts are refused.")
+        if request.headers.get("Sec-Fetch-Site") == "cross-site":
+            abort(403, "Cross-site form posts are refused.")
 
     @app.after_request
     def security_headers(response: Response) -> Response:

@@ -35,8 +35,8 @@ from app.accounts import service as accounts
 from app.queue import service
 from app.queue.models import Actor
 from app.queue.requests import EnqueueBody
+from app.queue_settings import queue_settings
 from app.schema import jobs
-from app.settings import queue_settings
 from app.timeutil import utcnow
 from bench import e2e, pg
 from bench.scale import run_scale

@@ -17,7 +17,7 @@ from sqlalchemy import text
 from app import create_app, db
 from app.accounts import service as accounts
 from app.queue import service
-from app.settings import queue_settings
+from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.builders import Api, make_api, make_token, make_user
 from tests.conftest import base_config
@@ -140,7 +140,8 @@ def test_token_create_list_revoke(app: Flask, runner: FlaskCliRunner) -> None:
     listing = runner.invoke(args=["token", "list"])
     assert listing.exit_code == 0
     [line] = listing.output.splitlines()
-    token_id, owner, prefix, label, state, _used = line.split("\t")
+    token_id, owner, prefix, label, state, _used, expires = line.split("\t")
+    assert expires == "expires never"
     assert (owner, label, state) == ("wendy", "ci runner", "active")
     assert raw not in listing.output and prefix.rstrip("…") == raw[:10]
     assert runner.invoke(args=["token", "list", "wendy"]).output == listing.output

@@ -27,14 +27,25 @@ class SessionUser:
         return service.session_id(self.user)
 
 
+def _login_younger_than(seconds: float) -> bool:
+    """Whether the session's password check happened within the last ``seconds`` (a session
+    without one, or with a time in the future, is not)."""
+    at = session.get(LOGIN_AT)
+    if not isinstance(at, int | float):
+        return False
+    return 0 <= utcnow().timestamp() - at <= seconds
+
+
 def login_expired() -> bool:
     """Whether the session's login is older than PERMANENT_SESSION_LIFETIME (an absolute limit:
     activity does not extend it)."""
-    at = session.get(LOGIN_AT)
-    if not isinstance(at, int | float):
-        return True
-    age = utcnow().timestamp() - at
-    return not 0 <= age <= current_app.permanent_session_lifetime.total_seconds()
+    return not _login_younger_than(current_app.permanent_session_lifetime.total_seconds())
+
+
+def is_fresh_login() -> bool:
+    """Whether the password was checked recently enough for sensitive changes (granting or
+    taking away power, issuing tokens)."""
+    return _login_younger_than(float(current_app.config["FRESH_LOGIN_SECONDS"]))
 
 
 def load_user(value: str) -> SessionUser | None:

@@ -50,8 +50,17 @@ class ApiToken:
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+    expires_at: datetime | None
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> ApiToken:
         """Build a token record from an ``api_tokens`` row mapping."""
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+    def state(self, now: datetime) -> str:
+        """``active``, ``expired`` or ``revoked``, for people reading a token list."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "active"

@@ -18,8 +18,14 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
 from app.accounts import store
+from app.accounts.errors import (
+    AccountConflict,
+    AccountForbidden,
+    AccountNotFound,
+    FreshLoginRequired,
+    InvalidAccountInput,
+)
 from app.accounts.models import ApiToken, User
-from app.queue.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.queue.models import Actor
 from app.queue.states import PRIORITIES, Role
 from app.queue.strictjson import text_problem
@@ -31,6 +37,7 @@ MIN_PASSWORD_LENGTH = 12
 MAX_PASSWORD_LENGTH = 1024
 MAX_LABEL_LENGTH = 100
 TOUCH_INTERVAL = timedelta(seconds=60)  # last_used_at is kept to the minute, not per request
+MAX_TOKEN_LIFETIME = timedelta(days=3650)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 
 
@@ -47,13 +54,13 @@ def _dummy_hash() -> str:
 
 def _require_admin(actor: Actor) -> None:
     if not actor.is_admin:
-        raise Forbidden("only admins manage users and tokens")
+        raise AccountForbidden("only admins manage users and tokens")
 
 
 def check_password(password: str) -> None:
     """Refuse passwords too short or too long to be sensible."""
     if not MIN_PASSWORD_LENGTH <= len(password) <= MAX_PASSWORD_LENGTH:
-        raise InvalidInput(
+        raise InvalidAccountInput(
             {"password": f"must be {MIN_PASSWORD_LENGTH} to {MAX_PASSWORD_LENGTH} characters"}
         )
 
@@ -62,12 +69,12 @@ def _role(value: str) -> Role:
     try:
         return Role(value)
     except ValueError:
-        raise InvalidInput({"role": f"must be one of {', '.join(Role)}"}) from None
+        raise InvalidAccountInput({"role": f"must be one of {', '.join(Role)}"}) from None
 
 
 def _priority(label: str) -> int:
     if label not in PRIORITIES:
-        raise InvalidInput({"max_priority": f"must be one of {', '.join(PRIORITIES)}"})
+        raise InvalidAccountInput({"max_priority": f"must be one of {', '.join(PRIORITIES)}"})
     return PRIORITIES[label]
 
 
@@ -81,12 +88,14 @@ def create_user(
     password: str | None = None,
     max_priority: str = "medium",
 ) -> User:
-    """Create a user; ``password`` None makes a token-only user."""
+    """Create a user; ``password`` None makes a token-only user. Names are unique regardless of
+    case: ``Admin`` cannot exist next to ``admin``."""
     _require_admin(actor)
     if not _NAME.fullmatch(name):
-        raise InvalidInput({"name": "must be 1-64 letters, digits, '.', '_', '@' or '-'"})
+        raise InvalidAccountInput({"name": "must be 1-64 letters, digits, '.', '_', '@' or '-'"})
     values = {
         "name": name,
+        "name_lower": name.lower(),
         "role": _role(role).value,
         "max_priority": _priority(max_priority),
         "password_hash": None,
@@ -96,13 +105,13 @@ def create_user(
     if password is not None:
         check_password(password)
         values["password_hash"] = _hasher().hash(password)
-    if store.user_by_name(conn, name) is not None:
-        raise Conflict(f"a user named {name!r} already exists")
+    if (existing := store.user_by_name(conn, name)) is not None:
+        raise AccountConflict(f"a user named {existing.name!r} already exists")
     try:
         with conn.begin_nested():
             return store.insert_user(conn, values)
     except IntegrityError:
-        raise Conflict(f"a user named {name!r} already exists") from None
+        raise AccountConflict(f"a user named {name!r} already exists") from None
 
 
 def has_users(conn: Connection) -> bool:
@@ -117,24 +126,46 @@ def list_users(conn: Connection, actor: Actor) -> list[User]:
 
 
 def get_user(conn: Connection, actor: Actor, name: str) -> User:
-    """A user by name, for admins."""
+    """A user by name (in any case), for admins."""
     _require_admin(actor)
     user = store.user_by_name(conn, name) if _NAME.fullmatch(name) else None
     if user is None:
-        raise NotFound(f"no user named {name!r}")
+        raise AccountNotFound(f"no user named {name!r}")
     return user
 
 
 def _update(conn: Connection, user: User, **values: object) -> User:
     updated = store.update_user(conn, user.id, values)
     if updated is None:
-        raise NotFound(f"no user named {user.name!r}")
+        raise AccountNotFound(f"no user named {user.name!r}")
     return updated
 
 
-def update_user(conn: Connection, actor: Actor, name: str, *, role: str, max_priority: str) -> User:
-    """Change a user's role and priority cap; the user's sessions end."""
+def _guard_admin_loss(conn: Connection, actor: Actor, user: User, *, fresh: bool) -> None:
+    """Taking admin rights away (disable, demote): never from the last enabled admin, and from
+    another admin only after a recent password check (like granting them)."""
+    if user.role != Role.ADMIN or user.disabled:
+        return
+    if store.count_enabled_admins(conn, excluding=user.id) == 0:
+        raise AccountConflict(f"{user.name} is the last enabled admin; make another admin first")
+    if user.id != actor.id and not fresh and actor != OPERATOR:
+        raise FreshLoginRequired("confirm your password to disable or demote another admin")
+
+
+def update_user(
+    conn: Connection,
+    actor: Actor,
+    name: str,
+    *,
+    role: str,
+    max_priority: str,
+    fresh: bool = False,
+) -> User:
+    """Change a user's role and priority cap; the user's sessions end. ``fresh`` says whether
+    the actor's password was checked recently (demoting an admin needs it)."""
     user = get_user(conn, actor, name)
+    if _role(role) != Role.ADMIN:
+        _guard_admin_loss(conn, actor, user, fresh=fresh)
     return _update(
         conn,
         user,
@@ -144,11 +175,16 @@ def update_user(conn: Connection, actor: Actor, name: str, *, role: str, max_pri
     )
 
 
-def set_disabled(conn: Connection, actor: Actor, name: str, *, disabled: bool) -> User:
-    """Disable (or enable) a user: sessions and API tokens stop working at once."""
+def set_disabled(
+    conn: Connection, actor: Actor, name: str, *, disabled: bool, fresh: bool = False
+) -> User:
+    """Disable (or enable) a user: sessions and API tokens stop working at once. ``fresh`` as
+    for ``update_user`` (disabling an admin needs it)."""
     user = get_user(conn, actor, name)
     if disabled and user.id == actor.id:
-        raise Conflict("you cannot disable yourself")
+        raise AccountConflict("you cannot disable yourself")
+    if disabled:
+        _guard_admin_loss(conn, actor, user, fresh=fresh)
     return _update(conn, user, disabled=disabled, session_nonce=secrets.token_urlsafe(24))
 
 
@@ -161,8 +197,28 @@ def set_password(conn: Connection, actor: Actor, name: str, password: str) -> Us
     )
 
 
+def change_own_password(conn: Connection, user: User, current: str, new: str) -> User:
+    """A user changes their own password: the current one must match; every session of the
+    user ends (the caller re-issues the current one with the returned user's nonce)."""
+    stored = store.password_hash(conn, user.id)
+    try:
+        _hasher().verify(stored or _dummy_hash(), current[:MAX_PASSWORD_LENGTH])
+    except (VerificationError, InvalidHashError):
+        raise InvalidAccountInput({"current_password": "is not your password"}) from None
+    if stored is None:
+        raise InvalidAccountInput({"current_password": "is not your password"})
+    try:
+        check_password(new)
+    except InvalidAccountInput as exc:
+        raise InvalidAccountInput({"new_password": exc.errors["password"]}) from None
+    return _update(
+        conn, user, password_hash=_hasher().hash(new), session_nonce=secrets.token_urlsafe(24)
+    )
+
+
 def authenticate_password(conn: Connection, name: str, password: str) -> User | None:
-    """The enabled user with this name and password, else None (same cost either way)."""
+    """The enabled user with this name (in any case) and password, else None (same cost either
+    way)."""
     user = store.user_by_name(conn, name) if _NAME.fullmatch(name) else None
     stored = store.password_hash(conn, user.id) if user else None
     try:
@@ -201,14 +257,23 @@ def hash_token(raw: str) -> str:
 
 
 def create_token(
-    conn: Connection, actor: Actor, name: str, *, now: datetime, label: str = ""
+    conn: Connection,
+    actor: Actor,
+    name: str,
+    *,
+    now: datetime,
+    label: str = "",
+    expires_in: timedelta | None = None,
 ) -> tuple[ApiToken, str]:
-    """Issue a token for user ``name``; the raw token is returned once and never stored."""
+    """Issue a token for user ``name``; the raw token is returned once and never stored.
+    ``expires_in`` None: it lives until revoked."""
     user = get_user(conn, actor, name)
     if len(label) > MAX_LABEL_LENGTH:
-        raise InvalidInput({"label": f"must be at most {MAX_LABEL_LENGTH} characters"})
+        raise InvalidAccountInput({"label": f"must be at most {MAX_LABEL_LENGTH} characters"})
     if problem := text_problem(label):
-        raise InvalidInput({"label": problem})
+        raise InvalidAccountInput({"label": problem})
+    if expires_in is not None and not timedelta(0) < expires_in <= MAX_TOKEN_LIFETIME:
+        raise InvalidAccountInput({"expires_in": "must be from 1 second to 3650 days"})
     raw = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
     token = store.insert_token(
         conn,
@@ -218,16 +283,17 @@ def create_token(
             "token_hash": hash_token(raw),
             "prefix": raw[:10],
             "created_at": now,
+            "expires_at": now + expires_in if expires_in is not None else None,
         },
     )
     return token, raw
 
 
-def resolve_token(conn: Connection, raw: str) -> tuple[ApiToken, User] | None:
-    """The live token and enabled user behind a raw bearer token."""
+def resolve_token(conn: Connection, raw: str, *, now: datetime) -> tuple[ApiToken, User] | None:
+    """The live (unrevoked, unexpired) token and enabled user behind a raw bearer token."""
     if not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
         return None
-    return store.token_owner(conn, hash_token(raw))
+    return store.token_owner(conn, hash_token(raw), now)
 
 
 def needs_touch(token: ApiToken, now: datetime) -> bool:
@@ -255,6 +321,6 @@ def revoke_token(conn: Connection, actor: Actor, token_id: int, *, now: datetime
     token = store.revoke_token(conn, token_id, now)
     if token is None:
         if store.token_by_id(conn, token_id) is None:
-            raise NotFound(f"no token with id {token_id}")
-        raise Conflict(f"token {token_id} is already revoked")
+            raise AccountNotFound(f"no token with id {token_id}")
+        raise AccountConflict(f"token {token_id} is already revoked")
     return token

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, or_, select, update
 
 from app.accounts.models import ApiToken, User
-from app.schema import api_tokens, users
+from app.schema import api_tokens, recovery_codes, users
 
 _USER_COLUMNS = [users.c[name] for name in User.__dataclass_fields__]
 _TOKEN_COLUMNS = [api_tokens.c[name] for name in ApiToken.__dataclass_fields__]
@@ -27,8 +27,8 @@ def insert_user(conn: Connection, values: Mapping[str, Any]) -> User:
 
 
 def user_by_name(conn: Connection, name: str) -> User | None:
-    """A user by name."""
-    row = conn.execute(select(*_USER_COLUMNS).where(users.c.name == name)).first()
+    """A user by name in any case (names are unique regardless of case)."""
+    row = conn.execute(select(*_USER_COLUMNS).where(users.c.name_lower == name.lower())).first()
     return User.from_row(row._mapping) if row else None
 
 
@@ -36,6 +36,14 @@ def user_by_id(conn: Connection, user_id: int) -> User | None:
     """A user by id."""
     row = conn.execute(select(*_USER_COLUMNS).where(users.c.id == user_id)).first()
     return User.from_row(row._mapping) if row else None
+
+
+def count_enabled_admins(conn: Connection, *, excluding: int) -> int:
+    """How many enabled admins there are besides user ``excluding``."""
+    query = select(func.count()).where(
+        users.c.role == "admin", users.c.disabled.is_(False), users.c.id != excluding
+    )
+    return int(conn.execute(query).scalar_one())
 
 
 def password_hash(conn: Connection, user_id: int) -> str | None:
@@ -65,14 +73,15 @@ def insert_token(conn: Connection, values: Mapping[str, Any]) -> ApiToken:
     return ApiToken.from_row(row._mapping)
 
 
-def token_owner(conn: Connection, token_hash: str) -> tuple[ApiToken, User] | None:
-    """The live token with this hash and its enabled owner, if both exist."""
+def token_owner(conn: Connection, token_hash: str, now: datetime) -> tuple[ApiToken, User] | None:
+    """The live (unrevoked, unexpired) token with this hash and its enabled owner."""
     row = conn.execute(
         select(*_TOKEN_COLUMNS, *[c.label(f"owner_{c.name}") for c in _USER_COLUMNS])
         .join(users, users.c.id == api_tokens.c.user_id)
         .where(
             api_tokens.c.token_hash == token_hash,
             api_tokens.c.revoked_at.is_(None),
+            or_(api_tokens.c.expires_at.is_(None), api_tokens.c.expires_at > now),
             users.c.disabled.is_(False),
         )
     ).first()
@@ -116,3 +125,54 @@ def token_by_id(conn: Connection, token_id: int) -> ApiToken | None:
     """A token record by id."""
     row = conn.execute(select(*_TOKEN_COLUMNS).where(api_tokens.c.id == token_id)).first()
     return ApiToken.from_row(row._mapping) if row else None
+
+
+def totp_state(conn: Connection, user_id: int) -> tuple[str | None, int | None]:
+    """A user's TOTP secret (None when not enrolled) and the last time step accepted."""
+    row = conn.execute(
+        select(users.c.totp_secret, users.c.totp_last_step).where(users.c.id == user_id)
+    ).first()
+    return (row.totp_secret, row.totp_last_step) if row else (None, None)
+
+
+def set_totp(conn: Connection, user_id: int, secret: str, step: int) -> None:
+    """Store a user's TOTP secret and the step of the code that confirmed it."""
+    conn.execute(
+        update(users).where(users.c.id == user_id).values(totp_secret=secret, totp_last_step=step)
+    )
+
+
+def advance_totp_step(conn: Connection, user_id: int, step: int) -> bool:
+    """Record ``step`` as used if it is later than the last one (compare-and-set: two requests
+    with the same code cannot both pass)."""
+    result = conn.execute(
+        update(users)
+        .where(
+            users.c.id == user_id,
+            or_(users.c.totp_last_step.is_(None), users.c.totp_last_step < step),
+        )
+        .values(totp_last_step=step)
+    )
+    return result.rowcount == 1
+
+
+def replace_recovery_codes(conn: Connection, user_id: int, code_hashes: list[str]) -> None:
+    """Replace a user's recovery codes."""
+    conn.execute(delete(recovery_codes).where(recovery_codes.c.user_id == user_id))
+    conn.execute(
+        insert(recovery_codes), [{"user_id": user_id, "code_hash": h} for h in code_hashes]
+    )
+
+
+def spend_recovery_code(conn: Connection, user_id: int, code_hash: str, now: datetime) -> bool:
+    """Mark an unused recovery code as used; False when there is none with this hash."""
+    result = conn.execute(
+        update(recovery_codes)
+        .where(
+            recovery_codes.c.user_id == user_id,
+            recovery_codes.c.code_hash == code_hash,
+            recovery_codes.c.used_at.is_(None),
+        )
+        .values(used_at=now)
+    )
+    return result.rowcount == 1

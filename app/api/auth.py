@@ -19,12 +19,12 @@ def authenticate() -> Actor:
     scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
         raise Unauthorized("send Authorization: Bearer <token>")
-    with db.read() as conn:
-        found = accounts.resolve_token(conn, raw.strip())
-    if found is None:
-        raise Unauthorized("the token is invalid, revoked, or its user is disabled")
-    token, user = found
     now = utcnow()
+    with db.read() as conn:
+        found = accounts.resolve_token(conn, raw.strip(), now=now)
+    if found is None:
+        raise Unauthorized("the token is invalid, expired, revoked, or its user is disabled")
+    token, user = found
     if accounts.needs_touch(token, now):
         with db.transaction() as conn:
             accounts.touch_token(conn, token, now)

@@ -27,7 +27,7 @@ from app.queue.requests import (
     NoBody,
 )
 from app.queue.responses import EventList, JobOut, JobPage
-from app.settings import queue_settings
+from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 
 bp = Blueprint("api", __name__)

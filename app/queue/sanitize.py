@@ -1,4 +1,4 @@
-"""Redact secrets from worker error texts before they are stored, then cap their size.
+"""Redact secrets from worker texts (errors, progress messages) before they are stored.
 
 Every pattern starts at a literal or behind a negative look-behind and uses possessive
 quantifiers, so each character is looked at a bounded number of times: a megabyte of hostile
@@ -15,6 +15,8 @@ TRUNCATED = "…[truncated]"
 
 _PRIVATE_KEY_HEADER = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
 _TOKEN_CHARS = r"A-Za-z0-9\-._~+/"  # noqa: S105 (a character class)
+# Suffixes of environment-style names that hold secrets: PGPASSWORD=, DB_SECRET=, GH_TOKEN=.
+_ENV_SECRET_SUFFIXES = r"PASSWORD|PASSWD|PASS|PWD|SECRET|TOKEN|KEY|CREDENTIALS?"  # noqa: S105
 _CREDENTIAL_NAMES = (
     r"password|passwd|pwd|secret|client[_-]?secret|token|api[_-]?key|apikey|access[_-]?key"
     r"|secret[_-]?key|aws_secret_access_key|private[_-]?key|auth[_-]?token"
@@ -30,10 +32,43 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         MARKER,
     ),
-    # Authorization headers and bearer tokens
+    # Slack incoming webhooks carry their secret in the path
     (
         re.compile(
-            r"(?i)(?<![A-Za-z0-9])(authorization\s{0,5}+[:=]\s{0,5}+)[^\s,;]{1,64}+"
+            r"(?i)(https://hooks\.slack\.com/)(?:services|workflows|triggers)/[\w/-]{1,512}+"
+        ),
+        rf"\1{MARKER}",
+    ),
+    # Well-known token formats: queuelog's own (ql_), GitHub, Stripe, Slack, Google API keys
+    (
+        re.compile(
+            r"(?<![A-Za-z0-9_-])(?:ql_[A-Za-z0-9_-]{16,256}+"
+            r"|gh[pousr]_[A-Za-z0-9]{20,255}+|github_pat_[A-Za-z0-9_]{20,255}+"
+            r"|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{8,255}+|whsec_[A-Za-z0-9]{8,255}+"
+            r"|xox[abeoprs]-[A-Za-z0-9-]{8,255}+|xapp-[A-Za-z0-9-]{8,255}+"
+            r"|AIza[A-Za-z0-9_-]{30,40}+)"
+        ),
+        MARKER,
+    ),
+    # Pre-signed S3 URLs: the signature and the credential scope
+    (
+        re.compile(r"(?i)(x-amz-(?:signature|credential|security-token)=)[^\s&\"'#]{1,4096}+"),
+        rf"\1{MARKER}",
+    ),
+    # Environment-style assignments: PGPASSWORD=..., DB_SECRET=..., STRIPE_API_KEY=...
+    # (the name is bounded, so a word start costs at most 64 steps per suffix)
+    (
+        re.compile(
+            rf"(?<![A-Za-z0-9_])([A-Za-z][A-Za-z0-9_]{{0,63}}(?:{_ENV_SECRET_SUFFIXES})=)"
+            r"[^\s\"'&;,]{1,1024}+",
+            re.IGNORECASE,
+        ),
+        rf"\1{MARKER}",
+    ),
+    # Authorization headers (also quoted, as in a dumped header dict) and bearer tokens
+    (
+        re.compile(
+            r"(?i)(?<![A-Za-z0-9])(authorization[\"']?\s{0,5}+[:=]\s{0,5}+[\"']?)[^\s,;\"']{1,64}+"
             rf"(?:\s{{1,5}}+[{_TOKEN_CHARS}]{{1,8192}}+=*+)?"
         ),
         rf"\1{MARKER}",
@@ -86,9 +121,29 @@ def sanitize_error(text: str, max_bytes: int = 4096) -> str:
     return _truncate(text, max_bytes)
 
 
+# ANSI escape sequences: CSI (colours, cursor moves), OSC (titles, hyperlinks) and 2-byte ones.
+_ANSI = re.compile(
+    r"\x1b\[[0-?]{0,64}+[ -/]{0,16}+[@-~]?"
+    r"|\x1b\][^\x07\x1b]{0,4096}+(?:\x07|\x1b\\)?"
+    r"|\x1b[@-Z\\-_]?"
+)
+# C0 and C1 controls except tab and newline, and the bidi overrides and isolates that make text
+# display in another order than it is stored (Trojan Source, CVE-2021-42574).
+_INVISIBLE = dict.fromkeys(
+    [
+        *(c for c in range(0x20) if c not in (0x09, 0x0A)),
+        *range(0x7F, 0xA0),
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    ]
+)
+
+
 def _clean_characters(text: str) -> str:
-    """Drop NUL and lone surrogates, which PostgreSQL refuses and browsers mangle."""
+    """Drop terminal escapes, control and bidi characters, NUL and lone surrogates (PostgreSQL
+    refuses NUL, browsers mangle surrogates, and a terminal would obey the escapes)."""
     text = text.replace("\x00", "\ufffd")
+    text = _ANSI.sub("", text).translate(_INVISIBLE)
     return text.encode("utf-8", "replace").decode("utf-8")
 
 

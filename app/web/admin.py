@@ -2,25 +2,41 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+from flask_login import current_user
 from werkzeug.wrappers import Response
 
 from app import access, db
+from app.accounts import second_factor
 from app.accounts import service as accounts
-from app.queue.errors import NotFound, QueueError
+from app.accounts.errors import AccountError, AccountNotFound, FreshLoginRequired
+from app.accounts.login import is_fresh_login
 from app.queue.policy import Action
 from app.timeutil import utcnow
-from app.web.forms import ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
-from app.web.htmx import current_actor, is_fresh_login, login_url, require_login
+from app.web.forms import TOKEN_LIFETIMES, ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
+from app.web.guard import current_actor, login_url, require_login
 
 bp = Blueprint("admin", __name__, url_prefix="/ui/admin")
 FRESH_LOGIN_NEEDED = "Confirm your password to change users or issue tokens."
 
 
-# Signed-in users only; each route's action lets only admins in (others get 403: the pages
-# exist, they may not use them).
-bp.before_request(require_login)
+# Each route's action lets only admins in (others get 403: the pages exist, they may not use
+# them); with REQUIRE_TOTP_FOR_ADMINS, admins enrol a second factor before using them.
 requires = access.guard(current_actor)
+
+
+@bp.before_request
+def require_admin_enrolled() -> Response | None:
+    """Signed-in users only; admins must have a second factor when the config says so."""
+    if (refused := require_login()) is not None:
+        return refused
+    if current_app.config["REQUIRE_TOTP_FOR_ADMINS"] and current_actor().can(Action.MANAGE_USERS):
+        with db.read() as conn:
+            enrolled = second_factor.is_enrolled(conn, current_user.user)
+        if not enrolled:
+            flash("Turn on the second factor to use the admin pages.", "info")
+            return redirect(url_for("web.account.enrol_second_factor"))
+    return None
 
 
 def _require_fresh_login(back_to: str = ".users") -> Response | None:
@@ -81,7 +97,7 @@ def create_user() -> Response | tuple[str, int]:
                 password=form.password.data or None,
                 max_priority=form.max_priority.data,
             )
-    except QueueError as exc:
+    except AccountError as exc:
         for name, message in (exc.errors or {"name": exc.detail}).items():
             field = form._fields.get(name, form.name)
             field.errors = [*field.errors, message]
@@ -101,21 +117,34 @@ def update_user(name: str) -> Response | tuple[str, int]:
     if not form.validate():
         flash(f"Could not update {name}: choose a listed role and cap.", "error")
         return redirect(url_for(".users"))
-    with db.transaction() as conn:
-        accounts.update_user(
-            conn, current_actor(), name, role=form.role.data, max_priority=form.max_priority.data
-        )
+    try:
+        with db.transaction() as conn:
+            accounts.update_user(
+                conn,
+                current_actor(),
+                name,
+                role=form.role.data,
+                max_priority=form.max_priority.data,
+                fresh=is_fresh_login(),
+            )
+    except AccountError as exc:
+        flash(exc.detail, "error")
+        return _users_page(status=exc.status)
     flash(f"{name} is now {form.role.data} (cap {form.max_priority.data}).", "success")
     return redirect(url_for(".users"))
 
 
-def _set_disabled(name: str, disabled: bool) -> Response:
+def _set_disabled(name: str, disabled: bool) -> Response | tuple[str, int]:
     try:
         with db.transaction() as conn:
-            accounts.set_disabled(conn, current_actor(), name, disabled=disabled)
-    except NotFound:
+            accounts.set_disabled(
+                conn, current_actor(), name, disabled=disabled, fresh=is_fresh_login()
+            )
+    except FreshLoginRequired:
+        return _require_fresh_login() or _users_page(status=403)
+    except AccountNotFound:
         raise  # the error page, as for any unknown user or token
-    except QueueError as exc:
+    except AccountError as exc:
         flash(exc.detail, "error")
         return redirect(url_for(".users"))
     flash(f"{name} {'disabled' if disabled else 'enabled'}.", "success")
@@ -124,13 +153,13 @@ def _set_disabled(name: str, disabled: bool) -> Response:
 
 @bp.post("/users/<name>/disable")
 @requires(Action.MANAGE_USERS)
-def disable_user(name: str) -> Response:
+def disable_user(name: str) -> Response | tuple[str, int]:
     return _set_disabled(name, True)
 
 
 @bp.post("/users/<name>/enable")
 @requires(Action.MANAGE_USERS)
-def enable_user(name: str) -> Response:
+def enable_user(name: str) -> Response | tuple[str, int]:
     if (refused := _require_fresh_login()) is not None:
         return refused
     return _set_disabled(name, False)
@@ -148,6 +177,7 @@ def _tokens_page(
     return render_template(
         "admin/tokens.html",
         tokens=tokens,
+        now=utcnow(),
         form=form,
         new_token=new_token,
         confirm_form=ConfirmForm(),
@@ -175,9 +205,14 @@ def create_token() -> Response | tuple[str, int]:
     try:
         with db.transaction() as conn:
             _, raw = accounts.create_token(
-                conn, current_actor(), form.user.data, now=utcnow(), label=form.label.data or ""
+                conn,
+                current_actor(),
+                form.user.data,
+                now=utcnow(),
+                label=form.label.data or "",
+                expires_in=TOKEN_LIFETIMES[form.expires_in.data],
             )
-    except QueueError as exc:
+    except AccountError as exc:
         form.label.errors = [exc.detail]
         return _tokens_page(form, status=exc.status)
     return _tokens_page(new_token=raw, status=201)
@@ -189,9 +224,9 @@ def revoke_token(token_id: int) -> Response:
     try:
         with db.transaction() as conn:
             accounts.revoke_token(conn, current_actor(), token_id, now=utcnow())
-    except NotFound:
+    except AccountNotFound:
         raise  # the error page, as for any unknown user or token
-    except QueueError as exc:
+    except AccountError as exc:
         flash(exc.detail, "error")
         return redirect(url_for(".tokens"))
     flash(f"Token {token_id} revoked.", "success")

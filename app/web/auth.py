@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from flask import (
     Blueprint,
-    current_app,
     flash,
     redirect,
     render_template,
@@ -13,45 +12,106 @@ from flask import (
     url_for,
 )
 from flask_login import current_user, login_user, logout_user
+from werkzeug.exceptions import TooManyRequests
 from werkzeug.wrappers import Response
 
-from app import db
+from app import access, db
+from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.login import LOGIN_AT, SessionUser
-from app.extensions import limiter
+from app.accounts.models import User
 from app.timeutil import utcnow
-from app.web.forms import LoginForm
-from app.web.htmx import safe_next
+from app.web.forms import CodeForm, LoginForm
+from app.web.redirects import safe_next
+from app.web.throttle import login_throttle
 
 bp = Blueprint("auth", __name__)
 LOGIN_FAILED = "Invalid user name or password."
+CODE_FAILED = "Invalid or already used code."
+PENDING = "pending_login"  # session key: the user whose password passed, awaiting the code
+PENDING_SECONDS = 300
 
 
-def _login_limit() -> str:
-    return str(current_app.config["LOGIN_RATE_LIMIT"])
+def _refuse(retry_after: int) -> TooManyRequests:
+    refusal = TooManyRequests("Too many sign-in attempts; try again later.")
+    refusal.retry_after = retry_after
+    return refusal
 
 
-def _failed(response: Response) -> bool:
-    """Only failed attempts count against the limit; signing in works until it is reached."""
-    return response.status_code == 401
+def _sign_in(user: User, next_page: str | None) -> Response:
+    """Start the signed-in session. A new session for the new identity: nothing from before
+    the login survives (no fixation), and the login time makes the session "fresh"."""
+    session.clear()
+    login_user(SessionUser(user), fresh=True)
+    session[LOGIN_AT] = utcnow().timestamp()
+    session.permanent = True
+    return redirect(safe_next(next_page))
+
+
+def _ask_for_code(user: User) -> Response:
+    """The password was right and the user has a second factor: remember who (for a few
+    minutes, in a new session) and ask for the code."""
+    next_page = request.args.get("next")
+    session.clear()
+    session[PENDING] = {"user": accounts.session_id(user), "at": utcnow().timestamp()}
+    return redirect(url_for(".second_factor", next=next_page))
+
+
+def _pending_user() -> User | None:
+    """The user whose password was checked in this session moments ago, if still valid."""
+    pending = session.get(PENDING)
+    if not isinstance(pending, dict) or not isinstance(pending.get("at"), int | float):
+        return None
+    if not 0 <= utcnow().timestamp() - pending["at"] <= PENDING_SECONDS:
+        return None
+    with db.read() as conn:
+        return accounts.user_for_session(conn, str(pending.get("user", "")))
+
+
+@bp.route("/login/code", methods=["GET", "POST"], endpoint="second_factor")
+@access.mark(access.PUBLIC)  # the second step of signing in
+def second_factor_step() -> Response | tuple[str, int]:
+    """The second step of signing in: a code from the authenticator app or a recovery code.
+    Codes count against the same per-address and per-account limits as passwords."""
+    user = _pending_user()
+    if user is None:
+        session.pop(PENDING, None)
+        return redirect(url_for(".login"))
+    form = CodeForm()
+    status = 200
+    if form.validate_on_submit():
+        throttle, address = login_throttle(), request.remote_addr or ""
+        if (retry_after := throttle.attempt(address, user.name)) is not None:
+            raise _refuse(retry_after)
+        with db.transaction() as conn:
+            accepted = second_factor.verify(conn, user, form.code.data, now=utcnow())
+        if accepted:
+            throttle.succeeded(address, user.name)
+            return _sign_in(user, request.args.get("next"))
+        form.form_errors.append(CODE_FAILED)
+        status = 401
+    elif request.method == "POST":
+        status = 422
+    return render_template("auth/code.html", form=form), status
 
 
 @bp.route("/login", methods=["GET", "POST"])
-@limiter.limit(_login_limit, methods=["POST"], deduct_when=_failed)
 def login() -> Response | tuple[str, int]:
     form = LoginForm()
     status = 200
     if form.validate_on_submit():
+        throttle, address = login_throttle(), request.remote_addr or ""
+        if (retry_after := throttle.attempt(address, form.username.data)) is not None:
+            raise _refuse(retry_after)
         with db.read() as conn:
             user = accounts.authenticate_password(conn, form.username.data, form.password.data)
         if user is not None:
-            # A new session for the new identity: nothing from before the login survives
-            # (no fixation), and the login time makes the session "fresh" for role changes.
-            session.clear()
-            login_user(SessionUser(user), fresh=True)
-            session[LOGIN_AT] = utcnow().timestamp()
-            session.permanent = True
-            return redirect(safe_next(request.args.get("next")))
+            throttle.succeeded(address, form.username.data)
+            with db.read() as conn:
+                needs_code = second_factor.is_enrolled(conn, user)
+            if needs_code:
+                return _ask_for_code(user)
+            return _sign_in(user, request.args.get("next"))
         form.form_errors.append(LOGIN_FAILED)
         status = 401
     elif request.method == "POST":

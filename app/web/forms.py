@@ -4,6 +4,8 @@ same requests."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from flask_wtf import FlaskForm
 from wtforms import (
     IntegerField,
@@ -18,6 +20,14 @@ from app.queue.fields import MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
 from app.queue.states import PRIORITIES, Role
 
 ROLE_CHOICES = [role.value for role in Role]
+# The lifetimes offered on the tokens page (the CLI takes any duration).
+TOKEN_LIFETIMES: dict[str, timedelta | None] = {
+    "30 days": timedelta(days=30),
+    "90 days": timedelta(days=90),
+    "1 year": timedelta(days=365),
+    "7 days": timedelta(days=7),
+    "never (until revoked)": None,
+}
 PRIORITY_CHOICES = list(PRIORITIES)
 
 
@@ -26,6 +36,21 @@ class LoginForm(FlaskForm):
 
     username = StringField("User name", validators=[InputRequired(), Length(max=64)])
     password = PasswordField("Password", validators=[InputRequired(), Length(max=1024)])
+
+
+class CodeForm(FlaskForm):
+    """A code from the authenticator app, or a recovery code."""
+
+    code = StringField("Code", validators=[InputRequired(), Length(max=32)])
+
+
+class PasswordChangeForm(FlaskForm):
+    """The user's current password and the new one."""
+
+    current_password = PasswordField(
+        "Current password", validators=[InputRequired(), Length(max=1024)]
+    )
+    new_password = PasswordField("New password", validators=[InputRequired(), Length(max=1024)])
 
 
 class ConfirmForm(FlaskForm):
@@ -78,3 +103,4 @@ class TokenForm(FlaskForm):
 
     user = SelectField("User", validators=[InputRequired()])
     label = StringField("Label (optional)", validators=[Optional(), Length(max=100)])
+    expires_in = SelectField("Expires after", choices=list(TOKEN_LIFETIMES), default="90 days")

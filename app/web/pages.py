@@ -29,11 +29,12 @@ from app.queue.policy import Action
 from app.queue.requests import EnqueueBody, ListQuery
 from app.queue.states import PRIORITIES, TERMINAL, JobStatus
 from app.queue.strictjson import MalformedJSON, decode_json
-from app.settings import queue_settings
+from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from app.web.charts import minute_chart
 from app.web.forms import ConfirmForm, EnqueueForm
-from app.web.htmx import current_actor, is_htmx, render, require_login
+from app.web.guard import current_actor, require_login
+from app.web.htmx import is_htmx, render
 
 bp = Blueprint("pages", __name__, url_prefix="/ui")
 PAGE_SIZE = 25

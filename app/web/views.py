@@ -7,15 +7,18 @@ from flask_login import current_user
 from werkzeug.wrappers import Response
 
 from app import access
+from app.accounts.errors import AccountError
 from app.queue.errors import QueueError
 from app.queue.policy import Action
-from app.web import admin, auth, pages
-from app.web.htmx import current_actor, is_htmx
+from app.web import account, admin, auth, pages
+from app.web.guard import current_actor
+from app.web.htmx import is_htmx
 
 bp = Blueprint("web", __name__)
 bp.register_blueprint(auth.bp)
 bp.register_blueprint(pages.bp)
 bp.register_blueprint(admin.bp)
+bp.register_blueprint(account.bp)
 
 
 @bp.after_request
@@ -67,7 +70,8 @@ def format_age(value: object) -> str:
     return f"{hours // 24} d {hours % 24} h"
 
 
+@bp.errorhandler(AccountError)
 @bp.errorhandler(QueueError)
-def queue_error(exc: QueueError) -> tuple[str, int]:
+def queue_error(exc: QueueError | AccountError) -> tuple[str, int]:
     """Service refusals (403, 404, 409...) as the error page, the same status as the API."""
     return render_template("error.html", status=exc.status, detail=exc.detail), exc.status

@@ -15,8 +15,11 @@ from sqlalchemy import Connection, text
 
 from app import db
 from app.accounts import service as accounts
+from app.accounts.errors import AccountConflict as Conflict
+from app.accounts.errors import AccountForbidden as Forbidden
+from app.accounts.errors import AccountNotFound as NotFound
+from app.accounts.errors import InvalidAccountInput as InvalidInput
 from app.accounts.models import User
-from app.queue.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.queue.models import Actor
 from app.queue.states import Role
 from app.timeutil import utcnow
@@ -136,14 +139,16 @@ def test_tokens_are_32_random_bytes_shown_once_and_stored_as_sha256(
 def test_token_resolves_until_revoked(app: Flask, conn: Connection) -> None:
     accounts.create_user(conn, accounts.OPERATOR, "w", "worker", now=utcnow())
     token, raw = accounts.create_token(conn, accounts.OPERATOR, "w", now=utcnow())
-    found = accounts.resolve_token(conn, raw)
+    found = accounts.resolve_token(conn, raw, now=utcnow())
     assert found is not None and found[1].name == "w"
-    assert accounts.resolve_token(conn, raw + "x") is None
-    assert accounts.resolve_token(conn, raw[len(accounts.TOKEN_PREFIX) :]) is None
-    assert accounts.resolve_token(conn, hashlib.sha256(raw.encode()).hexdigest()) is None
+    assert accounts.resolve_token(conn, raw + "x", now=utcnow()) is None
+    assert accounts.resolve_token(conn, raw[len(accounts.TOKEN_PREFIX) :], now=utcnow()) is None
+    assert (
+        accounts.resolve_token(conn, hashlib.sha256(raw.encode()).hexdigest(), now=utcnow()) is None
+    )
     revoked = accounts.revoke_token(conn, accounts.OPERATOR, token.id, now=utcnow())
     assert revoked.revoked_at is not None
-    assert accounts.resolve_token(conn, raw) is None
+    assert accounts.resolve_token(conn, raw, now=utcnow()) is None
     with pytest.raises(Conflict):
         accounts.revoke_token(conn, accounts.OPERATOR, token.id, now=utcnow())
     with pytest.raises(NotFound):
@@ -190,7 +195,7 @@ def test_last_used_at_is_kept(app: Flask, client: FlaskClient) -> None:
     first = last_used()
     assert first is not None
     with app.app_context(), db.read() as conn:
-        found = accounts.resolve_token(conn, raw)
+        found = accounts.resolve_token(conn, raw, now=utcnow())
     assert found is not None
     token = found[0]
     assert token.last_used_at is not None and token.last_used_at >= before - timedelta(seconds=1)

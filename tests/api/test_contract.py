@@ -11,7 +11,7 @@ from flask import Flask
 
 from app import db
 from app.queue import service
-from app.settings import queue_settings
+from app.queue_settings import queue_settings
 from tests.api.conftest import assert_problem, event_rows, job_count, job_row, snapshot
 from tests.builders import Api
 

@@ -17,7 +17,7 @@ from app import db
 from app.queue import service, stats
 from app.queue.models import Actor
 from app.queue.requests import ListQuery
-from app.settings import queue_settings
+from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.builders import make_job, make_user
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from app.queue.sanitize import MARKER, PATH_MARKER, TRUNCATED, sanitize_error
@@ -132,11 +134,123 @@ HOSTILE = {
     "open quotes": 'password="' + "a" * 1_000_000,
     "quoted keys": 'token="' * 150_000,
     "mixed": ("password=x://a:b@" + "/tmp/x " + "Bearer eyJa.b ") * 30_000,
+    "env names": ("A" * 63 + "_" + " ") * 15_000,
+    "env assignments": "DB_SECRET=" * 100_000,
+    "env long name": "A" * 1_000_000 + "_TOKEN=x",
+    "token prefixes": "ghp_ ql_ sk_live_ xoxb- AIza " * 35_000,
+    "github pats": "github_pat_" * 90_000,
+    "amz": "X-Amz-Signature=" * 62_500,
+    "slack hooks": "https://hooks.slack.com/services/" * 30_000,
+    "ansi csi": "\x1b[" * 500_000,
+    "ansi osc": "\x1b]" + "a" * 1_000_000,
+    "controls": "\x01\u202e\x9b" * 333_000,
 }
+# Hostile text may cost a few times what plain text of the same size costs, never more: a
+# quadratic pattern would take hundreds of times longer on a megabyte.
+HOSTILE_FACTOR = 10
+
+
+@pytest.fixture(scope="module")
+def plain_seconds() -> float:
+    """How long a megabyte of harmless text takes on this machine right now (best of three)."""
+    timings = []
+    for _ in range(3):
+        started = time.perf_counter()
+        sanitize_error("a" * 1_000_000)
+        timings.append(time.perf_counter() - started)
+    return min(timings)
 
 
 @pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
-def test_a_megabyte_of_hostile_text_is_sanitized_and_bounded(text: str) -> None:
+def test_a_megabyte_of_hostile_text_is_sanitized_and_bounded(
+    text: str, plain_seconds: float
+) -> None:
     assert len(text) >= 900_000
+    started = time.perf_counter()
     clean = sanitize_error(text)
+    assert time.perf_counter() - started < HOSTILE_FACTOR * plain_seconds + 0.5
     assert len(clean.encode("utf-8")) <= 4096
+
+
+GITHUB_PAT = "github_pat_11ABCDEFG0" + "x" * 70
+SECRETS = {
+    "queuelog token": "ql_" + "Zm9vYmFyYmF6cXV4cXV1eDEyMzQ1Njc4OTAxMjM0NTY",
+    "github classic": "ghp_" + "A1b2C3d4E5" * 4,
+    "github oauth": "gho_" + "A1b2C3d4E5" * 4,
+    "github server": "ghs_" + "A1b2C3d4E5" * 4,
+    "github fine-grained": GITHUB_PAT,
+    "stripe live": "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
+    "stripe test": "sk_test_" + "4eC39HqLyjWDarjtT1zdp7dc",
+    "stripe restricted": "rk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
+    "slack bot": "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "slack user": "xoxp-" + "123456789012-1234567890123-1234567890123-abcdef",
+    "google api key": "AIza" + "SyA-1234567890abcdefghijklmnopqrstu",
+}
+
+
+@pytest.mark.parametrize("secret", SECRETS.values(), ids=SECRETS.keys())
+def test_sanitizer_redacts_well_known_token_formats(secret: str) -> None:
+    for text in (f"call failed with {secret} (401)", f"token '{secret}'", secret):
+        clean = sanitize_error(text)
+        assert secret[6:] not in clean, clean
+        assert MARKER in clean
+
+
+def test_sanitizer_redacts_github_tokens() -> None:
+    clean = sanitize_error(f"git push https://github.com/o/r ghp_{'a1B2' * 9} {GITHUB_PAT}")
+    assert "a1B2" not in clean
+    assert "11ABCDEFG0" not in clean
+    assert clean.startswith("git push https://github.com/o/r ")
+
+
+def test_sanitizer_redacts_slack_webhook_urls() -> None:
+    url = "https://hooks.slack.com/services/T0001/B0002/XXXXXXXXXXXXXXXXXXXXXXXX"
+    clean = sanitize_error(f"POST {url} answered 404")
+    assert clean == f"POST https://hooks.slack.com/{MARKER} answered 404"
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("PGPASSWORD=hunter22 psql -h db", "hunter22"),
+        ("env DB_SECRET=s3cr3t not accepted", "s3cr3t"),
+        ("GH_TOKEN=abc123def", "abc123def"),
+        ("STRIPE_API_KEY=sk-abc", "sk-abc"),
+        ("export SMTP_PASSWORD=pa55word", "pa55word"),
+        ("AWS_SESSION_TOKEN=FwoGZXIvYXdzE", "FwoGZXIvYXdzE"),
+    ],
+)
+def test_sanitizer_redacts_environment_assignments(text: str, secret: str) -> None:
+    clean = sanitize_error(text)
+    assert secret not in clean
+    assert MARKER in clean
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+        "{'Authorization': 'Basic dXNlcjpwYXNzd29yZA=='}",
+        '{"authorization":"Basic dXNlcjpwYXNzd29yZA=="}',
+    ],
+)
+def test_sanitizer_redacts_basic_authorization(text: str) -> None:
+    assert "dXNlcjpwYXNzd29yZA" not in sanitize_error(text)
+
+
+def test_sanitizer_redacts_presigned_url_signatures() -> None:
+    url = (
+        "https://bucket.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+        "&X-Amz-Credential=AKIAEXAMPLE%2F20260101%2Fus-east-1%2Fs3%2Faws4_request"
+        "&X-Amz-Signature=fe5f80f77d5fa3beca038a248ff027d0445342fe2855ddc963176630326f1024"
+    )
+    clean = sanitize_error(f"GET {url} 403")
+    assert "fe5f80f77d5fa3be" not in clean
+    assert "20260101" not in clean
+    assert "X-Amz-Algorithm=AWS4-HMAC-SHA256" in clean
+
+
+def test_sanitizer_strips_ansi_bidi_and_control_characters() -> None:
+    text = "\x1b[31mred\x1b[0m \x1b]8;;http://evil\x07link\x1b]8;;\x07 a\u202eb\u2066c\u2069"
+    clean = sanitize_error(text + "\x07\x08\r\x85\x9b done\tok\nnext")
+    assert clean == "red link abc done\tok\nnext"

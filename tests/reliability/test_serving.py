@@ -14,7 +14,7 @@ import pytest
 from app import create_app, db
 from app.accounts import service as accounts
 from app.queue import service, validate
-from app.settings import queue_settings
+from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (these tests run on both engines)
 from tests.servers import Client, Database, Gunicorn, app_settings, prepare_database, running

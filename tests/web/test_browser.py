@@ -153,7 +153,8 @@ def test_pages_fit_a_small_phone(watched: Page, live_site: LiveSite, people) -> 
     job = people["producer_api"].enqueue(payload={"long": "x" * 300})
     watched.set_viewport_size({"width": 375, "height": 800})
     sign_in(watched, live_site, people["admin"])
-    for path in ("/ui/", "/ui/jobs", f"/ui/jobs/{job['id']}", "/ui/jobs/new", "/ui/admin/users"):
+    pages = ["/ui/", "/ui/jobs", f"/ui/jobs/{job['id']}", "/ui/jobs/new", "/ui/admin/users"]
+    for path in [*pages, "/ui/admin/tokens", "/ui/account/password", "/ui/account/second-factor"]:
         watched.goto(live_site.url + path)
         width = watched.evaluate("document.documentElement.scrollWidth")
         assert width <= 375, (path, width)

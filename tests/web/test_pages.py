@@ -57,12 +57,14 @@ PAGES = [
     "/ui/jobs/new",
     "/ui/admin/users",
     "/ui/admin/tokens",
+    "/ui/account/password",
+    "/ui/account/second-factor",
 ]
 EXPECTED = {
-    "prod": [200, 200, 200, 200, 403, 403],
-    "prod2": [200, 200, 404, 200, 403, 403],  # another producer's job is "not found"
-    "work": [200, 200, 200, 403, 403, 403],  # the worker held the job
-    "boss": [200, 200, 200, 200, 200, 200],
+    "prod": [200, 200, 200, 200, 403, 403, 200, 200],
+    "prod2": [200, 200, 404, 200, 403, 403, 200, 200],  # another producer's job is "not found"
+    "work": [200, 200, 200, 403, 403, 403, 200, 200],  # the worker held the job
+    "boss": [200, 200, 200, 200, 200, 200, 200, 200],
 }
 
 

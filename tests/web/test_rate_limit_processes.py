@@ -8,6 +8,7 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,30 @@ def test_login_limit_is_shared_by_all_workers(tmp_path: Path) -> None:
         statuses = [_failed_login(server.host) for _ in range(ATTEMPTS)]
     print(f"\nfailed logins through gunicorn -w 4 with a limit of {LIMIT}: {statuses}")
     assert statuses == [401] * LIMIT + [429] * (ATTEMPTS - LIMIT), statuses
+
+
+CONCURRENT_LIMIT = 10
+CONCURRENT_ATTEMPTS = 30
+
+
+@pytest.mark.slow
+def test_login_limit_holds_under_concurrency(tmp_path: Path) -> None:
+    """30 wrong passwords at once over four workers: the counter is incremented before the
+    password check, so at most the limit of them reach it (the others get 429 unchecked)."""
+    database = prepare_database(tmp_path / "db", {})
+    server = Gunicorn(
+        database,
+        tmp_path,
+        workers=4,
+        LOGIN_RATE_LIMIT=f"{CONCURRENT_LIMIT} per minute",
+        LOGIN_ACCOUNT_RATE_LIMIT="1000 per minute",
+    )
+    with running(server), ThreadPoolExecutor(CONCURRENT_ATTEMPTS) as pool:
+        statuses = list(pool.map(lambda _: _failed_login(server.host), range(CONCURRENT_ATTEMPTS)))
+    checked = statuses.count(401)
+    print(
+        f"\n{CONCURRENT_ATTEMPTS} concurrent wrong passwords, limit {CONCURRENT_LIMIT}: "
+        f"{checked} checked, {statuses.count(429)} refused"
+    )
+    assert 1 <= checked <= CONCURRENT_LIMIT, statuses
+    assert statuses.count(429) == CONCURRENT_ATTEMPTS - checked, statuses

@@ -1,4 +1,5 @@
-"""The queue settings of the current app, built once from its config."""
+"""The queue settings (leases, backoff, limits) of the current app, built once from its
+Flask config; the config itself is read in ``app/config.py``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,90 @@
+"""The signed-in user's own account: changing their password, turning on the second factor."""
+
+from __future__ import annotations
+
+import segno
+from flask import Blueprint, flash, redirect, render_template, session, url_for
+from flask_login import current_user, login_user
+from werkzeug.wrappers import Response
+
+from app import access, db
+from app.accounts import second_factor
+from app.accounts import service as accounts
+from app.accounts.errors import AccountError
+from app.accounts.login import LOGIN_AT, SessionUser
+from app.timeutil import utcnow
+from app.web.forms import CodeForm, PasswordChangeForm
+from app.web.guard import current_actor, require_login
+
+bp = Blueprint("account", __name__, url_prefix="/ui/account")
+bp.before_request(require_login)
+
+
+def _page(form: PasswordChangeForm, status: int = 200) -> tuple[str, int]:
+    return render_template("account/password.html", form=form, me=current_actor()), status
+
+
+@bp.route("/password", methods=["GET", "POST"])
+@access.mark(access.SIGNED_IN)
+def password() -> Response | tuple[str, int]:
+    """Current password required; every other session of the user ends, this one goes on."""
+    form = PasswordChangeForm()
+    if not form.validate_on_submit():
+        return _page(form, 422 if form.is_submitted() else 200)
+    try:
+        with db.transaction() as conn:
+            user = accounts.change_own_password(
+                conn, current_user.user, form.current_password.data, form.new_password.data
+            )
+    except AccountError as exc:
+        for name, message in exc.errors.items():
+            form[name].errors = [*form[name].errors, message]
+        return _page(form, exc.status)
+    # The nonce rotated: re-issue this session under the new one, keeping its login time.
+    login_at = session.get(LOGIN_AT)
+    login_user(SessionUser(user))
+    session[LOGIN_AT] = login_at
+    flash("Password changed. Your other sessions have ended.", "success")
+    return redirect(url_for("web.pages.dashboard"))
+
+
+ENROLLING = "totp_enrolling"  # session key: the secret shown on the enrolment page
+
+
+@bp.route("/second-factor", methods=["GET", "POST"])
+@access.mark(access.SIGNED_IN)
+def enrol_second_factor() -> Response | tuple[str, int]:
+    """Show a new secret as a QR code; a correct code from the app turns the factor on and
+    shows the recovery codes, once."""
+    user = current_user.user
+    with db.read() as conn:
+        enrolled = second_factor.is_enrolled(conn, user)
+    if enrolled:
+        return render_template("account/second_factor.html", enrolled=True, me=current_actor()), 200
+    secret = session.get(ENROLLING)
+    if not isinstance(secret, str):
+        secret = session[ENROLLING] = second_factor.new_secret()
+    form = CodeForm()
+    status = 200
+    if form.validate_on_submit():
+        try:
+            with db.transaction() as conn:
+                codes = second_factor.enrol(conn, user, secret, form.code.data, now=utcnow())
+        except AccountError as exc:
+            form.code.errors = [*form.code.errors, *exc.errors.values()]
+            status = exc.status
+        else:
+            session.pop(ENROLLING, None)
+            return render_template(
+                "account/second_factor.html", recovery_codes=codes, me=current_actor()
+            ), 201
+    elif form.is_submitted():
+        status = 422
+    uri = second_factor.provisioning_uri(secret, user.name)
+    return render_template(
+        "account/second_factor.html",
+        form=form,
+        secret=secret,
+        qr=segno.make(uri, error="m").svg_data_uri(scale=5, dark="#000", light="#fff"),
+        me=current_actor(),
+    ), status
