@@ -25,12 +25,14 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     from app.accounts import login
     from app.api.views import bp as api_bp
     from app.extensions import csrf, limiter
+    from app.monitoring import health, http
     from app.routing import RowIdConverter
     from app.web.views import bp as web_bp
 
     app_config.load_config(app, config)
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the documented field order
     app.url_map.converters["id"] = RowIdConverter
+    http.init_app(app)
     db.init_app(app)
     settings.init_app(app)
     csrf.init_app(app)
@@ -40,6 +42,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     security.init_app(app)
     csrf.exempt(api_bp)
     app.register_blueprint(api_bp)
+    app.register_blueprint(health.bp)
     app.register_blueprint(web_bp)
     errors.init_app(app)
     cli.init_app(app)

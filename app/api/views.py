@@ -6,10 +6,12 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
-from app import db
-from app.api import body
+from app import access, db
+from app.api import body, ops
 from app.api.auth import Unauthorized, authenticate
 from app.api.problems import problem
+from app.audit import hooks as audit
+from app.audit.actions import AuditAction
 from app.queue import service, validate
 from app.queue.errors import InvalidInput, QueueError
 from app.queue.models import Job
@@ -17,6 +19,7 @@ from app.settings import queue_settings
 from app.timeutil import utcnow
 
 bp = Blueprint("api", __name__)
+bp.register_blueprint(ops.bp)
 
 
 # The action each route performs, checked against the role table before the body is read.
@@ -35,6 +38,7 @@ _ACTIONS = {
 def require_token() -> None:
     """Every API route needs a valid bearer token, and the role its action needs."""
     actor = authenticate()
+    access.check_route(actor, request.endpoint)
     if action := _ACTIONS.get(request.endpoint or ""):
         service.authorize(actor, action)
 
@@ -171,6 +175,7 @@ def cancel(job_id: int) -> Response:
     _no_fields()
     with db.transaction() as conn:
         job = service.cancel(conn, g.actor, job_id, now=utcnow())
+        audit.record(conn, AuditAction.JOB_CANCEL, f"job:{job_id}")
     return _job(job)
 
 
@@ -179,4 +184,5 @@ def retry(job_id: int) -> Response:
     _no_fields()
     with db.transaction() as conn:
         job = service.retry(conn, g.actor, job_id, now=utcnow())
+        audit.record(conn, AuditAction.JOB_RETRY, f"job:{job_id}")
     return _job(job)

@@ -7,6 +7,8 @@ from werkzeug.wrappers import Response
 
 from app import db
 from app.accounts import service as accounts
+from app.audit import hooks as audit
+from app.audit.actions import AuditAction
 from app.queue.errors import QueueError
 from app.timeutil import utcnow
 from app.web.forms import ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
@@ -82,6 +84,7 @@ def create_user() -> Response | tuple[str, int]:
                 password=form.password.data or None,
                 max_priority=form.max_priority.data,
             )
+            audit.record(conn, AuditAction.USER_CREATE, f"user:{user.name}", role=user.role)
     except QueueError as exc:
         for name, message in getattr(exc, "errors", {"name": exc.detail}).items():
             field = form._fields.get(name, form.name)
@@ -105,6 +108,13 @@ def update_user(name: str) -> Response | tuple[str, int]:
         accounts.update_user(
             conn, current_actor(), name, role=form.role.data, max_priority=form.max_priority.data
         )
+        audit.record(
+            conn,
+            AuditAction.USER_UPDATE,
+            f"user:{name}",
+            role=form.role.data,
+            max_priority=form.max_priority.data,
+        )
     flash(f"{name} is now {form.role.data} (cap {form.max_priority.data}).", "success")
     return redirect(url_for(".users"))
 
@@ -113,6 +123,11 @@ def _set_disabled(name: str, disabled: bool) -> Response:
     try:
         with db.transaction() as conn:
             accounts.set_disabled(conn, current_actor(), name, disabled=disabled)
+            audit.record(
+                conn,
+                AuditAction.USER_DISABLE if disabled else AuditAction.USER_ENABLE,
+                f"user:{name}",
+            )
     except QueueError as exc:
         if exc.status == 404:
             raise
@@ -170,9 +185,10 @@ def create_token() -> Response | tuple[str, int]:
         return _tokens_page(form, status=422)
     try:
         with db.transaction() as conn:
-            _, raw = accounts.create_token(
+            token, raw = accounts.create_token(
                 conn, current_actor(), form.user.data, now=utcnow(), label=form.label.data or ""
             )
+            audit.record(conn, AuditAction.TOKEN_ISSUE, f"token:{token.id}", user=form.user.data)
     except QueueError as exc:
         form.label.errors = [exc.detail]
         return _tokens_page(form, status=exc.status)
@@ -184,6 +200,7 @@ def revoke_token(token_id: int) -> Response:
     try:
         with db.transaction() as conn:
             accounts.revoke_token(conn, current_actor(), token_id, now=utcnow())
+            audit.record(conn, AuditAction.TOKEN_REVOKE, f"token:{token_id}")
     except QueueError as exc:
         if exc.status == 404:
             raise

@@ -18,6 +18,8 @@ from werkzeug.wrappers import Response
 from app import db
 from app.accounts import service as accounts
 from app.accounts.login import LOGIN_AT, SessionUser
+from app.audit import hooks as audit
+from app.audit.actions import AuditAction
 from app.extensions import limiter
 from app.timeutil import utcnow
 from app.web.forms import LoginForm
@@ -51,8 +53,10 @@ def login() -> Response | tuple[str, int]:
             login_user(SessionUser(user), fresh=True)
             session[LOGIN_AT] = utcnow().timestamp()
             session.permanent = True
+            audit.record_alone(AuditAction.SIGN_IN, f"user:{user.name}")
             return redirect(safe_next(request.args.get("next")))
         form.form_errors.append(LOGIN_FAILED)
+        audit.record_alone(AuditAction.SIGN_IN_FAILED, f"user:{form.username.data}")
         status = 401
     elif request.method == "POST":
         status = 422
@@ -65,6 +69,7 @@ def logout() -> Response:
     if current_user.is_authenticated:
         with db.transaction() as conn:
             accounts.end_sessions(conn, current_user.user)
+            audit.record(conn, AuditAction.SIGN_OUT, f"user:{current_user.user.name}")
         logout_user()
     session.clear()
     flash("You are signed out.", "info")

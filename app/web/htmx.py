@@ -9,6 +9,7 @@ from flask import current_app, make_response, redirect, render_template, request
 from flask_login import current_user
 from werkzeug.wrappers import Response
 
+from app import access
 from app.accounts.login import LOGIN_AT
 from app.queue.models import Actor
 from app.timeutil import utcnow
@@ -40,6 +41,7 @@ def require_login() -> Response | None:
     """A before-request guard: pages redirect to the login; htmx gets 401 + HX-Redirect,
     because a 302 would be followed by the browser and its login page swapped into a table."""
     if current_user.is_authenticated:
+        access.check_route(current_actor(), request.endpoint)
         return None
     if request.headers.get("HX-Request") == "true":
         response = Response(status=401)

@@ -21,6 +21,8 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
 from app import db
+from app.audit import hooks as audit
+from app.audit.actions import AuditAction
 from app.queue import service, stats, validate
 from app.queue.errors import Forbidden, InvalidInput, QueueError
 from app.queue.models import Actor, Job, JobFilters
@@ -138,11 +140,12 @@ def _action_done(job_id: int, message: str, category: str) -> Response:
     return redirect(url_for(".job", job_id=job_id))
 
 
-def _act(job_id: int, action: Callable[..., Job], done: str) -> Response:
+def _act(job_id: int, action: Callable[..., Job], audited: AuditAction, done: str) -> Response:
     """Run a service action on a job; a refusal (409) is shown on the job, 403/404 raise."""
     try:
         with db.transaction() as conn:
             action(conn, current_actor(), job_id, now=utcnow())
+            audit.record(conn, audited, f"job:{job_id}")
     except QueueError as exc:
         if exc.status in (403, 404):
             raise
@@ -152,12 +155,12 @@ def _act(job_id: int, action: Callable[..., Job], done: str) -> Response:
 
 @bp.post("/jobs/<id:job_id>/cancel")
 def cancel(job_id: int) -> Response:
-    return _act(job_id, service.cancel, f"Job {job_id} cancelled.")
+    return _act(job_id, service.cancel, AuditAction.JOB_CANCEL, f"Job {job_id} cancelled.")
 
 
 @bp.post("/jobs/<id:job_id>/retry")
 def retry(job_id: int) -> Response:
-    return _act(job_id, service.retry, f"Job {job_id} is queued again.")
+    return _act(job_id, service.retry, AuditAction.JOB_RETRY, f"Job {job_id} is queued again.")
 
 
 def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:

@@ -6,13 +6,14 @@ from flask import Blueprint, redirect, render_template
 from werkzeug.wrappers import Response
 
 from app.queue.errors import QueueError
-from app.web import admin, auth, pages
+from app.web import admin, auth, operations, pages
 from app.web.htmx import is_htmx
 
 bp = Blueprint("web", __name__)
 bp.register_blueprint(auth.bp)
 bp.register_blueprint(pages.bp)
 bp.register_blueprint(admin.bp)
+bp.register_blueprint(operations.bp)
 
 
 @bp.after_request
