@@ -245,5 +245,7 @@ def setup() -> None:
 
 def init_app(app: Flask) -> None:
     """Register the command groups."""
-    for command in (db_cli, user_cli, token_cli, jobs_cli, setup):
+    from app.audit.commands import audit_cli  # it uses parse_duration from here
+
+    for command in (db_cli, user_cli, token_cli, jobs_cli, audit_cli, setup):
         app.cli.add_command(command)
