@@ -33,7 +33,7 @@ class AuditAction(StrEnum):
 
 @dataclass(frozen=True)
 class AuditEvent:
-    """One row of ``audit_events``."""
+    """One row of the audit log."""
 
     id: int
     at: datetime
@@ -45,7 +45,7 @@ class AuditEvent:
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> AuditEvent:
-        """Build an event from an ``audit_events`` row mapping."""
+        """Build an event from a row mapping."""
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
     def as_json(self) -> dict[str, Any]:
