@@ -187,3 +187,21 @@ def test_audit_rows_are_written_only_by_append_and_removed_only_by_prune() -> No
     assert users == {"schema.py", "audit/store.py"}
     store = (root / "audit" / "store.py").read_text()
     assert store.count("update(") == 0 and store.count("delete(audit_events)") == 1
+
+
+def test_client_address_comes_from_the_trusted_proxy(database_url: str) -> None:
+    from app import create_app
+    from tests.builders import make_api
+    from tests.conftest import base_config
+
+    app = create_app(base_config(database_url, TRUSTED_PROXIES=1))
+    try:
+        producer = make_api(app, app.test_client(), "prod", "producer")
+        job = producer.enqueue()
+        forwarded = {"X-Forwarded-For": "203.0.113.9"}
+        rows = recorded(app, lambda: producer.post(f"/jobs/{job['id']}/cancel", headers=forwarded))
+        assert one(rows, "prod", AuditAction.JOB_CANCEL, f"job:{job['id']}")["client_address"] == (
+            "203.0.113.9"
+        )
+    finally:
+        app.extensions["queuelog.db"].dispose()
