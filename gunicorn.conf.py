@@ -1,4 +1,5 @@
-"""gunicorn settings for production (`make serve`): threaded workers that long-polls cannot starve.
+"""gunicorn settings for production (`make serve`): threaded workers that long-polls cannot starve,
+and Prometheus multiprocess mode so /metrics adds up the HTTP figures of every worker.
 
 Why threads: a long-polling claim (``wait_seconds`` up to 30) occupies a request handler while it
 sleeps, and a client that sends its body slowly occupies one while the body trickles in. With
@@ -12,6 +13,9 @@ Every value can be overridden from the command line or ``GUNICORN_CMD_ARGS``.
 """
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 bind = os.environ.get("QUEUELOG_BIND", "127.0.0.1:8000")
 # Processes: WEB_CONCURRENCY (gunicorn's convention), else two per core.
@@ -27,3 +31,29 @@ graceful_timeout = 35
 keepalive = 5
 # Header limits stay at gunicorn's defaults; bodies are bounded by MAX_CONTENT_LENGTH in the app.
 control_socket_disable = True
+
+# Set before any worker imports prometheus_client: it picks its storage at import time.
+_created = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+if _created:
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="queuelog-metrics-")
+METRICS_DIR = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+
+
+def on_starting(server):
+    """Figures of an earlier run of this server must not be counted again."""
+    METRICS_DIR.mkdir(parents=True, exist_ok=True)
+    for stale in METRICS_DIR.glob("*.db"):
+        stale.unlink()
+
+
+def child_exit(server, worker):
+    """A worker that exits keeps its counters; only its live gauges are dropped."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    """Remove the folder this configuration made."""
+    if _created:
+        shutil.rmtree(METRICS_DIR, ignore_errors=True)

@@ -26,6 +26,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     from app.api.docs import bp as apidocs_bp
     from app.api.views import bp as api_bp
     from app.extensions import csrf, limiter
+    from app.monitoring import health, http
     from app.routing import RowIdConverter
     from app.web import throttle
     from app.web.views import bp as web_bp
@@ -33,6 +34,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app_config.load_config(app, config)
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the documented field order
     app.url_map.converters["id"] = RowIdConverter
+    http.init_app(app)
     db.init_app(app)
     queue_settings.init_app(app)
     csrf.init_app(app)
@@ -44,6 +46,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     bodylimit.init_app(app)
     csrf.exempt(api_bp)
     app.register_blueprint(api_bp)
+    app.register_blueprint(health.bp)
     app.register_blueprint(web_bp)
     app.register_blueprint(apidocs_bp)
     errors.init_app(app)

@@ -14,6 +14,8 @@ from flask.cli import AppGroup, with_appcontext
 from app import db, migrate
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError
+from app.audit import hooks as audit
+from app.audit.actions import AuditAction
 from app.queue import service
 from app.queue.states import PRIORITIES, Role
 from app.queue_settings import queue_settings
@@ -65,6 +67,7 @@ def user_create(name: str, role: str, max_priority: str | None, password_stdin: 
                 password=password,
                 max_priority=cap,
             )
+            audit.record(conn, AuditAction.USER_CREATE, f"user:{user.name}", role=user.role)
     except AccountError as exc:
         _fail(exc)
     click.echo(
@@ -86,6 +89,11 @@ def _set_disabled(name: str, disabled: bool) -> None:
     try:
         with db.transaction() as conn:
             accounts.set_disabled(conn, accounts.OPERATOR, name, disabled=disabled)
+            audit.record(
+                conn,
+                AuditAction.USER_DISABLE if disabled else AuditAction.USER_ENABLE,
+                f"user:{name}",
+            )
     except AccountError as exc:
         _fail(exc)
     click.echo(f"{'disabled' if disabled else 'enabled'} user {name}")
@@ -113,6 +121,7 @@ def user_set_password(name: str) -> None:
     try:
         with db.transaction() as conn:
             accounts.set_password(conn, accounts.OPERATOR, name, password)
+            audit.record(conn, AuditAction.USER_PASSWORD, f"user:{name}")
     except AccountError as exc:
         _fail(exc)
     click.echo(f"password of {name} changed")
@@ -134,6 +143,7 @@ def token_create(name: str, label: str, expires_in: str | None) -> None:
             token, raw = accounts.create_token(
                 conn, accounts.OPERATOR, name, now=utcnow(), label=label, expires_in=lifetime
             )
+            audit.record(conn, AuditAction.TOKEN_ISSUE, f"token:{token.id}", user=name)
     except AccountError as exc:
         _fail(exc)
     expiry = f", expires {token.expires_at.isoformat()}" if token.expires_at else ""
@@ -167,6 +177,7 @@ def token_revoke(token_id: int) -> None:
     try:
         with db.transaction() as conn:
             accounts.revoke_token(conn, accounts.OPERATOR, token_id, now=utcnow())
+            audit.record(conn, AuditAction.TOKEN_REVOKE, f"token:{token_id}")
     except AccountError as exc:
         _fail(exc)
     click.echo(f"revoked token {token_id}")
@@ -234,6 +245,7 @@ def setup() -> None:
         accounts.create_user(
             conn, accounts.OPERATOR, "admin", Role.ADMIN, now=utcnow(), password=password
         )
+        audit.record(conn, AuditAction.USER_CREATE, "user:admin", role=Role.ADMIN.value)
     click.echo("created the first user. Log in at http://127.0.0.1:5000/login with")
     click.echo("  username: admin")
     click.echo(f"  password: {password}")
@@ -242,5 +254,7 @@ def setup() -> None:
 
 def init_app(app: Flask) -> None:
     """Register the command groups."""
-    for command in (db_cli, user_cli, token_cli, jobs_cli, setup):
+    from app.audit.commands import audit_cli  # it uses parse_duration from here
+
+    for command in (db_cli, user_cli, token_cli, jobs_cli, audit_cli, setup):
         app.cli.add_command(command)

@@ -83,7 +83,7 @@ users = Table(
     # so a code cannot be used twice.
     Column("totp_secret", String(64), nullable=True),
     Column("totp_last_step", BigInteger, nullable=True),
-    CheckConstraint("role IN ('producer', 'worker', 'admin')", name="role"),
+    CheckConstraint("role IN ('producer', 'worker', 'admin', 'monitor')", name="role"),
     CheckConstraint("max_priority IN (0, 10, 20, 30)", name="max_priority"),
     sqlite_autoincrement=True,
 )
@@ -192,6 +192,23 @@ Index("ix_jobs_priority_status", jobs.c.priority, jobs.c.status)
 Index("ix_jobs_owner_status", jobs.c.created_by, jobs.c.status, jobs.c.priority)
 # Latest failures and pruning: finished jobs by status and age.
 Index("ix_jobs_status_finished", jobs.c.status, jobs.c.finished_at)
+# Metrics: jobs per status and type from the index alone; the oldest due job of each type.
+Index("ix_jobs_status_type", jobs.c.status, jobs.c.type)
+Index(
+    "ix_jobs_pending_type",
+    jobs.c.type,
+    jobs.c.run_at,
+    sqlite_where=jobs.c.status == "pending",
+    postgresql_where=jobs.c.status == "pending",
+)
+# The workers page: what each worker holds now, by identity.
+Index(
+    "ix_jobs_running_worker",
+    jobs.c.worker_id,
+    jobs.c.lease_expires_at,
+    sqlite_where=jobs.c.status == "running",
+    postgresql_where=jobs.c.status == "running",
+)
 
 # Flask-Limiter's counters (see app/ratelimit.py), shared by every process.
 rate_limits = Table(
@@ -223,4 +240,39 @@ job_events = Table(
     Index(None, "actor", "to_status", "job_id"),
     Index(None, "to_status", "at"),
     sqlite_autoincrement=True,
+)
+
+# Who did what, appended in the transaction of the action; only `flask audit prune` deletes.
+audit_events = Table(
+    "audit_events",
+    metadata,
+    Column("id", BigId, primary_key=True),
+    Column("at", UTCDateTime(), nullable=False),
+    Column("actor", String(64), nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("target", String(200), nullable=True),
+    Column("details", JSONDocument, nullable=True),
+    Column("client_address", String(64), nullable=True),
+    Index(None, "at"),
+    Index(None, "actor", "id"),
+    Index(None, "action", "id"),
+    sqlite_autoincrement=True,
+)
+
+# Job figures for /metrics, rolled up from job_events at scrape time so every app server
+# reports the same monotonic totals; ``metric_rollup`` holds the last event counted.
+metric_counters = Table(
+    "metric_counters",
+    metadata,
+    Column("name", String(32), primary_key=True),
+    Column("type", String(200), primary_key=True),
+    Column("label", String(32), primary_key=True),
+    Column("value", Float, nullable=False),
+)
+
+metric_rollup = Table(
+    "metric_rollup",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("last_event_id", BigInteger, nullable=False),
 )

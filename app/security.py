@@ -25,7 +25,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
 
 def is_api_path(path: str) -> bool:
     """True for the JSON API's routes, which authenticate by bearer token only."""
-    return path == "/jobs" or path.startswith("/jobs/")
+    return path in ("/jobs", "/metrics", "/audit") or path.startswith("/jobs/")
 
 
 HOST_PREFIX = "__Host-"

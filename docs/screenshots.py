@@ -1,7 +1,8 @@
 """Take the README's screenshots: ``.venv/bin/python docs/screenshots.py``.
 
 Serves the app on 127.0.0.1 with a throwaway database and sample jobs, then drives Debian's
-Chromium through Playwright, like the browser tests. Writes docs/*.png (desktop and 375 px).
+Chromium through Playwright, like the browser tests. Writes docs/*.png (desktop and 375 px);
+name pages (``dashboard jobs job enqueue workers audit``) to take only those.
 """
 
 from __future__ import annotations
@@ -51,10 +52,20 @@ def seed(app, client) -> int:  # type: ignore[no-untyped-def]
     worker.post(
         f"/jobs/{running['id']}/heartbeat", {"progress": 65, "message": "rendered 13 of 20 pages"}
     )
+    make_user(app, "walt", "worker")
+    Api(client, make_token(app, "walt", "worker-2")).claim(lease_seconds=120)
+    cli = app.test_cli_runner()  # audited as the operator, with details
+    cli.invoke(args=["user", "create", "prometheus", "--role", "monitor"])
+    cli.invoke(args=["token", "create", "prometheus", "--label", "scraper"])
+    admin = Api(client, make_token(app, "ada", "ops"))
+    cancelled = producer.enqueue("email.send", payload={"to": "nobody@example.com"})
+    producer.post(f"/jobs/{cancelled['id']}/cancel")
+    admin.post(f"/jobs/{cancelled['id']}/retry")
     return int(running["id"])
 
 
-def main() -> None:
+def main(wanted: list[str]) -> None:
+    """Take every screenshot, or only the ``wanted`` ones (e.g. ``workers audit``)."""
     with tempfile.TemporaryDirectory() as tmp:
         app = create_app(
             {
@@ -79,6 +90,9 @@ def main() -> None:
                     )
                     page.goto(f"{url}/login")
                     page.get_by_label("User name").fill("ada")
+                    page.get_by_label("Password").fill("not the password")
+                    page.get_by_role("button", name="Sign in").click()
+                    page.get_by_label("User name").fill("ada")
                     page.get_by_label("Password").fill(PASSWORD)
                     page.get_by_role("button", name="Sign in").click()
                     page.wait_for_url(f"{url}/ui/")
@@ -87,8 +101,12 @@ def main() -> None:
                         "jobs": "/ui/jobs",
                         "job": f"/ui/jobs/{running}",
                         "enqueue": "/ui/jobs/new",
+                        "workers": "/ui/workers",
+                        "audit": "/ui/admin/audit",
                     }
                     for name, path in shots.items():
+                        if wanted and name not in wanted:
+                            continue
                         page.goto(url + path)
                         page.screenshot(path=ROOT / "docs" / f"{name}{suffix}.png", full_page=True)
                     page.close()
@@ -100,4 +118,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -7,10 +7,12 @@ from typing import Any, TypeVar
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from app import access, db
-from app.api import body, longpoll
+from app.api import body, longpoll, ops
 from app.api.auth import Unauthorized, authenticate
 from app.api.openapi import Operation, Reply, documented
 from app.api.problems import problem
+from app.audit import hooks as audit
+from app.audit.actions import AuditAction
 from app.queue import service
 from app.queue.errors import QueueError
 from app.queue.fields import KEY_PATTERN
@@ -31,6 +33,7 @@ from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 
 bp = Blueprint("api", __name__)
+bp.register_blueprint(ops.bp)
 Model = TypeVar("Model", bound=RequestModel)
 
 
@@ -266,6 +269,7 @@ def cancel(job_id: int) -> Response:
     _parse(NoBody, optional=True)
     with db.transaction() as conn:
         job = service.cancel(conn, g.actor, job_id, now=utcnow())
+        audit.record(conn, AuditAction.JOB_CANCEL, f"job:{job_id}")
     return _job(job)
 
 
@@ -284,4 +288,5 @@ def retry(job_id: int) -> Response:
     _parse(NoBody, optional=True)
     with db.transaction() as conn:
         job = service.retry(conn, g.actor, job_id, now=utcnow())
+        audit.record(conn, AuditAction.JOB_RETRY, f"job:{job_id}")
     return _job(job)

@@ -24,19 +24,28 @@ class Action(StrEnum):
     SEE_ERRORS = "see_errors"  # read error texts (they may hold what sanitizing missed)
     MANAGE_USERS = "manage_users"  # create users, change roles and caps, disable
     MANAGE_TOKENS = "manage_tokens"  # issue and revoke API tokens
+    USE_ACCOUNT = "use_account"  # change one's own password, enrol a second factor
+    READ_METRICS = "read_metrics"  # scrape /metrics
+    READ_AUDIT = "read_audit"  # read the audit log
+    VIEW_WORKERS = "view_workers"  # the workers page
 
 
-_ALL = frozenset(Role)
+# The monitor role reads metrics and nothing else: it is in no other row.
+_PEOPLE = frozenset({Role.PRODUCER, Role.WORKER, Role.ADMIN})
 _ADMIN = frozenset({Role.ADMIN})
 ROLES: dict[Action, frozenset[Role]] = {
     Action.ENQUEUE: frozenset({Role.PRODUCER, Role.ADMIN}),
     Action.WORK: frozenset({Role.WORKER, Role.ADMIN}),
     Action.CANCEL: frozenset({Role.PRODUCER, Role.ADMIN}),
     Action.RETRY: _ADMIN,
-    Action.VIEW_JOBS: _ALL,
+    Action.VIEW_JOBS: _PEOPLE,
     Action.SEE_ERRORS: _ADMIN,
     Action.MANAGE_USERS: _ADMIN,
     Action.MANAGE_TOKENS: _ADMIN,
+    Action.USE_ACCOUNT: _PEOPLE,
+    Action.READ_METRICS: frozenset({Role.ADMIN, Role.MONITOR}),
+    Action.READ_AUDIT: _ADMIN,
+    Action.VIEW_WORKERS: _ADMIN,
 }
 # The refusal's wording: "the worker role may not enqueue jobs".
 _WHAT = {
@@ -48,6 +57,10 @@ _WHAT = {
     Action.SEE_ERRORS: "read error texts",
     Action.MANAGE_USERS: "manage users",
     Action.MANAGE_TOKENS: "manage tokens",
+    Action.USE_ACCOUNT: "use the account pages",
+    Action.READ_METRICS: "read metrics",
+    Action.READ_AUDIT: "read the audit log",
+    Action.VIEW_WORKERS: "view workers",
 }
 # Producers stop only what has not started; admins also pull a running job from its worker.
 _CANCELLABLE = {

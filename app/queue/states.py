@@ -41,6 +41,7 @@ class Role(StrEnum):
     PRODUCER = "producer"  # enqueues and watches its own jobs
     WORKER = "worker"  # claims and finishes jobs
     ADMIN = "admin"  # everything, and the only one to see errors
+    MONITOR = "monitor"  # reads /metrics and nothing else
 
 
 PRIORITIES: dict[str, int] = {"low": 0, "medium": 10, "high": 20, "critical": 30}

@@ -12,12 +12,14 @@ from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError
 from app.accounts.login import LOGIN_AT, SessionUser
+from app.queue.policy import Action
 from app.timeutil import utcnow
 from app.web.forms import CodeForm, PasswordChangeForm
 from app.web.guard import current_actor, require_login
 
 bp = Blueprint("account", __name__, url_prefix="/ui/account")
 bp.before_request(require_login)
+requires = access.guard(current_actor)
 
 
 def _page(form: PasswordChangeForm, status: int = 200) -> tuple[str, int]:
@@ -25,7 +27,7 @@ def _page(form: PasswordChangeForm, status: int = 200) -> tuple[str, int]:
 
 
 @bp.route("/password", methods=["GET", "POST"])
-@access.mark(access.SIGNED_IN)
+@requires(Action.USE_ACCOUNT)
 def password() -> Response | tuple[str, int]:
     """Current password required; every other session of the user ends, this one goes on."""
     form = PasswordChangeForm()
@@ -52,7 +54,7 @@ ENROLLING = "totp_enrolling"  # session key: the secret shown on the enrolment p
 
 
 @bp.route("/second-factor", methods=["GET", "POST"])
-@access.mark(access.SIGNED_IN)
+@requires(Action.USE_ACCOUNT)
 def enrol_second_factor() -> Response | tuple[str, int]:
     """Show a new secret as a QR code; a correct code from the app turns the factor on and
     shows the recovery codes, once."""

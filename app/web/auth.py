@@ -20,6 +20,8 @@ from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.login import LOGIN_AT, SessionUser
 from app.accounts.models import User
+from app.audit import hooks as audit
+from app.audit.actions import AuditAction
 from app.timeutil import utcnow
 from app.web.forms import CodeForm, LoginForm
 from app.web.redirects import safe_next
@@ -45,6 +47,7 @@ def _sign_in(user: User, next_page: str | None) -> Response:
     login_user(SessionUser(user), fresh=True)
     session[LOGIN_AT] = utcnow().timestamp()
     session.permanent = True
+    audit.record_alone(AuditAction.SIGN_IN, f"user:{user.name}")
     return redirect(safe_next(next_page))
 
 
@@ -89,6 +92,7 @@ def second_factor_step() -> Response | tuple[str, int]:
             throttle.succeeded(address, user.name)
             return _sign_in(user, request.args.get("next"))
         form.form_errors.append(CODE_FAILED)
+        audit.record_alone(AuditAction.SIGN_IN_FAILED, f"user:{user.name}", step="code")
         status = 401
     elif request.method == "POST":
         status = 422
@@ -113,6 +117,7 @@ def login() -> Response | tuple[str, int]:
                 return _ask_for_code(user)
             return _sign_in(user, request.args.get("next"))
         form.form_errors.append(LOGIN_FAILED)
+        audit.record_alone(AuditAction.SIGN_IN_FAILED, f"user:{form.username.data}")
         status = 401
     elif request.method == "POST":
         status = 422
@@ -125,6 +130,7 @@ def logout() -> Response:
     if current_user.is_authenticated:
         with db.transaction() as conn:
             accounts.end_sessions(conn, current_user.user)
+            audit.record(conn, AuditAction.SIGN_OUT, f"user:{current_user.user.name}")
         logout_user()
     session.clear()
     flash("You are signed out.", "info")

@@ -10,7 +10,7 @@ from app import access
 from app.accounts.errors import AccountError
 from app.queue.errors import QueueError
 from app.queue.policy import Action
-from app.web import account, admin, auth, pages
+from app.web import account, admin, auth, operations, pages
 from app.web.guard import current_actor
 from app.web.htmx import is_htmx
 
@@ -19,6 +19,7 @@ bp.register_blueprint(auth.bp)
 bp.register_blueprint(pages.bp)
 bp.register_blueprint(admin.bp)
 bp.register_blueprint(account.bp)
+bp.register_blueprint(operations.bp)
 
 
 @bp.after_request

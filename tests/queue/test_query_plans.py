@@ -136,3 +136,65 @@ def test_listing_reads_indexes_only(app: Flask) -> None:
                     )
 
             assert_index_served(app, page)
+
+
+def _small_table(sql: str) -> bool:
+    """The metric totals: one row per (family, type, label), a few hundred at most."""
+    return "FROM metric_counters" in sql and "WHERE" not in sql
+
+
+def test_metrics_scrape_reads_indexes_only(app: Flask) -> None:
+    from app.monitoring import rollup
+
+    with app.app_context():
+        seed(app)
+
+        def scrape() -> object:
+            with db.transaction() as conn:
+                rollup.roll_up(conn)
+            with db.read() as conn:
+                return (
+                    rollup.job_counts(conn),
+                    rollup.oldest_due(conn, queue_settings().job_types, utcnow()),
+                )
+
+        with recorded(app) as statements:
+            scrape()
+        assert statements
+        assert [s for s in table_scans(app, statements) if not _small_table(s)] == []
+
+
+def test_workers_page_reads_indexes_only(app: Flask) -> None:
+    from app.monitoring.workers import workers
+
+    with app.app_context():
+        seed(app)
+
+        def page() -> object:
+            with db.read() as conn:
+                return workers(conn, now=utcnow())
+
+        assert_index_served(app, page)
+
+
+def test_audit_pages_read_indexes_only(app: Flask) -> None:
+    from app.audit import query, store
+    from app.audit.actions import AuditAction
+
+    with app.app_context():
+        with db.transaction() as conn:
+            for i in range(40):
+                action = AuditAction.SIGN_IN if i % 2 else AuditAction.JOB_CANCEL
+                store.append(conn, at=utcnow(), actor=f"a{i % 4}", action=action, target="x")
+        for args in [
+            {"actor": "a1"},
+            {"action": "sign_in"},
+            {"since": "2026-01-01", "until": "2026-01-02"},
+            {"actor": "a2", "cursor": "30"},
+        ]:
+
+            def page(args: dict[str, str] = args) -> object:
+                with db.read() as conn:
+                    return query.audit_page(conn, query.parse_filters(args))
+
+            assert_index_served(app, page)

@@ -1,0 +1,73 @@
+"""The audited actions and the audit record as the rest of the app sees it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from app.queue.models import iso
+
+
+class AuditAction(StrEnum):
+    """Everything the audit log records (the value is what is stored)."""
+
+    SIGN_IN = "sign_in"
+    SIGN_IN_FAILED = "sign_in_failed"
+    SIGN_OUT = "sign_out"
+    USER_CREATE = "user_create"
+    USER_UPDATE = "user_update"  # role and priority cap, set together
+    USER_PASSWORD = "user_password"  # noqa: S105 (an action name)
+    USER_ENABLE = "user_enable"
+    USER_DISABLE = "user_disable"
+    TOKEN_ISSUE = "token_issue"  # noqa: S105
+    TOKEN_REVOKE = "token_revoke"  # noqa: S105
+    JOB_CANCEL = "job_cancel"
+    JOB_RETRY = "job_retry"
+    JOB_BULK = "job_bulk"  # bulk cancel / retry / delete
+    TYPE_CHANGE = "type_change"  # runtime overrides of a job type
+    SCHEDULE_CHANGE = "schedule_change"  # schedules created, changed or deleted
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One row of the audit log."""
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    target: str | None
+    details: Any
+    client_address: str | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> AuditEvent:
+        """Build an event from a row mapping."""
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+    def as_json(self) -> dict[str, Any]:
+        """The event as the API shows it."""
+        return {
+            "id": self.id,
+            "at": iso(self.at),
+            "actor": self.actor,
+            "action": self.action,
+            "target": self.target,
+            "details": self.details,
+            "client_address": self.client_address,
+        }
+
+
+@dataclass(frozen=True)
+class AuditFilters:
+    """A validated audit query: filters, page size, keyset cursor (older than ``before_id``)."""
+
+    actor: str | None = None
+    action: AuditAction | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    before_id: int | None = None
+    limit: int = 50

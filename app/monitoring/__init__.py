@@ -1,0 +1,1 @@
+"""Operations: health, Prometheus metrics and the workers overview."""

@@ -1,0 +1,113 @@
+"""The Prometheus text exposition: job families from the database, HTTP families per process."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from app.monitoring import rollup
+from app.queue.states import JobStatus
+
+
+@dataclass(frozen=True)
+class JobFigures:
+    """What one scrape read from the database."""
+
+    now: datetime
+    job_types: Sequence[str]
+    counts: list[tuple[str, str, int]]
+    oldest_due: dict[str, datetime]
+    totals: dict[rollup.Key, float]
+
+
+class JobCollector:
+    """Turns ``JobFigures`` into metric families (configured types appear even at zero)."""
+
+    def __init__(self, figures: JobFigures) -> None:
+        self.figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        figures = self.figures
+        types = sorted({*figures.job_types, *(t for _, t, _ in figures.counts)})
+        jobs = GaugeMetricFamily(
+            "queuelog_jobs", "Jobs by status and type.", labels=["status", "type"]
+        )
+        counts = {(status, job_type): n for status, job_type, n in figures.counts}
+        for job_type in types:
+            for status in JobStatus:
+                jobs.add_metric([status.value, job_type], counts.get((status.value, job_type), 0))
+        yield jobs
+        oldest = GaugeMetricFamily(
+            "queuelog_oldest_due_job_age_seconds",
+            "Age of the oldest pending job whose run_at has passed (0 when none).",
+            labels=["type"],
+        )
+        for job_type in types:
+            due = figures.oldest_due.get(job_type)
+            age = (figures.now - due).total_seconds() if due else 0.0
+            oldest.add_metric([job_type], max(age, 0.0))
+        yield oldest
+        yield from self._counters(types)
+        for name, family, doc in (
+            (rollup.WAIT, "queuelog_job_wait_seconds", "From due to claimed."),
+            (rollup.RUN, "queuelog_job_run_seconds", "From claimed to completed or failed."),
+        ):
+            yield self._histogram(types, name, family, doc)
+
+    def _counters(self, types: list[str]) -> Iterator[Metric]:
+        totals = self.figures.totals
+        enqueued = CounterMetricFamily("queuelog_jobs_enqueued", "Jobs enqueued.", labels=["type"])
+        finished = CounterMetricFamily(
+            "queuelog_jobs_finished",
+            "Jobs that reached a final status, by outcome.",
+            labels=["type", "outcome"],
+        )
+        for job_type in types:
+            enqueued.add_metric([job_type], totals.get((rollup.ENQUEUED, job_type, ""), 0.0))
+            for outcome in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED):
+                value = totals.get((rollup.FINISHED, job_type, outcome.value), 0.0)
+                finished.add_metric([job_type, outcome.value], value)
+        yield enqueued
+        yield finished
+
+    def _histogram(self, types: list[str], name: str, family: str, doc: str) -> Metric:
+        totals = self.figures.totals
+        histogram = HistogramMetricFamily(family, doc, labels=["type"])
+        for job_type in types:
+            buckets = [
+                (str(bound), totals.get((name, job_type, repr(bound)), 0.0))
+                for bound in rollup.BUCKETS
+            ]
+            buckets.append(("+Inf", totals.get((name, job_type, "count"), 0.0)))
+            histogram.add_metric(
+                [job_type], buckets, sum_value=totals.get((name, job_type, "sum"), 0.0)
+            )
+        return histogram
+
+
+def http_registry() -> CollectorRegistry:
+    """This server's HTTP figures: every gunicorn worker's (multiprocess mode) or this
+    process's."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return registry
+    return REGISTRY
+
+
+def exposition(figures: JobFigures) -> bytes:
+    """The whole text exposition."""
+    jobs = CollectorRegistry()
+    jobs.register(JobCollector(figures))
+    return generate_latest(http_registry()) + generate_latest(jobs)

@@ -1,0 +1,49 @@
+"""Liveness and readiness for load balancers: no authentication, and nothing revealed."""
+
+from __future__ import annotations
+
+import logging
+from functools import cache
+
+from alembic.script import ScriptDirectory
+from flask import Blueprint, Response, jsonify
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from app import access, db, migrate
+from app.api.problems import problem
+
+bp = Blueprint("health", __name__)
+log = logging.getLogger(__name__)
+NOT_READY = "the service is not ready"
+
+
+@cache
+def schema_heads() -> frozenset[str]:
+    """The revisions a current database is at (read once from the migration scripts)."""
+    return frozenset(ScriptDirectory.from_config(migrate.alembic_config()).get_heads())
+
+
+@bp.get("/healthz")
+@access.mark(access.PUBLIC)
+def healthz() -> Response:
+    """The process answers; the database is not touched."""
+    return jsonify({"status": "ok"})
+
+
+@bp.get("/readyz")
+@access.mark(access.PUBLIC)
+def readyz() -> Response:
+    """Ready when the database answers and its schema is at the latest revision."""
+    try:
+        with db.read() as conn:
+            revisions = {
+                row[0] for row in conn.execute(text("SELECT version_num FROM alembic_version"))
+            }
+    except SQLAlchemyError as exc:
+        log.warning("not ready: %s", type(exc).__name__)
+        return problem(503, NOT_READY, headers={"Retry-After": "5"})
+    if revisions != schema_heads():
+        log.warning("not ready: the schema is not at the latest revision")
+        return problem(503, NOT_READY, headers={"Retry-After": "5"})
+    return jsonify({"status": "ready"})
