@@ -20,9 +20,10 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         template_folder="../templates",
         static_folder="../static",
     )
-    from app import cli, db, errors, ratelimit, security, settings
+    from app import cli, db, errors, ratelimit, security, settings, ticks
     from app import config as app_config
     from app.accounts import login
+    from app.api.schedules import bp as schedules_api_bp
     from app.api.views import bp as api_bp
     from app.extensions import csrf, limiter
     from app.routing import RowIdConverter
@@ -33,12 +34,14 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.url_map.converters["id"] = RowIdConverter
     db.init_app(app)
     settings.init_app(app)
+    ticks.init_app(app)
     csrf.init_app(app)
     ratelimit.init_app(app)
     limiter.init_app(app)
     login.init_app(app)
     security.init_app(app)
     csrf.exempt(api_bp)
+    csrf.exempt(schedules_api_bp)  # nested in api_bp, but Flask-WTF exempts by blueprint
     app.register_blueprint(api_bp)
     app.register_blueprint(web_bp)
     errors.init_app(app)

@@ -21,10 +21,12 @@ CONTENT_SECURITY_POLICY = "; ".join(
     ]
 )
 
+API_ROOTS = ("/jobs", "/schedules")
+
 
 def is_api_path(path: str) -> bool:
     """True for the JSON API's routes, which authenticate by bearer token only."""
-    return path == "/jobs" or path.startswith("/jobs/")
+    return any(path == root or path.startswith(f"{root}/") for root in API_ROOTS)
 
 
 class SessionInterface(SecureCookieSessionInterface):

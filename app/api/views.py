@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
-from app import db
+from app import db, ticks
 from app.api import body
+from app.api import schedules as schedules_api
 from app.api.auth import Unauthorized, authenticate
 from app.api.problems import problem
-from app.queue import service, validate
+from app.queue import explain, service, validate
 from app.queue.errors import InvalidInput, QueueError
 from app.queue.models import Job
 from app.settings import queue_settings
 from app.timeutil import utcnow
 
 bp = Blueprint("api", __name__)
+bp.register_blueprint(schedules_api.bp)
 
 
 # The action each route performs, checked against the role table before the body is read.
@@ -107,8 +110,17 @@ def job_events(job_id: int) -> Response:
     return jsonify({"events": [e.as_json(include_error=g.actor.sees_errors) for e in events]})
 
 
+@bp.get("/jobs/<id:job_id>/explain")
+def explain_job(job_id: int) -> Response:
+    idle = timedelta(seconds=current_app.config["EXPLAIN_IDLE_WORKER_SECONDS"])
+    with db.read() as conn:
+        found = explain.explain(conn, g.actor, job_id, now=utcnow(), idle_after=idle)
+    return jsonify(found.as_json())
+
+
 @bp.post("/jobs/claim")
 def claim() -> Response:
+    ticks.on_claim()
     settings = queue_settings()
     lease = validate.parse_claim(_body(optional=True), settings)
     with db.transaction() as conn:

@@ -6,6 +6,7 @@ from flask import Blueprint, redirect, render_template
 from werkzeug.wrappers import Response
 
 from app.queue.errors import QueueError
+from app.timeutil import human_duration
 from app.web import admin, auth, pages
 from app.web.htmx import is_htmx
 
@@ -38,19 +39,7 @@ def format_timestamp(value: object) -> str:
     return "" if value is None else f"{value:%Y-%m-%d %H:%M:%S} UTC"
 
 
-@bp.app_template_filter("age")
-def format_age(value: object) -> str:
-    """A duration such as ``3 h 05 min`` or ``42 s``."""
-    seconds = int(value.total_seconds())  # type: ignore[attr-defined]
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes:02d} min"
-    return f"{hours // 24} d {hours % 24} h"
+bp.add_app_template_filter(human_duration, "age")  # "3 h 05 min", "42 s"
 
 
 @bp.errorhandler(QueueError)
