@@ -3,7 +3,7 @@ The clock is the ``now`` argument throughout."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -162,7 +162,9 @@ def test_names_are_unique(desk: Desk) -> None:
 def test_run_now_enqueues_one_job_and_leaves_the_slots(desk: Desk) -> None:
     schedule = desk.create(enabled=False)
     with desk.tx() as conn:
-        job = schedules.run_now(conn, desk.admin, schedule.id, now=at(9, 40), settings=desk.settings)
+        job = schedules.run_now(
+            conn, desk.admin, schedule.id, now=at(9, 40), settings=desk.settings
+        )
     assert job.status == "pending" and job.run_at == at(9, 40)
     after = desk.get(schedule.id)
     assert (after.last_run_at, after.next_run_at) == (at(9, 40), None)
@@ -178,24 +180,22 @@ def test_a_type_removed_from_the_configuration_enqueues_nothing(desk: Desk) -> N
     assert desk.jobs() == []
 
 
-def test_only_admins_manage_schedules(desk: Desk) -> None:
+@pytest.mark.parametrize("role", ["producer", "worker"])
+def test_only_admins_manage_schedules(desk: Desk, role: str) -> None:
     schedule = desk.create()
+    actor = make_user(desk.app, f"not-admin-{role}", role).actor()
     request = parse(ScheduleUpdate, {"enabled": False}, desk.settings)
-    for actor in (desk.producer, replace(desk.producer, role="worker")):
-        with desk.tx() as conn:
-            calls = [
-                lambda: schedules.list_schedules(conn, actor),
-                lambda: schedules.get(conn, actor, schedule.id),
-                lambda: schedules.update(conn, actor, schedule.id, request, now=T0),
-                lambda: schedules.delete(conn, actor, schedule.id),
-                lambda: schedules.run_now(
-                    conn, actor, schedule.id, now=T0, settings=desk.settings
-                ),
-            ]
-            for call in calls:
-                with pytest.raises(Forbidden):
-                    call()
-    assert desk.get(schedule.id).enabled
+    calls: list[Callable[[Connection], object]] = [
+        lambda conn: schedules.list_schedules(conn, actor),
+        lambda conn: schedules.get(conn, actor, schedule.id),
+        lambda conn: schedules.update(conn, actor, schedule.id, request, now=T0),
+        lambda conn: schedules.delete(conn, actor, schedule.id),
+        lambda conn: schedules.run_now(conn, actor, schedule.id, now=T0, settings=desk.settings),
+    ]
+    for call in calls:
+        with pytest.raises(Forbidden), desk.tx() as conn:
+            call(conn)
+    assert desk.get(schedule.id).enabled and desk.jobs() == []
 
 
 def test_deleting_keeps_the_jobs_already_made(desk: Desk) -> None:
