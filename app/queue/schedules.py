@@ -103,12 +103,13 @@ def update(
     return schedule
 
 
-def delete(conn: Connection, actor: Actor, schedule_id: int) -> None:
-    """Delete a schedule; the jobs it already enqueued stay."""
+def delete(conn: Connection, actor: Actor, schedule_id: int) -> Schedule:
+    """Delete a schedule and return it; the jobs it already enqueued stay."""
     schedule = get(conn, actor, schedule_id)
     if not store.delete_schedule(conn, schedule_id):
         raise NotFound(f"schedule {schedule_id} does not exist")
     _changed(actor, "deleted", schedule)
+    return schedule
 
 
 def _runner(schedule: Schedule) -> Actor:

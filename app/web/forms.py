@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from flask_wtf import FlaskForm
 from wtforms import (
+    BooleanField,
     IntegerField,
     PasswordField,
     SelectField,
@@ -13,6 +14,7 @@ from wtforms import (
 )
 from wtforms.validators import InputRequired, Length, NumberRange, Optional
 
+from app.queue.schedule_models import MAX_NAME_LENGTH
 from app.queue.states import PRIORITIES, Role
 from app.queue.validate import MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
 
@@ -77,3 +79,20 @@ class TokenForm(FlaskForm):
 
     user = SelectField("User", validators=[InputRequired()])
     label = StringField("Label (optional)", validators=[Optional(), Length(max=100)])
+
+
+class ScheduleForm(FlaskForm):
+    """A new schedule; every rule is the request model's, so the page and the API agree."""
+
+    name = StringField("Name", validators=[Length(max=MAX_NAME_LENGTH)])
+    cron = StringField("Cron expression", default="0 * * * *", validators=[Length(max=100)])
+    timezone = StringField("Time zone", default="UTC", validators=[Length(max=64)])
+    type = SelectField("Job type", validate_choice=False)
+    priority = SelectField("Priority", choices=list(PRIORITIES), default="low")
+    payload = TextAreaField(
+        "Payload (JSON object)", default="{}", validators=[Length(max=1_048_576)]
+    )
+    catch_up = SelectField(
+        "After downtime", choices=[("skip", "skip missed runs"), ("one", "run once")]
+    )
+    enabled = BooleanField("Enabled", default=True)

@@ -7,13 +7,14 @@ from werkzeug.wrappers import Response
 
 from app.queue.errors import QueueError
 from app.timeutil import human_duration
-from app.web import admin, auth, pages
+from app.web import admin, auth, pages, schedules
 from app.web.htmx import is_htmx
 
 bp = Blueprint("web", __name__)
 bp.register_blueprint(auth.bp)
 bp.register_blueprint(pages.bp)
 bp.register_blueprint(admin.bp)
+bp.register_blueprint(schedules.bp)
 
 
 @bp.after_request
