@@ -8,6 +8,7 @@ from wtforms import (
     BooleanField,
     IntegerField,
     PasswordField,
+    SelectChoice,
     SelectField,
     StringField,
     TextAreaField,
@@ -93,6 +94,7 @@ class ScheduleForm(FlaskForm):
         "Payload (JSON object)", default="{}", validators=[Length(max=1_048_576)]
     )
     catch_up = SelectField(
-        "After downtime", choices=[("skip", "skip missed runs"), ("one", "run once")]
+        "After downtime",
+        choices=[SelectChoice("skip", "skip missed runs"), SelectChoice("one", "run once")],
     )
     enabled = BooleanField("Enabled", default=True)
