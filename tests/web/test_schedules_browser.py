@@ -9,12 +9,15 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.web import test_browser
 from tests.web.conftest import LiveSite
-from tests.web.test_browser import people, sign_in, watched  # noqa: F401 (fixtures)
+from tests.web.test_browser import sign_in
 
 pytestmark = pytest.mark.browser
 expect.set_options(timeout=15_000)
 _names = itertools.count(1)
+people = test_browser.people  # the browser tests' fixtures: fresh users, a watched page
+watched = test_browser.watched
 
 
 @pytest.fixture
