@@ -20,10 +20,11 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         template_folder="../templates",
         static_folder="../static",
     )
-    from app import bodylimit, cli, db, errors, queue_settings, ratelimit, security
+    from app import bodylimit, cli, db, errors, queue_settings, ratelimit, security, ticks
     from app import config as app_config
     from app.accounts import login
     from app.api.docs import bp as apidocs_bp
+    from app.api.schedules import bp as schedules_api_bp
     from app.api.views import bp as api_bp
     from app.extensions import csrf, limiter
     from app.monitoring import health, http
@@ -37,6 +38,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     http.init_app(app)
     db.init_app(app)
     queue_settings.init_app(app)
+    ticks.init_app(app)
     csrf.init_app(app)
     ratelimit.init_app(app)
     limiter.init_app(app)
@@ -45,6 +47,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     security.init_app(app)
     bodylimit.init_app(app)
     csrf.exempt(api_bp)
+    csrf.exempt(schedules_api_bp)  # nested in api_bp, but Flask-WTF exempts by blueprint
     app.register_blueprint(api_bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(web_bp)

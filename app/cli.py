@@ -11,7 +11,7 @@ import click
 from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 
-from app import db, migrate
+from app import db, migrate, ticks
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError
 from app.audit import hooks as audit
@@ -197,6 +197,17 @@ def jobs_reap() -> None:
         if count < settings.recover_batch:
             break
     click.echo(f"recovered {total} expired lease(s)")
+
+
+@jobs_cli.command("tick")
+def jobs_tick() -> None:
+    """Enqueue the jobs of due schedules (run it every minute from cron or a systemd timer)."""
+    fired = ticks.fire_due(utcnow())
+    enqueued = [f"{f.schedule.name} -> job {f.job.id}" for f in fired if f.job is not None]
+    skipped = [f.schedule.name for f in fired if f.job is None]
+    click.echo(f"enqueued {len(enqueued)} scheduled job(s)" + "".join(f"\n  {e}" for e in enqueued))
+    if skipped:
+        click.echo(f"skipped missed slots of: {', '.join(skipped)}")
 
 
 def parse_duration(text: str) -> timedelta:

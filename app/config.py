@@ -85,6 +85,13 @@ DEFAULTS: dict[str, Any] = {
     "FRESH_LOGIN_SECONDS": 600,
     # Seconds between refreshes of live pages.
     "UI_POLL_SECONDS": 2,
+    # Claims tick the schedules at most this often per process (`flask jobs tick` always does).
+    "SCHEDULE_TICK_SECONDS": 1,
+    # A schedule slot older than this when ticked was missed (the service was down): its
+    # catch_up policy decides ("skip" drops missed slots, "one" enqueues one job for them).
+    "SCHEDULE_GRACE_SECONDS": 300,
+    # The explainer says no worker polls for a type when none claimed it for this long.
+    "EXPLAIN_IDLE_WORKER_SECONDS": 300,
 }
 
 SECRET_KEY_FILE = "secret_key"  # noqa: S105 (a file name)
@@ -122,6 +129,9 @@ POSITIVE_SETTINGS = (
     "MAX_ERROR_BYTES",
     "RECOVER_BATCH",
     "PRUNE_BATCH_SIZE",
+    "SCHEDULE_TICK_SECONDS",
+    "SCHEDULE_GRACE_SECONDS",
+    "EXPLAIN_IDLE_WORKER_SECONDS",
 )
 
 

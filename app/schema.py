@@ -276,3 +276,30 @@ metric_rollup = Table(
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("last_event_id", BigInteger, nullable=False),
 )
+
+# Periodic jobs (app/queue/schedules.py). next_run_at is the slot a tick claims with a
+# compare-and-set; NULL while the schedule is disabled, so the due lookup skips it.
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(50), nullable=False, unique=True),
+    Column("cron", String(100), nullable=False),
+    Column("timezone", String(64), nullable=False, server_default="UTC"),
+    Column("type", String(200), nullable=False),
+    Column("payload", JSONDocument, nullable=False),
+    Column("priority", SmallInteger, nullable=False, server_default=text("0")),
+    Column("enabled", Boolean, nullable=False, server_default=text("true")),
+    Column("catch_up", String(8), nullable=False, server_default="skip"),
+    Column("next_run_at", UTCDateTime(), nullable=True),
+    Column("last_run_at", UTCDateTime(), nullable=True),
+    Column("created_by", Integer, ForeignKey("users.id"), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    CheckConstraint("priority IN (0, 10, 20, 30)", name="priority"),
+    CheckConstraint("catch_up IN ('skip', 'one')", name="catch_up"),
+    CheckConstraint("enabled OR next_run_at IS NULL", name="disabled_never_due"),
+    # The due lookup of every tick: a range scan of the head of this index.
+    Index(None, "next_run_at"),
+    sqlite_autoincrement=True,
+)

@@ -22,10 +22,12 @@ CONTENT_SECURITY_POLICY = "; ".join(
     ]
 )
 
+API_ROOTS = ("/jobs", "/schedules", "/metrics", "/audit")
+
 
 def is_api_path(path: str) -> bool:
     """True for the JSON API's routes, which authenticate by bearer token only."""
-    return path in ("/jobs", "/metrics", "/audit") or path.startswith("/jobs/")
+    return any(path == root or path.startswith(f"{root}/") for root in API_ROOTS)
 
 
 HOST_PREFIX = "__Host-"

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 
 def utcnow() -> datetime:
     """The current time as an aware UTC datetime."""
     return datetime.now(UTC)
+
+
+def human_duration(value: timedelta) -> str:
+    """A duration for people, such as ``3 h 05 min`` or ``42 s``."""
+    seconds = int(value.total_seconds())
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes:02d} min"
+    return f"{hours // 24} d {hours % 24} h"

@@ -1,4 +1,5 @@
-"""Take the README's screenshots: ``.venv/bin/python docs/screenshots.py``.
+"""Take the README's screenshots: ``.venv/bin/python docs/screenshots.py [NAME ...]``
+(all of them, or only the named ones, e.g. ``schedules job-explained``).
 
 Serves the app on 127.0.0.1 with a throwaway database and sample jobs, then drives Debian's
 Chromium through Playwright, like the browser tests. Writes docs/*.png (desktop and 375 px);
@@ -18,13 +19,19 @@ from werkzeug.serving import make_server
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app import create_app, migrate  # noqa: E402
+from app import create_app, db, migrate  # noqa: E402
+from app.accounts import service as accounts  # noqa: E402
+from app.queue import schedules  # noqa: E402
+from app.queue.schedule_models import ScheduleCreate, parse  # noqa: E402
+from app.queue_settings import queue_settings  # noqa: E402
+from app.timeutil import utcnow  # noqa: E402
 from tests.builders import PASSWORD, Api, make_token, make_user  # noqa: E402
 from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 
-def seed(app, client) -> int:  # type: ignore[no-untyped-def]
-    """Sample data: a mix of statuses, a failure, a running job with progress."""
+def seed(app, client) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """Sample data: a mix of statuses, a failure, a running job with progress, schedules.
+    Returns the ids of the running job and of a job waiting in the queue."""
     make_user(app, "ada", "admin", password=PASSWORD)
     make_user(app, "pat", "producer", password=PASSWORD)
     make_user(app, "wendy", "worker")
@@ -61,7 +68,27 @@ def seed(app, client) -> int:  # type: ignore[no-untyped-def]
     cancelled = producer.enqueue("email.send", payload={"to": "nobody@example.com"})
     producer.post(f"/jobs/{cancelled['id']}/cancel")
     admin.post(f"/jobs/{cancelled['id']}/retry")
-    return int(running["id"])
+    waiting = producer.enqueue("report.build", payload={"report": "weekly"})
+    seed_schedules(app)
+    return int(running["id"]), int(waiting["id"])
+
+
+def seed_schedules(app) -> None:  # type: ignore[no-untyped-def]
+    """Three schedules, one run by hand and one disabled."""
+    with app.app_context(), db.transaction() as conn:
+        ada = accounts.get_user(conn, accounts.OPERATOR, "ada").actor()
+        now = utcnow()
+        for body in (
+            {"name": "nightly sales report", "cron": "0 2 * * *", "timezone": "Europe/Paris",
+             "type": "report.build", "catch_up": "one", "payload": {"report": "sales"}},
+            {"name": "weekday digest", "cron": "30 8 * * 1-5", "timezone": "America/New_York",
+             "type": "email.send", "priority": "medium"},
+            {"name": "webhook sweep", "cron": "*/15 * * * *", "type": "webhook.deliver",
+             "enabled": False},
+        ):  # fmt: skip
+            request = parse(ScheduleCreate, body, queue_settings())
+            schedules.create(conn, ada, request, now=now)
+        schedules.run_now(conn, ada, 1, now=now, settings=queue_settings())
 
 
 def main(wanted: list[str]) -> None:
@@ -75,7 +102,7 @@ def main(wanted: list[str]) -> None:
             }
         )
         migrate.upgrade(app)
-        running = seed(app, app.test_client())
+        running, waiting = seed(app, app.test_client())
         server = make_server("127.0.0.1", 0, app, threaded=True)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
@@ -103,6 +130,8 @@ def main(wanted: list[str]) -> None:
                         "enqueue": "/ui/jobs/new",
                         "workers": "/ui/workers",
                         "audit": "/ui/admin/audit",
+                        "schedules": "/ui/schedules/",
+                        "job-explained": f"/ui/jobs/{waiting}",
                     }
                     for name, path in shots.items():
                         if wanted and name not in wanted:

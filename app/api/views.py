@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
-from app import access, db
+from app import access, db, ticks
 from app.api import body, longpoll, ops
+from app.api import schedules as schedules_api
 from app.api.auth import Unauthorized, authenticate
 from app.api.openapi import Operation, Reply, documented
 from app.api.problems import problem
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue import service
+from app.queue import explain, service
 from app.queue.errors import QueueError
 from app.queue.fields import KEY_PATTERN
 from app.queue.models import Job
@@ -34,6 +36,7 @@ from app.timeutil import utcnow
 
 bp = Blueprint("api", __name__)
 bp.register_blueprint(ops.bp)
+bp.register_blueprint(schedules_api.bp)
 Model = TypeVar("Model", bound=RequestModel)
 
 
@@ -157,6 +160,15 @@ def job_events(job_id: int) -> Response:
     return jsonify({"events": [e.as_json(include_error=g.actor.sees_errors) for e in events]})
 
 
+@bp.get("/jobs/<id:job_id>/explain")
+@requires(Action.VIEW_JOBS)
+def explain_job(job_id: int) -> Response:
+    idle = timedelta(seconds=current_app.config["EXPLAIN_IDLE_WORKER_SECONDS"])
+    with db.read() as conn:
+        found = explain.explain(conn, g.actor, job_id, now=utcnow(), idle_after=idle)
+    return jsonify(found.as_json())
+
+
 @bp.post("/jobs/claim")
 @requires(Action.WORK)
 @documented(
@@ -172,6 +184,7 @@ def job_events(job_id: int) -> Response:
     )
 )
 def claim() -> Response:
+    ticks.on_claim()
     settings = queue_settings()
     claim_body = _parse(ClaimBody, optional=True)
     job = longpoll.claim(settings, claim_body.lease_seconds, claim_body.wait_seconds)

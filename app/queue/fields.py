@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, PlainValidator, ValidationInfo, WithJsonSchema
 
 from app.queue.cursors import MAX_DB_INT, decode_cursor
+from app.queue.models import QueueSettings
 from app.queue.request_model import refuse, says, settings_of
 from app.queue.strictjson import compact_size, json_value_problem, text_problem
 
@@ -36,13 +37,19 @@ def _allowed_type(value: str, info: ValidationInfo) -> str:
     return value
 
 
-def _json_object(value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-    settings = settings_of(info)
+def json_object_problem(value: dict[str, Any], settings: QueueSettings) -> str | None:
+    """Why a JSON object cannot be stored as a payload or result (depth, text, size), or None."""
     if problem := json_value_problem(value, settings.max_json_depth):
-        raise refuse(problem)
+        return problem
     size = compact_size(value)
     if size > settings.max_payload_bytes:
-        raise refuse(f"is {size} bytes; the limit is {settings.max_payload_bytes}")
+        return f"is {size} bytes; the limit is {settings.max_payload_bytes}"
+    return None
+
+
+def _json_object(value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    if problem := json_object_problem(value, settings_of(info)):
+        raise refuse(problem)
     return value
 
 

@@ -28,6 +28,7 @@ class Action(StrEnum):
     READ_METRICS = "read_metrics"  # scrape /metrics
     READ_AUDIT = "read_audit"  # read the audit log
     VIEW_WORKERS = "view_workers"  # the workers page
+    MANAGE_SCHEDULES = "manage_schedules"  # create, change, run and delete schedules
 
 
 # The monitor role reads metrics and nothing else: it is in no other row.
@@ -46,6 +47,7 @@ ROLES: dict[Action, frozenset[Role]] = {
     Action.READ_METRICS: frozenset({Role.ADMIN, Role.MONITOR}),
     Action.READ_AUDIT: _ADMIN,
     Action.VIEW_WORKERS: _ADMIN,
+    Action.MANAGE_SCHEDULES: _ADMIN,
 }
 # The refusal's wording: "the worker role may not enqueue jobs".
 _WHAT = {
@@ -61,6 +63,7 @@ _WHAT = {
     Action.READ_METRICS: "read metrics",
     Action.READ_AUDIT: "read the audit log",
     Action.VIEW_WORKERS: "view workers",
+    Action.MANAGE_SCHEDULES: "manage schedules",
 }
 # Producers stop only what has not started; admins also pull a running job from its worker.
 _CANCELLABLE = {

@@ -8,8 +8,10 @@ from datetime import timedelta
 
 from flask_wtf import FlaskForm
 from wtforms import (
+    BooleanField,
     IntegerField,
     PasswordField,
+    SelectChoice,
     SelectField,
     StringField,
     TextAreaField,
@@ -17,6 +19,7 @@ from wtforms import (
 from wtforms.validators import InputRequired, Length, NumberRange, Optional
 
 from app.queue.fields import MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
+from app.queue.schedule_models import MAX_NAME_LENGTH
 from app.queue.states import PRIORITIES, Role
 
 ROLE_CHOICES = [role.value for role in Role]
@@ -104,3 +107,21 @@ class TokenForm(FlaskForm):
     user = SelectField("User", validators=[InputRequired()])
     label = StringField("Label (optional)", validators=[Optional(), Length(max=100)])
     expires_in = SelectField("Expires after", choices=list(TOKEN_LIFETIMES), default="90 days")
+
+
+class ScheduleForm(FlaskForm):
+    """A new schedule; every rule is the request model's, so the page and the API agree."""
+
+    name = StringField("Name", validators=[Length(max=MAX_NAME_LENGTH)])
+    cron = StringField("Cron expression", default="0 * * * *", validators=[Length(max=100)])
+    timezone = StringField("Time zone", default="UTC", validators=[Length(max=64)])
+    type = SelectField("Job type", validate_choice=False)
+    priority = SelectField("Priority", choices=list(PRIORITIES), default="low")
+    payload = TextAreaField(
+        "Payload (JSON object)", default="{}", validators=[Length(max=1_048_576)]
+    )
+    catch_up = SelectField(
+        "After downtime",
+        choices=[SelectChoice("skip", "skip missed runs"), SelectChoice("one", "run once")],
+    )
+    enabled = BooleanField("Enabled", default=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flask import (
@@ -24,7 +24,7 @@ from werkzeug.wrappers import Response
 from app import access, db
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue import service, stats
+from app.queue import explain, service, stats
 from app.queue.errors import Conflict, Forbidden, InvalidInput
 from app.queue.models import Actor, Job, JobFilters
 from app.queue.policy import Action
@@ -108,11 +108,14 @@ def jobs() -> Response:
 
 
 def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
+    idle = timedelta(seconds=current_app.config["EXPLAIN_IDLE_WORKER_SECONDS"])
     with db.read() as conn:
-        job = service.get_job(conn, actor, job_id)
+        explanation = explain.explain(conn, actor, job_id, now=utcnow(), idle_after=idle)
+        job = explanation.job
         events = service.list_events(conn, actor, job_id)
     return {
         "job": job.as_seen_by(actor),
+        "reasons": explanation.reasons,
         "events": [event.as_seen_by(actor) for event in events],
         "live": job.status not in TERMINAL,
         "payload": pretty(job.payload),

@@ -10,7 +10,8 @@ from app import access
 from app.accounts.errors import AccountError
 from app.queue.errors import QueueError
 from app.queue.policy import Action
-from app.web import account, admin, auth, operations, pages
+from app.timeutil import human_duration
+from app.web import account, admin, auth, operations, pages, schedules
 from app.web.guard import current_actor
 from app.web.htmx import is_htmx
 
@@ -20,6 +21,7 @@ bp.register_blueprint(pages.bp)
 bp.register_blueprint(admin.bp)
 bp.register_blueprint(account.bp)
 bp.register_blueprint(operations.bp)
+bp.register_blueprint(schedules.bp)
 
 
 @bp.after_request
@@ -56,19 +58,7 @@ def format_timestamp(value: object) -> str:
     return "" if value is None else f"{value:%Y-%m-%d %H:%M:%S} UTC"
 
 
-@bp.app_template_filter("age")
-def format_age(value: object) -> str:
-    """A duration such as ``3 h 05 min`` or ``42 s``."""
-    seconds = int(value.total_seconds())  # type: ignore[attr-defined]
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes:02d} min"
-    return f"{hours // 24} d {hours % 24} h"
+bp.add_app_template_filter(human_duration, "age")  # "3 h 05 min", "42 s"
 
 
 @bp.errorhandler(AccountError)

@@ -1,0 +1,92 @@
+"""JSON routes of the schedules (admins only), nested in the API blueprint: bearer tokens,
+problem+json errors and strict bodies come from there."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
+
+from app import access, db
+from app.api import body
+from app.queue import schedules
+from app.queue.errors import InvalidInput
+from app.queue.policy import Action
+from app.queue.schedule_models import Schedule, ScheduleCreate, ScheduleUpdate, parse
+from app.queue_settings import queue_settings
+from app.timeutil import utcnow
+
+bp = Blueprint("schedules", __name__)
+
+
+requires = access.guard(lambda: g.actor)  # the API blueprint's token check sets g.actor
+
+
+def _body(*, optional: bool = False) -> dict[str, Any]:
+    return body.json_object(
+        request, max_depth=current_app.config["MAX_JSON_DEPTH"], optional=optional
+    )
+
+
+def _schedule(schedule: Schedule, status: int = 200) -> Response:
+    response = jsonify(schedule.as_json(utcnow()))
+    response.status_code = status
+    return response
+
+
+@bp.get("/schedules")
+@requires(Action.MANAGE_SCHEDULES)
+def list_schedules() -> Response:
+    with db.read() as conn:
+        found = schedules.list_schedules(conn, g.actor)
+    now = utcnow()
+    return jsonify({"schedules": [schedule.as_json(now) for schedule in found]})
+
+
+@bp.post("/schedules")
+@requires(Action.MANAGE_SCHEDULES)
+def create() -> Response:
+    request_ = parse(ScheduleCreate, _body(), queue_settings())
+    with db.transaction() as conn:
+        schedule = schedules.create(conn, g.actor, request_, now=utcnow())
+    response = _schedule(schedule, 201)
+    response.headers["Location"] = url_for(".get", schedule_id=schedule.id)
+    return response
+
+
+@bp.get("/schedules/<id:schedule_id>")
+@requires(Action.MANAGE_SCHEDULES)
+def get(schedule_id: int) -> Response:
+    with db.read() as conn:
+        schedule = schedules.get(conn, g.actor, schedule_id)
+    return _schedule(schedule)
+
+
+@bp.patch("/schedules/<id:schedule_id>")
+@requires(Action.MANAGE_SCHEDULES)
+def update(schedule_id: int) -> Response:
+    request_ = parse(ScheduleUpdate, _body(), queue_settings())
+    with db.transaction() as conn:
+        schedule = schedules.update(conn, g.actor, schedule_id, request_, now=utcnow())
+    return _schedule(schedule)
+
+
+@bp.delete("/schedules/<id:schedule_id>")
+@requires(Action.MANAGE_SCHEDULES)
+def delete(schedule_id: int) -> Response:
+    with db.transaction() as conn:
+        schedules.delete(conn, g.actor, schedule_id)
+    return Response(status=204)
+
+
+@bp.post("/schedules/<id:schedule_id>/run")
+@requires(Action.MANAGE_SCHEDULES)
+def run(schedule_id: int) -> Response:
+    if data := _body(optional=True):
+        raise InvalidInput({name: "unknown field" for name in data})
+    with db.transaction() as conn:
+        job = schedules.run_now(conn, g.actor, schedule_id, now=utcnow(), settings=queue_settings())
+    response = jsonify(job.as_json(include_error=g.actor.sees_errors))
+    response.status_code = 201
+    response.headers["Location"] = url_for("api.get_job", job_id=job.id)
+    return response

@@ -1,0 +1,198 @@
+"""The explainer, one test per reason code, on both engines; the clock is the ``now`` argument."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from flask import Flask
+from sqlalchemy import Connection
+
+from app import db
+from app.queue import explain, explain_store, service, store
+from app.queue.errors import NotFound
+from app.queue.explain import Explanation
+from app.queue.models import Actor, Job, QueueSettings
+from app.queue.requests import EnqueueBody
+from tests.backends import every_backend  # noqa: F401 (run on both engines)
+from tests.builders import make_user
+
+T0 = datetime(2030, 1, 1, 12, tzinfo=UTC)
+IDLE = timedelta(minutes=5)
+
+
+@dataclass
+class Bench:
+    app: Flask
+    producer: Actor
+    worker: Actor
+    admin: Actor
+
+    @property
+    def settings(self) -> QueueSettings:
+        return QueueSettings.from_config(self.app.config)
+
+    @contextmanager
+    def tx(self) -> Iterator[Connection]:
+        with db.transaction(self.app) as conn:
+            yield conn
+
+    def enqueue(self, now: datetime = T0, **fields: Any) -> Job:
+        request = EnqueueBody.parse({"type": "email.send", **fields}, self.settings).to_request()
+        with self.tx() as conn:
+            return service.enqueue(conn, self.producer, request, now=now)[0]
+
+    def claim(self, now: datetime = T0) -> Job:
+        with self.tx() as conn:
+            job = service.claim(conn, self.worker, now=now, settings=self.settings)
+        assert job is not None
+        return job
+
+    def explain(self, job: Job, now: datetime, actor: Actor | None = None) -> Explanation:
+        with db.read(self.app) as conn:
+            return explain.explain(conn, actor or self.producer, job.id, now=now, idle_after=IDLE)
+
+    def codes(self, job: Job, now: datetime) -> dict[str, dict[str, Any]]:
+        found = self.explain(job, now)
+        assert found.job.id == job.id
+        for reason in found.reasons:  # every reason is a sentence for people
+            assert reason.detail.endswith(".") and len(reason.detail) > 30, reason
+        return {reason.code: reason.figures for reason in found.reasons}
+
+
+@pytest.fixture
+def bench(app: Flask) -> Bench:
+    return Bench(
+        app,
+        producer=make_user(app, "ex-producer", "producer").actor(),
+        worker=make_user(app, "ex-worker", "worker").actor(),
+        admin=make_user(app, "ex-admin", "admin").actor(),
+    )
+
+
+def test_scheduled(bench: Bench) -> None:
+    job = bench.enqueue(run_at="2030-01-01T13:00:00Z")
+    codes = bench.codes(job, T0)
+    assert list(codes) == ["scheduled"]
+    assert codes["scheduled"] == {"run_at": "2030-01-01T13:00:00.000000Z", "seconds": 3600.0}
+    assert "in 1 h 00 min" in bench.explain(job, T0).reasons[0].detail
+
+
+def test_backing_off(bench: Bench) -> None:
+    job = bench.enqueue(max_retries=3)
+    bench.claim()
+    with bench.tx() as conn:
+        service.fail(
+            conn, bench.worker, job.id, now=T0, settings=bench.settings, error="x", retry_in=90
+        )
+    codes = bench.codes(job, T0 + timedelta(seconds=30))
+    assert list(codes) == ["backing_off"]
+    assert codes["backing_off"]["seconds"] == 60.0
+    assert (codes["backing_off"]["retry_count"], codes["backing_off"]["max_retries"]) == (1, 3)
+
+
+def test_behind_in_queue(bench: Bench) -> None:
+    first = bench.enqueue(now=T0 - timedelta(minutes=3))
+    bench.enqueue(now=T0 - timedelta(minutes=2))
+    urgent = bench.enqueue(now=T0, priority="medium")  # newer, but a higher priority
+    bench.enqueue(now=T0 - timedelta(minutes=2), run_at="2030-01-01T12:30:00Z")  # not due
+    last = bench.enqueue(now=T0 - timedelta(minutes=1))
+    assert bench.codes(last, T0)["behind_in_queue"] == {"ahead": 3, "capped": False}
+    assert bench.codes(urgent, T0)["behind_in_queue"] == {"ahead": 0, "capped": False}
+    assert bench.codes(first, T0)["behind_in_queue"] == {"ahead": 1, "capped": False}
+    assert "3 due jobs go first" in bench.explain(last, T0).reasons[0].detail
+    # the count stops at its cap (10,000 in production) with a LIMIT
+    with db.read(bench.app) as conn:
+        assert explain_store.jobs_ahead(conn, last, T0, cap=2) == 2
+        assert explain_store.jobs_ahead(conn, last, T0, cap=1) == 1
+
+
+def test_no_worker_polling(bench: Bench) -> None:
+    waiting = bench.enqueue(now=T0)
+    assert "no_worker_polling" in bench.codes(waiting, T0)
+    other = bench.enqueue(now=T0, **{"type": "report.build"})
+    bench.claim(T0 + timedelta(seconds=1))  # a worker takes the email.send job...
+    # ...so the report.build job still has nobody polling for its type
+    assert "no_worker_polling" in bench.codes(other, T0 + timedelta(seconds=2))
+    later = bench.enqueue(now=T0 + timedelta(seconds=2))
+    assert "no_worker_polling" not in bench.codes(later, T0 + timedelta(minutes=4))
+    figures = bench.codes(later, T0 + timedelta(minutes=6))["no_worker_polling"]
+    assert figures == {"window_seconds": 300.0, "type": "email.send"}
+
+
+def test_running(bench: Bench) -> None:
+    job = bench.enqueue()
+    held = bench.claim(T0)
+    running = bench.codes(job, T0 + timedelta(seconds=10))["running"]
+    assert running["worker_id"] == "ex-worker" and running["last_heartbeat_at"] is None
+    assert running["lease_expires_at"] == "2030-01-01T12:05:00.000000Z"
+    with bench.tx() as conn:
+        service.heartbeat(
+            conn,
+            bench.worker,
+            job.id,
+            now=T0 + timedelta(seconds=20),
+            settings=bench.settings,
+            progress=50,
+            attempt=held.attempts,
+        )
+    running = bench.codes(job, T0 + timedelta(seconds=30))["running"]
+    assert running["last_heartbeat_at"] == "2030-01-01T12:00:20.000000Z"
+    assert not running["lease_expired"]
+    late = bench.explain(job, T0 + timedelta(minutes=10))
+    assert late.reasons[0].figures["lease_expired"] and "expired" in late.reasons[0].detail
+
+
+@pytest.mark.parametrize("retryable", [True, False])
+def test_retries_exhausted(bench: Bench, retryable: bool) -> None:
+    job = bench.enqueue(max_retries=0 if retryable else 2)
+    bench.claim()
+    with bench.tx() as conn:
+        service.fail(
+            conn,
+            bench.worker,
+            job.id,
+            now=T0,
+            settings=bench.settings,
+            error="boom",
+            retryable=retryable,
+        )
+    found = bench.explain(job, T0 + timedelta(hours=1))
+    assert [r.code for r in found.reasons] == ["retries_exhausted"]
+    assert ("not retryable" in found.reasons[0].detail) is not retryable
+    assert "1 h 00 min ago" in found.reasons[0].detail
+
+
+def test_cancelled(bench: Bench) -> None:
+    job = bench.enqueue()
+    with bench.tx() as conn:
+        service.cancel(conn, bench.admin, job.id, now=T0)
+    codes = bench.codes(job, T0)
+    assert codes == {
+        "cancelled": {"cancelled_at": "2030-01-01T12:00:00.000000Z", "cancelled_by": "ex-admin"}
+    }
+
+
+def test_completed(bench: Bench) -> None:
+    job = bench.enqueue()
+    bench.claim()
+    with bench.tx() as conn:
+        service.complete(conn, bench.worker, job.id, now=T0 + timedelta(seconds=5))
+    assert bench.codes(job, T0 + timedelta(seconds=5)) == {
+        "completed": {"attempts": 1, "finished_at": "2030-01-01T12:00:05.000000Z"}
+    }
+
+
+def test_explaining_needs_the_same_visibility_as_the_job(bench: Bench) -> None:
+    job = bench.enqueue()
+    stranger = make_user(bench.app, "ex-other", "producer").actor()
+    for actor in (stranger, bench.worker):  # the worker never held it
+        with pytest.raises(NotFound), db.read(bench.app) as conn:
+            explain.explain(conn, actor, job.id, now=T0, idle_after=IDLE)
+    assert bench.explain(job, T0, bench.admin).job.id == job.id
+    with db.read(bench.app) as conn:
+        assert store.get_job(conn, job.id) is not None
