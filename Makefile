@@ -27,7 +27,7 @@ serve: install
 	$(BIN)/gunicorn -c gunicorn.conf.py wsgi:app
 
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 bench: install
 	$(BIN)/python -m bench $(SECTION)

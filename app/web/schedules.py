@@ -81,7 +81,7 @@ def create() -> Response | tuple[str, int]:
         with db.transaction() as conn:
             schedule = schedules.create(conn, current_actor(), request, now=utcnow())
     except QueueError as exc:
-        for name, message in getattr(exc, "errors", {"name": exc.detail}).items():
+        for name, message in (exc.errors or {"name": exc.detail}).items():
             field = form._fields.get(name)
             if field is not None:
                 field.errors = [*field.errors, message]

@@ -122,7 +122,7 @@ def test_long_polls_in_every_process_are_woken_by_an_enqueue_from_another_proces
         with app.app_context():
             request = EnqueueBody.parse({"type": "email.send"}, queue_settings()).to_request()
             with db.transaction() as conn:
-                found = accounts.resolve_token(conn, database.tokens["producer"])
+                found = accounts.resolve_token(conn, database.tokens["producer"], now=utcnow())
                 assert found is not None
                 actor = found[1].actor()
                 for _ in range(6):
