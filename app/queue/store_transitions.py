@@ -168,6 +168,27 @@ def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Job]:
     return [Job.from_row(row._mapping) for row in rows]
 
 
+@lru_cache(maxsize=128)
+def _move_statement(
+    sources: frozenset[str], expect: tuple[str, ...], values: tuple[str, ...], lease_end: bool
+) -> Any:
+    """The compare-and-set UPDATE of one shape (its columns; the values are parameters), built
+    once: finishing a batch of jobs runs it per job."""
+    conditions = [jobs.c.id == bindparam("job_id"), _status_in(sources)]
+    conditions += [jobs.c[name] == bindparam(f"expect_{name}") for name in expect]
+    if lease_end:
+        conditions.append(
+            jobs.c.lease_expires_at < bindparam("lease_ended_before", type_=UTCDateTime())
+        )
+    assignments = {name: bindparam(f"set_{name}", type_=jobs.c[name].type) for name in values}
+    return (
+        update(jobs)
+        .where(*conditions)
+        .values(**assignments, updated_at=bindparam("at", type_=UTCDateTime()))
+        .returning(*JOB_COLUMNS)
+    )
+
+
 def move(
     conn: Connection,
     job_id: int,
@@ -188,12 +209,18 @@ def move(
     an evented move from several states must be pinned to the one the caller read."""
     if kind is not None and len(sources) != 1:
         raise ValueError("pin an evented move to the one status it leaves")
-    conditions = [jobs.c.id == job_id, _status_in(sources)]
-    conditions += [jobs.c[name] == value for name, value in expect.items()]
+    statement = _move_statement(
+        frozenset(sources),
+        tuple(sorted(expect)),
+        tuple(sorted(values)),
+        lease_ended_before is not None,
+    )
+    params = {f"expect_{name}": value for name, value in expect.items()}
+    params |= {f"set_{name}": value for name, value in values.items()}
+    params |= {"job_id": job_id, "at": at}
     if lease_ended_before is not None:
-        conditions.append(jobs.c.lease_expires_at < lease_ended_before)
-    statement = update(jobs).where(*conditions).values(**values, updated_at=at)
-    row = conn.execute(statement.returning(*JOB_COLUMNS)).first()
+        params["lease_ended_before"] = lease_ended_before
+    row = conn.execute(statement, params).first()
     if row is None:
         return None
     job = Job.from_row(row._mapping)
