@@ -1,8 +1,8 @@
 """Client processes of the multi-app-server test: ``python -m tests.reliability.fleet MODE ...``.
 
 Each process prefers one app server and fails over to the next when its server stops answering.
-The wire calls are the three small functions at the top, so the same loops can move to the batch
-routes by changing only them. Each mode is bounded by ``--deadline`` and prints one JSON report.
+The wire calls are the three small functions at the top (batch enqueue, claims of several jobs,
+batch finish). Each mode is bounded by ``--deadline`` and prints one JSON report.
 """
 
 from __future__ import annotations
@@ -21,33 +21,46 @@ from tests.servers import Client
 
 LEASE_SECONDS = 2  # short, so jobs held by a killed server come back quickly
 WAIT_SECONDS = 1
-ENQUEUE_CHUNK = 10  # keys sent per call (one request each on the single-job route)
+ENQUEUE_CHUNK = 100  # keys sent per call (one batch request each)
+MAX_JOBS = 10  # jobs per claim, so every worker process gets a share
 
 
 def enqueue(client: Client, keys: list[str]) -> list[tuple[int, Any]]:
-    """Enqueue one job per idempotency key; (status, job) per key."""
-    answers = []
-    for key in keys:
-        status, job, _ = client.post("/jobs", {"type": "email.send", "idempotency_key": key})
-        answers.append((status, job))
-    return answers
+    """Enqueue one job per idempotency key in one batch; (status, job) per key (201 created,
+    200 an idempotent replay, or the batch's own status with the problem for every key)."""
+    jobs = [{"type": "email.send", "idempotency_key": key} for key in keys]
+    status, body, _ = client.post("/jobs/batch", {"jobs": jobs})
+    if status not in (200, 201):
+        return [(status, body)] * len(keys)
+    return [
+        (201 if new else 200, job) for job, new in zip(body["jobs"], body["created"], strict=True)
+    ]
 
 
 def claim(client: Client) -> tuple[int, list[Any]]:
-    """Long-poll for work; (status, jobs)."""
-    body = {"lease_seconds": LEASE_SECONDS, "wait_seconds": WAIT_SECONDS}
-    status, job, _ = client.post("/jobs/claim", body)
-    return status, [job] if status == 200 else []
+    """Long-poll for up to ``MAX_JOBS`` jobs; (status, jobs)."""
+    body = {"lease_seconds": LEASE_SECONDS, "wait_seconds": WAIT_SECONDS, "max_jobs": MAX_JOBS}
+    status, answer, _ = client.post("/jobs/claim", body)
+    return status, answer["jobs"] if status == 200 else []
 
 
 def finish(client: Client, jobs: list[Any]) -> list[tuple[int, Any]]:
-    """Report each job completed; (status, job) per job."""
-    answers = []
-    for job in jobs:
-        body = {"attempt": job["attempt"], "result": {"pid": os.getpid()}}
-        status, done, _ = client.post(f"/jobs/{job['id']}/complete", body)
-        answers.append((status, done))
-    return answers
+    """Report every job completed in one request; (status, item answer) per job."""
+    if not jobs:
+        return []
+    results = [
+        {
+            "id": job["id"],
+            "attempt": job["attempt"],
+            "outcome": "completed",
+            "result": {"pid": os.getpid()},
+        }
+        for job in jobs
+    ]
+    status, body, _ = client.post("/jobs/finish", {"results": results})
+    if status != 200:
+        return [(status, body)] * len(jobs)
+    return [(item["status"], item) for item in body["results"]]
 
 
 class Servers:
@@ -109,6 +122,7 @@ def work(args: argparse.Namespace) -> dict[str, Any]:
         try:
             status, jobs = claim(servers.current)
             statuses[f"claim {status}"] += 1
+            statuses["claimed"] += len(jobs)
             if status == 204 and stop.exists():
                 break
             if status not in (200, 204):
