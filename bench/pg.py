@@ -1,4 +1,4 @@
-"""PostgreSQL end to end: queuelog through HTTP next to pgqueuer's default QueueManager.
+"""PostgreSQL end to end: queuelog through its SDK next to pgqueuer's default QueueManager.
 
 One throwaway server (fsync and synchronous_commit on), a database for each system.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psycopg
 
-from bench.e2e import Queuelog, drain, jobs_per_section, line, pickup
+from bench.e2e import PICKUP_JOBS, Queuelog, bulk, jobs_per_section, line, pickup
 from tests.postgres import postgres_server
 
 
@@ -55,11 +55,11 @@ def run(base: Path) -> None:
         print(f"end to end, PostgreSQL (fsync, synchronous_commit on), {jobs} no-op jobs:")
         system = Queuelog(base / "queuelog", url=_create(server, "queuelog"))
         try:
-            ours = drain(system, jobs, threads=4)
-            p50, p99 = pickup(system, max(40, jobs // 10))
+            ours = bulk(system, jobs)
+            p50, p99 = pickup(system, PICKUP_JOBS)
         finally:
             system.close()
         dsn = _create(server, "pgqueuer").replace("+psycopg", "")
         theirs = asyncio.run(_pgqueuer(dsn, jobs))
-        line("bulk (4 producer threads)", ours, theirs, "jobs/s", "pgqueuer")
+        line("bulk (batches of 100)", ours, theirs, "jobs/s", "pgqueuer")
         print(f"  {'pickup p50 / p99':<28} queuelog {p50:7.1f} / {p99:.1f} ms (goal: p99 <= 50)")
