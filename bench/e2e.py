@@ -9,6 +9,7 @@ idle queue, enqueue to a worker holding it). Queuelog's workers run ``queuelog_c
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing as mp
 import os
 import sqlite3
@@ -227,8 +228,15 @@ def pickup(system: System, jobs: int) -> tuple[float, float]:
         time.sleep(max(0.0, PICKUP_EVERY - (time.time() - at)))
     time.sleep(1.0)
     held = system.held_at()
-    latencies = sorted((held[i] - at) * 1000 for i, at in sent.items() if i in held)
-    return statistics.median(latencies), latencies[int(len(latencies) * 0.99) - 1]
+    return percentiles([(held[i] - at) * 1000 for i, at in sent.items() if i in held])
+
+
+def percentiles(latencies: list[float]) -> tuple[float, float]:
+    """(p50, p99) of ``latencies`` (nearest rank); nan when nothing was picked up."""
+    if not latencies:
+        return float("nan"), float("nan")
+    ordered = sorted(latencies)
+    return statistics.median(ordered), ordered[max(0, math.ceil(len(ordered) * 0.99) - 1)]
 
 
 def scenarios(system: System, jobs: int) -> dict[str, float]:
