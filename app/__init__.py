@@ -23,6 +23,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     from app import bodylimit, cli, db, errors, ratelimit, security, settings
     from app import config as app_config
     from app.accounts import login
+    from app.api import batches  # noqa: F401 (adds the batch routes to the API blueprint)
     from app.api.docs import bp as apidocs_bp
     from app.api.views import bp as api_bp
     from app.extensions import csrf, limiter

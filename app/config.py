@@ -38,6 +38,9 @@ DEFAULTS: dict[str, Any] = {
     "BACKOFF_CAP_SECONDS": 3_600,
     # How many expired leases one claim recovers on its way (the reaper takes the rest).
     "RECOVER_BATCH": 100,
+    # Most items in one batch request (POST /jobs/batch, /jobs/finish, /jobs/heartbeat): one
+    # transaction each, so this bounds how long a batch holds the write lock.
+    "MAX_BATCH": 1_000,
     # Size limits of the JSON API.
     "MAX_PAYLOAD_BYTES": 65_536,
     "MAX_CONTENT_LENGTH": 1_048_576,
@@ -112,6 +115,7 @@ POSITIVE_SETTINGS = (
     "MAX_ERROR_BYTES",
     "RECOVER_BATCH",
     "PRUNE_BATCH_SIZE",
+    "MAX_BATCH",
 )
 
 

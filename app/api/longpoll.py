@@ -16,8 +16,16 @@ from app.timeutil import utcnow
 _AFTER_DUE = timedelta(milliseconds=5)
 
 
-def claim(settings: QueueSettings, lease: int | None, wait_seconds: float) -> Job | None:
-    """Claim the next due job for the current actor, waiting up to ``wait_seconds`` for one.
+def claim(
+    settings: QueueSettings,
+    lease: int | None,
+    wait_seconds: float,
+    *,
+    max_jobs: int = 1,
+    types: tuple[str, ...] | None = None,
+) -> list[Job]:
+    """Claim up to ``max_jobs`` due jobs (of ``types``, when given) for the current actor,
+    waiting up to ``wait_seconds`` for one.
 
     Between tries the request holds no connection, transaction or lock: it sleeps on the
     process's wake-up bell until a commit anywhere makes a job due, the next scheduled instant
@@ -30,11 +38,19 @@ def claim(settings: QueueSettings, lease: int | None, wait_seconds: float) -> Jo
         seen = bell.generation() if wait_seconds else 0
         now = utcnow()
         with db.transaction() as conn:
-            job = service.claim(conn, g.actor, now=now, settings=settings, lease_seconds=lease)
-            next_due = due.next_due_at(conn, now) if job is None and wait_seconds else None
+            claimed = service.claim_many(
+                conn,
+                g.actor,
+                now=now,
+                settings=settings,
+                max_jobs=max_jobs,
+                lease_seconds=lease,
+                types=types,
+            )
+            next_due = due.next_due_at(conn, now) if not claimed and wait_seconds else None
         remaining = deadline - time.monotonic()
-        if job is not None or remaining <= 0:
-            return job
+        if claimed or remaining <= 0:
+            return claimed
         if next_due is not None:
             remaining = min(remaining, (next_due + _AFTER_DUE - utcnow()).total_seconds())
         bell.wait(seen, remaining)

@@ -13,7 +13,7 @@ from flask import Flask
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from app.queue.fields import JOB_TYPES_MARK, MAX_LEASE_MARK
+from app.queue.fields import JOB_TYPES_MARK, MAX_BATCH_MARK, MAX_LEASE_MARK
 from app.queue.models import QueueSettings
 from app.queue.request_model import RequestModel
 from app.queue.responses import Problem, ValidationProblem
@@ -147,6 +147,8 @@ def _with_settings(node: Any, settings: QueueSettings) -> Any:
         result["enum"] = list(settings.job_types)
     if node.get(MAX_LEASE_MARK):
         result["maximum"] = settings.max_lease_seconds
+    if node.get(MAX_BATCH_MARK):
+        result["maxItems"] = settings.max_batch
     return result
 
 

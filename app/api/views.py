@@ -12,6 +12,7 @@ from app.api.auth import Unauthorized, authenticate
 from app.api.openapi import Operation, Reply, documented
 from app.api.problems import problem
 from app.queue import service
+from app.queue.batch_requests import ReleaseBody
 from app.queue.errors import QueueError
 from app.queue.fields import KEY_PATTERN
 from app.queue.models import Job
@@ -26,7 +27,7 @@ from app.queue.requests import (
     ListQuery,
     NoBody,
 )
-from app.queue.responses import EventList, JobOut, JobPage
+from app.queue.responses import Claimed, EventList, JobOut, JobPage
 from app.settings import queue_settings
 from app.timeutil import utcnow
 
@@ -59,7 +60,7 @@ def queue_error(exc: QueueError) -> Response:
     return problem(exc.status, exc.detail, title=exc.title, errors=exc.errors)
 
 
-def _parse(model: type[Model], *, optional: bool = False, **context: Any) -> Model:
+def parse_body(model: type[Model], *, optional: bool = False, **context: Any) -> Model:
     """The request body as ``model`` (``optional``: an empty body stands for ``{}``)."""
     data = body.json_object(
         request, max_depth=current_app.config["MAX_JSON_DEPTH"], optional=optional
@@ -70,14 +71,14 @@ def _parse(model: type[Model], *, optional: bool = False, **context: Any) -> Mod
 _LOCATION = {
     "Location": {"required": True, "schema": {"type": "string", "pattern": "/jobs/[0-9]+$"}}
 }
-_JOB = Reply("The job", JobOut)
-_ROLE = "The caller's role may not do this"
-_CAP = "The caller's role may not enqueue, or the priority is above its cap"
-_NOT_FOUND = "No such job, or the caller may not see it"
-_WORK_PROBLEMS = {403: _ROLE, 404: _NOT_FOUND, 409: "The job's state does not allow this"}
+JOB = Reply("The job", JobOut)
+ROLE = "The caller's role may not do this"
+CAP = "The caller's role may not enqueue, or the priority is above its cap"
+NOT_FOUND = "No such job, or the caller may not see it"
+WORK_PROBLEMS = {403: ROLE, 404: NOT_FOUND, 409: "The job's state does not allow this"}
 
 
-def _job(job: Job, status: int = 200) -> Response:
+def job_response(job: Job, status: int = 200) -> Response:
     response = jsonify(job.as_json(include_error=g.actor.sees_errors))
     response.status_code = status
     return response
@@ -97,14 +98,14 @@ def _job(job: Job, status: int = 200) -> Response:
             201: Reply("Created", JobOut, _LOCATION),
             200: Reply("The existing job for a repeated idempotency key", JobOut, _LOCATION),
         },
-        problems={403: _CAP, 409: "The idempotency key is being used by a request in flight"},
+        problems={403: CAP, 409: "The idempotency key is being used by a request in flight"},
     )
 )
 def enqueue() -> Response:
-    enqueue_body = _parse(EnqueueBody, header_key=request.headers.get("Idempotency-Key"))
+    enqueue_body = parse_body(EnqueueBody, header_key=request.headers.get("Idempotency-Key"))
     with db.transaction() as conn:
         job, created = service.enqueue(conn, g.actor, enqueue_body.to_request(), now=utcnow())
-    response = _job(job, 201 if created else 200)
+    response = job_response(job, 201 if created else 200)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
     return response
 
@@ -132,11 +133,11 @@ def list_jobs() -> Response:
 
 @bp.get("/jobs/<id:job_id>")
 @requires(Action.VIEW_JOBS)
-@documented(Operation(summary="One job", replies={200: _JOB}, problems={404: _NOT_FOUND}))
+@documented(Operation(summary="One job", replies={200: JOB}, problems={404: NOT_FOUND}))
 def get_job(job_id: int) -> Response:
     with db.read() as conn:
         job = service.get_job(conn, g.actor, job_id)
-    return _job(job)
+    return job_response(job)
 
 
 @bp.get("/jobs/<id:job_id>/events")
@@ -145,7 +146,7 @@ def get_job(job_id: int) -> Response:
     Operation(
         summary="A job's events, oldest first",
         replies={200: Reply("The events", EventList)},
-        problems={404: _NOT_FOUND},
+        problems={404: NOT_FOUND},
     )
 )
 def job_events(job_id: int) -> Response:
@@ -158,23 +159,36 @@ def job_events(job_id: int) -> Response:
 @requires(Action.WORK)
 @documented(
     Operation(
-        summary="Claim the next due job (workers, admins)",
+        summary="Claim the next due job, or up to max_jobs of them (workers, admins)",
+        description='Without `max_jobs` the answer is the job; with it, `{"jobs": [...]}` '
+        "holding 1..max_jobs jobs in claim order. `types` hands out only those job types. "
+        "`wait_seconds` waits for a job to become due (204 when none did).",
         body=ClaimBody,
         body_required=False,
         replies={
-            200: Reply("The claimed job, now running with a new attempt and lease", JobOut),
+            200: Reply("The claimed job(s), now running, each with its attempt and lease", Claimed),
             204: Reply("Nothing is claimable"),
         },
-        problems={403: _ROLE},
+        problems={403: ROLE},
     )
 )
 def claim() -> Response:
     settings = queue_settings()
-    claim_body = _parse(ClaimBody, optional=True)
-    job = longpoll.claim(settings, claim_body.lease_seconds, claim_body.wait_seconds)
-    if job is None:
+    claim_body = parse_body(ClaimBody, optional=True)
+    types = tuple(claim_body.types) if claim_body.types else None
+    claimed = longpoll.claim(
+        settings,
+        claim_body.lease_seconds,
+        claim_body.wait_seconds,
+        max_jobs=claim_body.max_jobs or 1,
+        types=types,
+    )
+    if not claimed:
         return Response(status=204)
-    return _job(job)
+    if claim_body.max_jobs is None:
+        return job_response(claimed[0])
+    sees_errors = g.actor.sees_errors
+    return jsonify({"jobs": [job.as_json(include_error=sees_errors) for job in claimed]})
 
 
 @bp.post("/jobs/<id:job_id>/complete")
@@ -184,17 +198,17 @@ def claim() -> Response:
         summary="Complete a running job (its worker, admins)",
         body=CompleteBody,
         body_required=True,
-        replies={200: _JOB},
-        problems=_WORK_PROBLEMS,
+        replies={200: JOB},
+        problems=WORK_PROBLEMS,
     )
 )
 def complete(job_id: int) -> Response:
-    done = _parse(CompleteBody, optional=True)
+    done = parse_body(CompleteBody, optional=True)
     with db.transaction() as conn:
         job = service.complete(
             conn, g.actor, job_id, now=utcnow(), result=done.result, attempt=done.attempt
         )
-    return _job(job)
+    return job_response(job)
 
 
 @bp.post("/jobs/<id:job_id>/fail")
@@ -203,12 +217,12 @@ def complete(job_id: int) -> Response:
     Operation(
         summary="Fail a running job: retried or failed for good (its worker, admins)",
         body=FailBody,
-        replies={200: _JOB},
-        problems=_WORK_PROBLEMS,
+        replies={200: JOB},
+        problems=WORK_PROBLEMS,
     )
 )
 def fail(job_id: int) -> Response:
-    failure = _parse(FailBody)
+    failure = parse_body(FailBody)
     with db.transaction() as conn:
         job = service.fail(
             conn,
@@ -221,7 +235,7 @@ def fail(job_id: int) -> Response:
             retry_in=failure.retry_in,
             retryable=failure.retryable,
         )
-    return _job(job)
+    return job_response(job)
 
 
 @bp.post("/jobs/<id:job_id>/heartbeat")
@@ -231,12 +245,12 @@ def fail(job_id: int) -> Response:
         summary="Report progress and extend the lease (its worker, admins)",
         body=HeartbeatBody,
         body_required=True,
-        replies={200: _JOB},
-        problems=_WORK_PROBLEMS,
+        replies={200: JOB},
+        problems=WORK_PROBLEMS,
     )
 )
 def heartbeat(job_id: int) -> Response:
-    beat = _parse(HeartbeatBody, optional=True)
+    beat = parse_body(HeartbeatBody, optional=True)
     with db.transaction() as conn:
         job = service.heartbeat(
             conn,
@@ -248,7 +262,24 @@ def heartbeat(job_id: int) -> Response:
             message=beat.message,
             attempt=beat.attempt,
         )
-    return _job(job)
+    return job_response(job)
+
+
+@bp.post("/jobs/<id:job_id>/release")
+@requires(Action.WORK)
+@documented(
+    Operation(
+        summary="Hand a claimed job back unstarted: pending at once, no retry spent (its worker)",
+        body=ReleaseBody,
+        replies={200: JOB},
+        problems=WORK_PROBLEMS,
+    )
+)
+def release(job_id: int) -> Response:
+    handed_back = parse_body(ReleaseBody)
+    with db.transaction() as conn:
+        job = service.release(conn, g.actor, job_id, now=utcnow(), attempt=handed_back.attempt)
+    return job_response(job)
 
 
 @bp.post("/jobs/<id:job_id>/cancel")
@@ -258,15 +289,15 @@ def heartbeat(job_id: int) -> Response:
         summary="Cancel a pending or running job (its producer, admins)",
         body=NoBody,
         body_required=False,
-        replies={200: _JOB},
-        problems=_WORK_PROBLEMS,
+        replies={200: JOB},
+        problems=WORK_PROBLEMS,
     )
 )
 def cancel(job_id: int) -> Response:
-    _parse(NoBody, optional=True)
+    parse_body(NoBody, optional=True)
     with db.transaction() as conn:
         job = service.cancel(conn, g.actor, job_id, now=utcnow())
-    return _job(job)
+    return job_response(job)
 
 
 @bp.post("/jobs/<id:job_id>/retry")
@@ -276,12 +307,12 @@ def cancel(job_id: int) -> Response:
         summary="Queue a failed or cancelled job again (admins)",
         body=NoBody,
         body_required=False,
-        replies={200: _JOB},
-        problems=_WORK_PROBLEMS,
+        replies={200: JOB},
+        problems=WORK_PROBLEMS,
     )
 )
 def retry(job_id: int) -> Response:
-    _parse(NoBody, optional=True)
+    parse_body(NoBody, optional=True)
     with db.transaction() as conn:
         job = service.retry(conn, g.actor, job_id, now=utcnow())
-    return _job(job)
+    return job_response(job)

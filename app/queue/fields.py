@@ -19,6 +19,7 @@ KEY_PATTERN = r"^[!-~]{1,255}$"  # printable ASCII, no spaces
 # Marks that the API document replaces with configured values (job types, the lease ceiling).
 JOB_TYPES_MARK = "x-job-types"
 MAX_LEASE_MARK = "x-max-lease"
+MAX_BATCH_MARK = "x-max-batch"
 MAX_LIST_LIMIT = 1000
 
 PriorityLabel = Literal["low", "medium", "high", "critical"]
@@ -204,3 +205,18 @@ Search = Annotated[
     says("must be a job id or an idempotency key"),
     Field(description="A job id or an exact idempotency key (surrounding spaces are ignored)."),
 ]
+
+
+MAX_CLAIM_JOBS = 100  # most jobs one claim hands out (DESIGN §8.1)
+MaxJobs = Annotated[
+    int,
+    Field(ge=1, le=MAX_CLAIM_JOBS),
+    says(f"must be an integer from 1 to {MAX_CLAIM_JOBS}"),
+    Field(description='Claim up to this many jobs; the answer is then `{"jobs": [...]}`.'),
+]
+ClaimTypes = Annotated[
+    list[JobType],
+    Field(min_length=1, max_length=MAX_LIST_LIMIT),
+    Field(description="Hand out only jobs of these configured types."),
+]
+JobId = Annotated[int, Field(ge=1, le=MAX_DB_INT), says("must be a positive integer")]

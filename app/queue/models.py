@@ -70,6 +70,7 @@ class QueueSettings:
     max_json_depth: int
     max_error_bytes: int
     recover_batch: int
+    max_batch: int
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> QueueSettings:
@@ -100,6 +101,7 @@ class QueueSettings:
             max_json_depth=int(config["MAX_JSON_DEPTH"]),
             max_error_bytes=int(config["MAX_ERROR_BYTES"]),
             recover_batch=int(config["RECOVER_BATCH"]),
+            max_batch=int(config["MAX_BATCH"]),
         )
 
     @cached_property
@@ -239,6 +241,30 @@ class EnqueueRequest:
     run_at: datetime | None
     delay_seconds: float | None
     fingerprint: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A worker's report on one attempt: completed (with ``result``) or failed (with ``error``,
+    and optionally ``retry_in`` and ``retryable``)."""
+
+    job_id: int
+    attempt: int
+    completed: bool
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    retry_in: float | None = None
+    retryable: bool | None = None
+
+
+@dataclass(frozen=True)
+class Beat:
+    """One heartbeat of a job the worker holds at ``attempt``."""
+
+    job_id: int
+    attempt: int
+    progress: int | None = None
+    message: str | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_v
 from app.queue.errors import InvalidInput
 from app.queue.fields import (
     Attempt,
+    ClaimTypes,
     Cursor,
     Delay,
     ErrorText,
@@ -23,6 +24,7 @@ from app.queue.fields import (
     LeaseSeconds,
     Limit,
     ListType,
+    MaxJobs,
     MaxRetries,
     Message,
     Priority,
@@ -116,10 +118,12 @@ class EnqueueBody(RequestModel):
 
 
 class ClaimBody(RequestModel):
-    """``POST /jobs/claim``: an optional lease instead of the job type's, and how long to wait
-    for a job when none is due."""
+    """``POST /jobs/claim``: an optional lease instead of the job type's, the job types the
+    worker runs, how many jobs it takes, and how long to wait for a job when none is due."""
 
     lease_seconds: LeaseSeconds | None = None
+    types: ClaimTypes | None = None
+    max_jobs: MaxJobs | None = None
     wait_seconds: WaitSeconds = 0.0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from app.queue.fields import PriorityLabel, StatusLabel
 
@@ -60,6 +60,58 @@ class JobPage(ResponseModel):
         str | None,
         Field(description="Pass as `cursor` for the next (older) page; null at the end."),
     ]
+
+
+class CreatedJobs(ResponseModel):
+    """The jobs of a batch enqueue in request order, and whether each was created (false: an
+    idempotent replay answered with the existing job)."""
+
+    jobs: list[JobOut]
+    created: list[bool]
+
+
+class ClaimedJobs(ResponseModel):
+    """The jobs of a claim with ``max_jobs``, in claim order, each with its own attempt."""
+
+    jobs: Annotated[list[JobOut], Field(min_length=1)]
+
+
+class Claimed(RootModel[JobOut | ClaimedJobs]):
+    """A claim's answer: the job (without ``max_jobs``), or ``{"jobs": [...]}`` (with it)."""
+
+
+ItemStatus = Annotated[int, Field(ge=200, le=499, description="What the single-job route says.")]
+ItemDetail = Annotated[str, Field(min_length=1, description="Why the item was refused.")]
+
+
+class FinishAnswer(ResponseModel):
+    """One outcome's answer: the job it left (200), or why it was refused (404, 409, 422)."""
+
+    id: int
+    status: ItemStatus
+    job: JobOut | None = None
+    detail: ItemDetail | None = None
+
+
+class FinishAnswers(ResponseModel):
+    """Each outcome's answer, in request order."""
+
+    results: list[FinishAnswer]
+
+
+class BeatAnswer(ResponseModel):
+    """One heartbeat's answer: the extended lease (200), or why it was refused (404, 409)."""
+
+    id: int
+    status: ItemStatus
+    lease_expires_at: Instant | None = None
+    detail: ItemDetail | None = None
+
+
+class BeatAnswers(ResponseModel):
+    """Each heartbeat's answer, in request order."""
+
+    results: list[BeatAnswer]
 
 
 class EventOut(ResponseModel):

@@ -115,9 +115,36 @@ def claim(
     now: datetime,
     settings: QueueSettings,
     lease_seconds: int | None = None,
+    types: tuple[str, ...] | None = None,
     uniform: Uniform = _system_random.uniform,
 ) -> Job | None:
-    """Give the caller the next due job, recovering a batch of expired leases first."""
+    """Give the caller the next due job (of ``types``, when given), or None."""
+    claimed = claim_many(
+        conn,
+        actor,
+        now=now,
+        settings=settings,
+        max_jobs=1,
+        lease_seconds=lease_seconds,
+        types=types,
+        uniform=uniform,
+    )
+    return claimed[0] if claimed else None
+
+
+def claim_many(
+    conn: Connection,
+    actor: Actor,
+    *,
+    now: datetime,
+    settings: QueueSettings,
+    max_jobs: int,
+    lease_seconds: int | None = None,
+    types: tuple[str, ...] | None = None,
+    uniform: Uniform = _system_random.uniform,
+) -> list[Job]:
+    """Give the caller up to ``max_jobs`` due jobs (of ``types``, when given) in claim order,
+    each with its own attempt and lease, recovering a batch of expired leases first."""
     actor = require(actor, Action.WORK)
     recover_expired(conn, now=now, settings=settings, limit=settings.recover_batch, uniform=uniform)
     return transitions.claim(
@@ -125,6 +152,8 @@ def claim(
         worker=actor.name,
         now=now,
         lease_seconds=lease_seconds or settings.default.lease_seconds,
+        limit=max_jobs,
+        types=types,
         type_leases=() if lease_seconds else settings.type_leases,
     )
 
@@ -275,6 +304,15 @@ def fail(
         done = transitions.fail_for_good(
             conn, job, now=now, error=clean, actor=actor.name, note=note
         )
+    if done is None:
+        raise _refusal(conn, actor, job_id, attempt)
+    return done
+
+
+def release(conn: Connection, actor: Actor, job_id: int, *, now: datetime, attempt: int) -> Job:
+    """Hand the caller's job back unstarted: pending again at once, no retry spent."""
+    actor = require(actor, Action.WORK)
+    done = transitions.release(conn, job_id, worker=actor.name, attempt=attempt, now=now)
     if done is None:
         raise _refusal(conn, actor, job_id, attempt)
     return done

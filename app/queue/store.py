@@ -38,13 +38,14 @@ JOB_DUE = "queuelog_wake"
 
 def insert_job(conn: Connection, values: Mapping[str, Any], *, actor: str) -> Job | None:
     """Insert a job and its ``enqueued`` event; None when its (owner, idempotency key) exists."""
-    try:
-        with conn.begin_nested():
-            row = conn.execute(_INSERT_JOB, dict(values)).one()
-    except IntegrityError:
-        if values.get("idempotency_key") is None:
-            raise
-        return None
+    if values.get("idempotency_key") is None:  # nothing to collide on: no savepoint needed
+        row = conn.execute(_INSERT_JOB, dict(values)).one()
+    else:
+        try:
+            with conn.begin_nested():
+                row = conn.execute(_INSERT_JOB, dict(values)).one()
+        except IntegrityError:
+            return None
     conn.info[JOB_DUE] = True
     job = Job.from_row(row._mapping)
     append_event(
@@ -53,8 +54,7 @@ def insert_job(conn: Connection, values: Mapping[str, Any], *, actor: str) -> Jo
     return job
 
 
-def append_event(
-    conn: Connection,
+def event_row(
     *,
     job: Job,
     at: datetime,
@@ -63,23 +63,31 @@ def append_event(
     actor: str | None,
     error: str | None = None,
     note: str | None = None,
-) -> None:
-    """Append the event that brought ``job`` to its current status. Only ``insert_job`` and the
-    named transitions call it, so no state change goes unrecorded."""
-    conn.execute(
-        _INSERT_EVENT,
-        {
-            "job_id": job.id,
-            "at": at,
-            "from_status": from_status,
-            "to_status": job.status,
-            "actor": actor,
-            "attempt": job.attempts or None,
-            "kind": kind,
-            "error": error,
-            "note": note,
-        },
-    )
+) -> dict[str, Any]:
+    """The ``job_events`` row of the event that brought ``job`` to its current status."""
+    return {
+        "job_id": job.id,
+        "at": at,
+        "from_status": from_status,
+        "to_status": job.status,
+        "actor": actor,
+        "attempt": job.attempts or None,
+        "kind": kind,
+        "error": error,
+        "note": note,
+    }
+
+
+def append_event(conn: Connection, **event: Any) -> None:
+    """Append the event that brought a job to its current status (``event_row``'s arguments).
+    Only ``insert_job`` and the named transitions call it, so no state change goes unrecorded."""
+    conn.execute(_INSERT_EVENT, event_row(**event))
+
+
+def append_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Append many ``event_row`` rows in one executemany (a claim of many jobs)."""
+    if rows:
+        conn.execute(_INSERT_EVENT, rows)
 
 
 def find_by_idempotency_key(conn: Connection, owner_id: int, key: str) -> Job | None:

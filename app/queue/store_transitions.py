@@ -22,7 +22,7 @@ from sqlalchemy import (
 
 from app.queue.models import Job
 from app.queue.states import EventKind, JobStatus
-from app.queue.store import JOB_COLUMNS, JOB_DUE, PENDING, append_event
+from app.queue.store import JOB_COLUMNS, JOB_DUE, PENDING, append_event, append_events, event_row
 from app.schema import UTCDateTime, jobs
 
 
@@ -41,20 +41,29 @@ def _status_in(statuses: Collection[str]) -> ColumnElement[bool]:
 
 
 # SQLite's planner would otherwise pick the (status, id) index and sort the whole queue, so the
-# queue-head lookups name their partial index; PostgreSQL adds SKIP LOCKED so claims never wait.
-_CLAIM_HEAD = {
-    "sqlite": text(
-        "SELECT id FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' AND run_at <= :now "
-        "ORDER BY priority DESC, run_at, id LIMIT 1"
-    )
-    .bindparams(_now())
-    .columns(jobs.c.id),
-    "postgresql": select(jobs.c.id)
-    .where(PENDING, jobs.c.run_at <= _now())
-    .order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
-    .limit(1)
-    .with_for_update(skip_locked=True),
-}
+# queue-head lookups name their partial index (a ``type IN`` filter is checked while walking it);
+# PostgreSQL adds SKIP LOCKED so claims never wait, in a CTE so the LIMIT runs once.
+_SQLITE_HEAD = (
+    "SELECT id FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' AND run_at <= :now"
+    "{types} ORDER BY priority DESC, run_at, id LIMIT :limit"
+)
+
+
+def _claim_head(backend: str, typed: bool) -> Any:
+    """The ids of the next ``:limit`` due jobs (of ``:types`` when ``typed``), in claim order."""
+    types: Any = bindparam("types", expanding=True)
+    if backend == "sqlite":
+        sql = text(_SQLITE_HEAD.format(types=" AND type IN :types" if typed else ""))
+        sql = sql.bindparams(_now(), bindparam("limit"), *([types] if typed else []))
+        return sql.columns(jobs.c.id)
+    query = select(jobs.c.id).where(PENDING, jobs.c.run_at <= _now())
+    if typed:
+        query = query.where(jobs.c.type.in_(types))
+    query = query.order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
+    head = query.limit(bindparam("limit")).with_for_update(skip_locked=True).cte("head")
+    return select(head.c.id)
+
+
 _EXPIRED_IDS = {
     "sqlite": text(
         "SELECT id FROM jobs INDEXED BY ix_jobs_lease WHERE status = 'running' "
@@ -76,9 +85,11 @@ TypeLeases = tuple[tuple[str, int], ...]
 
 
 @lru_cache(maxsize=64)
-def _claim_statement(backend: str, sources: frozenset[str], type_leases: TypeLeases) -> Any:
-    """The claim UPDATE, built once per backend and per-type lease table (the hottest
-    statement of all). Per-type leases are a CASE on the job's type."""
+def _claim_statement(
+    backend: str, sources: frozenset[str], type_leases: TypeLeases, typed: bool
+) -> Any:
+    """The claim UPDATE of up to ``:limit`` jobs, built once per backend, per-type lease table
+    and shape (the hottest statement of all). Per-type leases are a CASE on the job's type."""
     lease: Any = bindparam("lease")
     expires: Any = bindparam("expires", type_=UTCDateTime())
     if type_leases:
@@ -95,7 +106,7 @@ def _claim_statement(backend: str, sources: frozenset[str], type_leases: TypeLea
         )
     return (
         update(jobs)
-        .where(jobs.c.id == _CLAIM_HEAD[backend].scalar_subquery(), _status_in(sources))
+        .where(jobs.c.id.in_(_claim_head(backend, typed)), _status_in(sources))
         .values(
             status=literal_column("'running'"),
             worker_id=bindparam("worker"),
@@ -111,7 +122,7 @@ def _claim_statement(backend: str, sources: frozenset[str], type_leases: TypeLea
     )
 
 
-def claim_next(
+def claim_due(
     conn: Connection,
     *,
     sources: frozenset[str],
@@ -119,25 +130,36 @@ def claim_next(
     worker: str,
     now: datetime,
     lease_seconds: int,
+    limit: int,
+    types: tuple[str, ...] | None = None,
     type_leases: TypeLeases = (),
-) -> Job | None:
-    """Move the head of the queue to running for ``worker`` in one compare-and-set statement,
-    and record ``kind``. The lease is ``lease_seconds``, or the type's entry in ``type_leases``."""
+) -> list[Job]:
+    """Move up to ``limit`` jobs from the head of the queue (of ``types``, when given) to
+    running for ``worker`` in one compare-and-set statement, each with its own attempt and
+    lease and its ``kind`` event. The lease is ``lease_seconds``, or the type's entry in
+    ``type_leases``. The jobs come back in claim order."""
     params: dict[str, Any] = {
         "worker": worker,
         "now": now,
         "lease": lease_seconds,
         "expires": now + timedelta(seconds=lease_seconds),
+        "limit": limit,
     }
+    if types is not None:
+        params["types"] = list(types)
     for i, (_, seconds) in enumerate(type_leases):
         params[f"expires_{i}"] = now + timedelta(seconds=seconds)
-    statement = _claim_statement(conn.dialect.name, sources, type_leases)
-    row = conn.execute(statement, params).first()
-    if row is None:
-        return None
-    job = Job.from_row(row._mapping)
-    append_event(conn, job=job, at=now, from_status=JobStatus.PENDING, kind=kind, actor=worker)
-    return job
+    statement = _claim_statement(conn.dialect.name, sources, type_leases, types is not None)
+    claimed = [Job.from_row(row._mapping) for row in conn.execute(statement, params)]
+    claimed.sort(key=lambda job: (-job.priority, job.run_at, job.id))  # RETURNING has no order
+    append_events(
+        conn,
+        [
+            event_row(job=job, at=now, from_status=JobStatus.PENDING, kind=kind, actor=worker)
+            for job in claimed
+        ],
+    )
+    return claimed
 
 
 def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Job]:

@@ -97,17 +97,22 @@ def claim(
     worker: str,
     now: datetime,
     lease_seconds: int,
+    limit: int = 1,
+    types: tuple[str, ...] | None = None,
     type_leases: sql.TypeLeases = (),
-) -> Job | None:
-    """pending -> running: the head of the queue, for ``worker``; None when nothing is due."""
+) -> list[Job]:
+    """pending -> running: up to ``limit`` jobs from the head of the queue (of ``types``, when
+    given), for ``worker``, in claim order; empty when nothing is due."""
     edge = EDGES["claim"]
-    return sql.claim_next(
+    return sql.claim_due(
         conn,
         sources=edge.sources,
         kind=edge.kind,
         worker=worker,
         now=now,
         lease_seconds=lease_seconds,
+        limit=limit,
+        types=types,
         type_leases=type_leases,
     )
 

@@ -26,6 +26,10 @@ JSON_ROUTES = {
     ("/jobs/{job_id}/heartbeat", "post"),
     ("/jobs/{job_id}/cancel", "post"),
     ("/jobs/{job_id}/retry", "post"),
+    ("/jobs/{job_id}/release", "post"),
+    ("/jobs/batch", "post"),
+    ("/jobs/finish", "post"),
+    ("/jobs/heartbeat", "post"),
 }
 
 

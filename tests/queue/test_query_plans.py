@@ -136,3 +136,25 @@ def test_listing_reads_indexes_only(app: Flask) -> None:
                     )
 
             assert_index_served(app, page)
+
+
+def test_typed_claims_of_many_jobs_read_indexes_only(app: Flask) -> None:
+    with app.app_context():
+        _, worker, _ = seed(app)
+
+        def claim() -> object:
+            with db.transaction() as conn:
+                return service.claim_many(
+                    conn,
+                    worker,
+                    now=utcnow(),
+                    settings=queue_settings(),
+                    max_jobs=5,
+                    types=("email.send", "report.build"),
+                )
+
+        with recorded(app) as statements:
+            claimed = claim()
+        assert claimed, "the typed claim found nothing to claim"
+        assert any("INDEXED BY ix_jobs_claim" in sql and "type IN" in sql for sql, _ in statements)
+        assert table_scans(app, statements) == []

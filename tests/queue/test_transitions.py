@@ -75,7 +75,9 @@ def _job_in(app: Flask, status: JobStatus) -> Job:
 
 Move = Callable[[Connection, Job], Job | None]
 MOVES: dict[str, Move] = {
-    "claim": lambda c, j: transitions.claim(c, worker="w", now=LATER, lease_seconds=30),
+    "claim": lambda c, j: next(
+        iter(transitions.claim(c, worker="w", now=LATER, lease_seconds=30)), None
+    ),
     "complete": lambda c, j: transitions.complete(
         c, j.id, worker="w", attempt=1, now=LATER, result={"ok": True}
     ),

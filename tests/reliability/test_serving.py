@@ -13,7 +13,8 @@ import pytest
 
 from app import create_app, db
 from app.accounts import service as accounts
-from app.queue import service, validate
+from app.queue import service
+from app.queue.requests import EnqueueBody
 from app.settings import queue_settings
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (these tests run on both engines)
@@ -119,7 +120,7 @@ def test_long_polls_in_every_process_are_woken_by_an_enqueue_from_another_proces
     app = create_app(app_settings(database))
     try:
         with app.app_context():
-            request = validate.parse_enqueue({"type": "email.send"}, queue_settings())
+            request = EnqueueBody.parse({"type": "email.send"}, queue_settings()).to_request()
             with db.transaction() as conn:
                 found = accounts.resolve_token(conn, database.tokens["producer"])
                 assert found is not None

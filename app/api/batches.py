@@ -1,0 +1,114 @@
+"""JSON routes that take many items at once: batch enqueue, finish and heartbeat."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Response, g, jsonify
+
+from app import db
+from app.api.openapi import Operation, Reply, documented
+from app.api.views import CAP, ROLE, bp, parse_body, requires
+from app.queue import batches
+from app.queue.batch_requests import BatchBody, FinishBody, HeartbeatsBody
+from app.queue.errors import QueueError
+from app.queue.models import Job
+from app.queue.policy import Action
+from app.queue.responses import BeatAnswers, CreatedJobs, FinishAnswers
+from app.settings import queue_settings
+from app.timeutil import utcnow
+
+_PER_ITEM = "Each item is answered with the status its single-job route would give."
+
+
+def _refused(job_id: int, exc: QueueError) -> dict[str, Any]:
+    return {"id": job_id, "status": exc.status, "detail": exc.detail}
+
+
+@bp.post("/jobs/batch")
+@requires(Action.ENQUEUE)
+@documented(
+    Operation(
+        summary="Enqueue many jobs in one transaction, all or nothing (producers, admins)",
+        description="Each item is a `POST /jobs` body, with the same idempotency rules. 201 "
+        "with the jobs in request order (200 when every item was an idempotent replay). A "
+        "refused item refuses the batch: 422 with `errors` keyed like `jobs[3].type`, or 403 "
+        "naming the item above the caller's priority cap; nothing is stored.",
+        body=BatchBody,
+        replies={
+            201: Reply("The jobs, in request order", CreatedJobs),
+            200: Reply("Every item was an idempotent replay: the existing jobs", CreatedJobs),
+        },
+        problems={403: CAP, 409: "An idempotency key is being used by a request in flight"},
+    )
+)
+def enqueue_batch() -> Response:
+    batch = parse_body(BatchBody)
+    requests = [item.to_request() for item in batch.jobs]
+    with db.transaction() as conn:
+        added = batches.enqueue_many(conn, g.actor, requests, now=utcnow())
+    sees_errors = g.actor.sees_errors
+    response = jsonify(
+        {
+            "jobs": [job.as_json(include_error=sees_errors) for job, _ in added],
+            "created": [created for _, created in added],
+        }
+    )
+    response.status_code = 201 if any(created for _, created in added) else 200
+    return response
+
+
+@bp.post("/jobs/finish")
+@requires(Action.WORK)
+@documented(
+    Operation(
+        summary="Report many outcomes (completed or failed) in one transaction (workers)",
+        description=f"{_PER_ITEM} 200 with the job, 404, 409 or 422 (e.g. a failed outcome "
+        "without `error`) with a `detail`. The request is 422 only when its shape is wrong.",
+        body=FinishBody,
+        replies={200: Reply("Each outcome's answer, in request order", FinishAnswers)},
+        problems={403: ROLE},
+    )
+)
+def finish() -> Response:
+    outcomes = [item.to_outcome() for item in parse_body(FinishBody).results]
+    with db.transaction() as conn:
+        answers = batches.finish(conn, g.actor, outcomes, now=utcnow(), settings=queue_settings())
+    sees_errors = g.actor.sees_errors
+
+    def shape(outcome_id: int, answer: Job | QueueError) -> dict[str, Any]:
+        if isinstance(answer, QueueError):
+            return _refused(outcome_id, answer)
+        return {"id": outcome_id, "status": 200, "job": answer.as_json(include_error=sees_errors)}
+
+    return jsonify(
+        {"results": [shape(o.job_id, a) for o, a in zip(outcomes, answers, strict=True)]}
+    )
+
+
+@bp.post("/jobs/heartbeat")
+@requires(Action.WORK)
+@documented(
+    Operation(
+        summary="Extend many leases and report progress in one transaction (workers)",
+        description=f"{_PER_ITEM} 200 with the new `lease_expires_at`, or 404 or 409 with a "
+        "`detail` (which says so when the job was cancelled).",
+        body=HeartbeatsBody,
+        replies={200: Reply("Each heartbeat's answer, in request order", BeatAnswers)},
+        problems={403: ROLE},
+    )
+)
+def heartbeat_batch() -> Response:
+    beats = [item.to_beat() for item in parse_body(HeartbeatsBody).jobs]
+    with db.transaction() as conn:
+        answers = batches.heartbeat_many(
+            conn, g.actor, beats, now=utcnow(), settings=queue_settings()
+        )
+
+    def shape(beat_id: int, answer: Job | QueueError) -> dict[str, Any]:
+        if isinstance(answer, QueueError):
+            return _refused(beat_id, answer)
+        lease_end = answer.as_json(include_error=False)["lease_expires_at"]
+        return {"id": beat_id, "status": 200, "lease_expires_at": lease_end}
+
+    return jsonify({"results": [shape(b.job_id, a) for b, a in zip(beats, answers, strict=True)]})
