@@ -16,7 +16,7 @@ from queuelog_client.transport import backoff
 
 log = logging.getLogger("queuelog_client.worker")
 
-TICK = 0.5  # how often the reporter looks for due heartbeats, progress and outcomes
+TICK = 0.5  # how often the reporter looks for due heartbeats and progress
 MAX_HEARTBEAT_INTERVAL = 10.0  # heartbeat at least this often, whatever the lease
 DEFAULT_LEASE = 300.0  # assumed when a claimed job does not say when its lease ends
 MAX_BATCH = 1000  # items per request, the server's default MAX_BATCH
@@ -64,8 +64,9 @@ def heartbeat_interval(job: Job) -> float:
 
 
 class Reporter:
-    """Owns the held jobs; its thread sends outcomes first, then heartbeats, every ``TICK``,
-    backing off (exponential, full jitter) while the server cannot be reached."""
+    """Owns the held jobs; its thread sends outcomes first, then heartbeats, every ``TICK`` and
+    as soon as an outcome is ready (outcomes finished while a request is under way go together
+    in the next one), backing off (exponential, full jitter) while the server cannot be reached."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
@@ -73,6 +74,7 @@ class Reporter:
         self._held: dict[int, Held] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._ready = threading.Event()  # an outcome waits to be sent
         self._failures = 0
         self._thread = threading.Thread(target=self._loop, name="queuelog-reporter", daemon=True)
 
@@ -92,6 +94,7 @@ class Reporter:
         """Queue a handler's outcome for the next batch."""
         with self._lock:
             held.outcome = outcome
+        self._ready.set()
 
     def released(self, held: Held, *, ok: bool) -> None:
         """Stop tracking a job given back to the server (``ok``) or left to its lease."""
@@ -110,12 +113,16 @@ class Reporter:
         while self.outstanding() and time.monotonic() < deadline and self._thread.is_alive():
             time.sleep(0.05)
         self._stop.set()
+        self._ready.set()
         self._thread.join(timeout=5)
         return self.outstanding()
 
     def _loop(self) -> None:
-        delay = TICK
-        while not self._stop.wait(delay):
+        while not self._stop.is_set():
+            self._ready.wait(TICK)
+            self._ready.clear()
+            if self._stop.is_set():
+                return
             try:
                 self._send_outcomes()
                 self._send_heartbeats()
@@ -123,8 +130,9 @@ class Reporter:
                 self._failures += 1
                 delay = TICK + backoff(self._failures, base=TICK, cap=10.0)
                 log.warning("cannot report to the server (retrying in %.1f s): %s", delay, exc)
+                self._stop.wait(delay)
                 continue
-            self._failures, delay = 0, TICK
+            self._failures = 0
 
     def _send_outcomes(self) -> None:
         with self._lock:

@@ -5,7 +5,9 @@ that installs only ``queuelog-client`` needs none of this."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import collections
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from queuelog_client import Client
 from tests.servers import Database, Gunicorn, prepare_database
 
 ROLES = {"producer": "producer", "worker": "worker", "admin": "admin"}
+LEASE = 15  # seconds: heartbeats every 5 s, and a claim lost in a crash comes back quickly
 
 
 @dataclass
@@ -64,3 +67,28 @@ def admin(server: Server) -> Iterator[Client]:
 def worker(server: Server) -> Iterator[Client]:
     with server.client("worker") as client:
         yield client
+
+
+@pytest.fixture
+def fresh_server(tmp_path: Path) -> Iterator[Server]:
+    """A server of the test's own (short leases), so that no other test's jobs are claimed."""
+    yield from start_server(tmp_path, LEASE_SECONDS=LEASE)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.3)  # the predicates read the API: leave the server to the worker
+
+
+def statuses(client: Client, ids: list[int]) -> collections.Counter[str]:
+    """How many of ``ids`` are in each status."""
+    wanted = set(ids)
+    return collections.Counter(j.status for j in client.jobs(limit=1000) if j.id in wanted)
+
+
+def transitions(client: Client, job_id: int, to_status: str) -> int:
+    """How many events moved the job to ``to_status``."""
+    return sum(1 for e in client.events(job_id) if e.to_status == to_status)
