@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 import secrets
 import sys
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 import click
 from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
+from sqlalchemy import Connection
 
 from app import db, migrate, ticks
 from app.accounts import service as accounts
@@ -221,10 +223,11 @@ def parse_duration(text: str) -> timedelta:
         raise click.BadParameter(f"{text} is too long an age") from None
 
 
-@jobs_cli.command("prune")
-@click.option("--older-than", "older_than", required=True, help="Age such as 7d or 12h.")
-def jobs_prune(older_than: str) -> None:
-    """Delete finished jobs (and their events) older than the given age, batch by batch."""
+def prune_in_batches(
+    older_than: str, delete_batch: Callable[[Connection, datetime, int], int]
+) -> int:
+    """Delete what ``delete_batch`` selects older than the ``--older-than`` age, one short
+    transaction per batch (claims and writes go between); returns how many rows went."""
     age = parse_duration(older_than)
     try:
         cutoff = utcnow() - age
@@ -235,11 +238,21 @@ def jobs_prune(older_than: str) -> None:
     batch = int(current_app.config["PRUNE_BATCH_SIZE"])
     total = 0
     while True:
-        with db.transaction() as conn:  # one short transaction per batch: claims go between
-            count = service.prune(conn, finished_before=cutoff, batch=batch)
+        with db.transaction() as conn:
+            count = delete_batch(conn, cutoff, batch)
         total += count
         if count < batch:
-            break
+            return total
+
+
+@jobs_cli.command("prune")
+@click.option("--older-than", "older_than", required=True, help="Age such as 7d or 12h.")
+def jobs_prune(older_than: str) -> None:
+    """Delete finished jobs (and their events) older than the given age, batch by batch."""
+    total = prune_in_batches(
+        older_than,
+        lambda conn, cutoff, batch: service.prune(conn, finished_before=cutoff, batch=batch),
+    )
     click.echo(f"pruned {total} finished job(s) older than {older_than}")
 
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 
 import click
-from flask import current_app
 from flask.cli import AppGroup
 
 from app import db
 from app.audit import query, store
-from app.cli import parse_duration
+from app.cli import prune_in_batches
 from app.queue.errors import InvalidInput
-from app.timeutil import utcnow
 
 audit_cli = AppGroup("audit", help="Read and prune the audit log.")
 
@@ -56,19 +54,7 @@ def audit_list(actor: str, action: str, since: str, until: str, limit: str, curs
 @click.option("--older-than", "older_than", required=True, help="Age such as 90d or 12w.")
 def audit_prune(older_than: str) -> None:
     """Delete audit events older than the given age, batch by batch."""
-    age = parse_duration(older_than)
-    try:
-        cutoff = utcnow() - age
-    except OverflowError:
-        raise click.BadParameter(
-            "that age reaches before year 1", param_hint="--older-than"
-        ) from None
-    batch = int(current_app.config["PRUNE_BATCH_SIZE"])
-    total = 0
-    while True:
-        with db.transaction() as conn:
-            count = store.prune(conn, before=cutoff, batch=batch)
-        total += count
-        if count < batch:
-            break
+    total = prune_in_batches(
+        older_than, lambda conn, cutoff, batch: store.prune(conn, before=cutoff, batch=batch)
+    )
     click.echo(f"pruned {total} audit event(s) older than {older_than}")
