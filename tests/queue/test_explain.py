@@ -17,9 +17,8 @@ from app.queue import explain, explain_store, service, store
 from app.queue.errors import NotFound
 from app.queue.explain import Explanation
 from app.queue.models import Actor, Job, QueueSettings
-from app.queue.requests import EnqueueBody
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
-from tests.builders import make_user
+from tests.builders import make_job, make_user
 
 T0 = datetime(2030, 1, 1, 12, tzinfo=UTC)
 IDLE = timedelta(minutes=5)
@@ -42,9 +41,8 @@ class Bench:
             yield conn
 
     def enqueue(self, now: datetime = T0, **fields: Any) -> Job:
-        request = EnqueueBody.parse({"type": "email.send", **fields}, self.settings).to_request()
         with self.tx() as conn:
-            return service.enqueue(conn, self.producer, request, now=now)[0]
+            return make_job(conn, self.producer, self.settings, now=now, **fields)
 
     def claim(self, now: datetime = T0) -> Job:
         with self.tx() as conn:
