@@ -145,6 +145,9 @@ jobs = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
     Column("finished_at", UTCDateTime(), nullable=True),
+    # Uniqueness while active (DESIGN §8.5): an enqueue with the same producer, type and key
+    # answers the pending or running job instead of a new one.
+    Column("unique_key", String(200), nullable=True),
     CheckConstraint(
         "status IN ('pending', 'running', 'completed', 'failed', 'cancelled')", name="status"
     ),
@@ -208,6 +211,16 @@ Index(
     jobs.c.lease_expires_at,
     sqlite_where=jobs.c.status == "running",
     postgresql_where=jobs.c.status == "running",
+)
+
+# The active job holding a uniqueness key: one probe per enqueue with ``unique_key``.
+Index(
+    "ix_jobs_unique",
+    jobs.c.created_by,
+    jobs.c.type,
+    jobs.c.unique_key,
+    sqlite_where=text("unique_key IS NOT NULL AND status IN ('pending', 'running')"),
+    postgresql_where=text("unique_key IS NOT NULL AND status IN ('pending', 'running')"),
 )
 
 # Flask-Limiter's counters (see app/ratelimit.py), shared by every process.
@@ -302,4 +315,28 @@ schedules = Table(
     # The due lookup of every tick: a range scan of the head of this index.
     Index(None, "next_run_at"),
     sqlite_autoincrement=True,
+)
+
+# Runtime flow-control overrides per job type (DESIGN §8.5), set by admins over
+# ``JOB_TYPE_SETTINGS``; a NULL column means "no override, use the configuration".
+type_overrides = Table(
+    "type_overrides",
+    metadata,
+    Column("type", String(200), primary_key=True),
+    Column("max_running", Integer, nullable=True),
+    Column("rate_limit", String(32), nullable=True),
+    Column("paused", Boolean, nullable=True),
+    Column("updated_by", String(64), nullable=True),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    CheckConstraint("max_running IS NULL OR max_running >= 1", name="max_running"),
+)
+
+# Claims per type in the current rate-limit window; the row is also what concurrent claims of
+# a limited type serialize on (SELECT ... FOR UPDATE on PostgreSQL).
+type_claim_windows = Table(
+    "type_claim_windows",
+    metadata,
+    Column("type", String(200), primary_key=True),
+    Column("window_started_at", UTCDateTime(), nullable=False),
+    Column("claims", Integer, nullable=False, server_default=text("0")),
 )
