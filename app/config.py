@@ -56,6 +56,12 @@ DEFAULTS: dict[str, Any] = {
     "SQLITE_BUSY_TIMEOUT_MS": 10_000,
     # Rows deleted per transaction by `jobs prune`, so claims never wait long.
     "PRUNE_BATCH_SIZE": 500,
+    # Jobs a bulk operation (POST /jobs/bulk) changes per transaction: claims and finishes
+    # get the write lock between batches.
+    "BULK_BATCH_SIZE": 200,
+    # Most jobs one bulk operation takes (13 bytes each in memory while it runs); a filter
+    # that selects more is refused with 422 (narrow it, e.g. with created_before).
+    "BULK_MAX_JOBS": 100_000,
     # Failed sign-ins per client address before 429 (limits syntax: "10 per minute").
     "LOGIN_RATE_LIMIT": "10 per minute",
     # Failed sign-ins per account name, from any address. Fixed windows: an attacker can keep
@@ -136,6 +142,8 @@ POSITIVE_SETTINGS = (
     "SCHEDULE_GRACE_SECONDS",
     "EXPLAIN_IDLE_WORKER_SECONDS",
     "MAX_BATCH",
+    "BULK_BATCH_SIZE",
+    "BULK_MAX_JOBS",
 )
 
 

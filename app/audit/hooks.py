@@ -42,9 +42,10 @@ def record(
     *,
     actor: str | None = None,
     **details: Any,
-) -> None:
-    """Append ``action`` on ``target`` to the audit log in the caller's transaction."""
-    store.append(
+) -> int:
+    """Append ``action`` on ``target`` to the audit log in the caller's transaction; returns
+    the event's id."""
+    return store.append(
         conn,
         at=utcnow(),
         actor=actor or _actor(),

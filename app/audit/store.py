@@ -24,9 +24,10 @@ def append(
     target: str | None = None,
     details: dict[str, Any] | None = None,
     client_address: str | None = None,
-) -> None:
-    """Append one event in the caller's transaction (it vanishes if the transaction does)."""
-    conn.execute(
+) -> int:
+    """Append one event in the caller's transaction (it vanishes if the transaction does);
+    returns its id."""
+    result = conn.execute(
         insert(audit_events).values(
             at=at,
             actor=actor[:ACTOR_LENGTH],
@@ -36,6 +37,9 @@ def append(
             client_address=client_address[:ADDRESS_LENGTH] if client_address else None,
         )
     )
+    key = result.inserted_primary_key
+    assert key is not None  # an INSERT always has one
+    return int(key[0])
 
 
 def page(conn: Connection, filters: AuditFilters) -> tuple[list[AuditEvent], bool]:

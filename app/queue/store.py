@@ -122,10 +122,9 @@ def visible_to_owner(user_id: int) -> ColumnElement[bool]:
     return jobs.c.created_by == user_id
 
 
-def list_jobs(
-    conn: Connection, filters: JobFilters, visible: ColumnElement[bool] | None
-) -> tuple[list[Job], bool]:
-    """A page of jobs, newest first, and whether more lie beyond it in the paging direction."""
+def matching(filters: JobFilters, visible: ColumnElement[bool] | None) -> list[ColumnElement[bool]]:
+    """The conditions of the status, type, priority and search filters (a listing, a bulk
+    operation), within what ``visible`` lets the caller see."""
     conditions: list[ColumnElement[bool]] = [] if visible is None else [visible]
     if filters.status:
         conditions.append(jobs.c.status == filters.status)
@@ -139,6 +138,14 @@ def list_jobs(
         if filters.search.isascii() and filters.search.isdigit() and len(filters.search) < 18:
             matches.append(jobs.c.id == int(filters.search))
         conditions.append(or_(*matches))
+    return conditions
+
+
+def list_jobs(
+    conn: Connection, filters: JobFilters, visible: ColumnElement[bool] | None
+) -> tuple[list[Job], bool]:
+    """A page of jobs, newest first, and whether more lie beyond it in the paging direction."""
+    conditions = matching(filters, visible)
     if filters.before_id is not None:
         conditions.append(jobs.c.id < filters.before_id)
     if filters.after_id is not None:

@@ -254,8 +254,11 @@ def release(
     )
 
 
-def cancel(conn: Connection, job: Job, *, now: datetime, actor: str) -> Job | None:
-    """pending or running -> cancelled, from the status ``job`` was read in."""
+def cancel(
+    conn: Connection, job: Job, *, now: datetime, actor: str, note: str | None = None
+) -> Job | None:
+    """pending or running -> cancelled, from the status ``job`` was read in (``note``: why,
+    e.g. the bulk operation that did it)."""
     values = {"lease_expires_at": None, "finished_at": now}
     return _move(
         "cancel",
@@ -266,11 +269,15 @@ def cancel(conn: Connection, job: Job, *, now: datetime, actor: str) -> Job | No
         now=now,
         actor=actor,
         pinned=JobStatus(job.status),
+        note=note,
     )
 
 
-def retry(conn: Connection, job: Job, *, now: datetime, actor: str) -> Job | None:
-    """failed or cancelled -> pending with a fresh retry budget (admins)."""
+def retry(
+    conn: Connection, job: Job, *, now: datetime, actor: str, note: str | None = None
+) -> Job | None:
+    """failed or cancelled -> pending with a fresh retry budget (admins; ``note`` as for
+    ``cancel``)."""
     values = {
         **_NO_LEASE,
         "retry_count": 0,
@@ -288,4 +295,5 @@ def retry(conn: Connection, job: Job, *, now: datetime, actor: str) -> Job | Non
         now=now,
         actor=actor,
         pinned=JobStatus(job.status),
+        note=note,
     )

@@ -1,0 +1,190 @@
+"""Bulk operations: cancel, retry or delete every job a filter selects, guarded by the count
+the operator confirmed. Each job moves through its named transition (or, for delete, a DELETE
+that restates "finished"); the caller runs each step in its own transaction."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection
+
+from app.queue import bulk_store, service, store, transitions
+from app.queue.errors import Conflict, InvalidInput
+from app.queue.models import Actor, Job, JobFilters, iso
+from app.queue.policy import Action, require
+from app.queue.states import TERMINAL, JobStatus, priority_label
+
+SAMPLE_SIZE = 10  # jobs shown with a preview
+
+
+class Verb(StrEnum):
+    """What a bulk operation does to each job it selects."""
+
+    CANCEL = "cancel"
+    RETRY = "retry"
+    DELETE = "delete"
+
+
+# The statuses each verb applies to: the named edges' sources, and "finished" for delete.
+APPLIES_TO: dict[Verb, frozenset[JobStatus]] = {
+    Verb.CANCEL: transitions.EDGES["cancel"].sources,
+    Verb.RETRY: transitions.EDGES["retry"].sources,
+    Verb.DELETE: frozenset(TERMINAL),
+}
+_STATUSES = list(JobStatus)  # a status is kept as its index here: one byte per job
+
+
+class StaleCount(Conflict):
+    """The selected jobs changed since the preview."""
+
+    def __init__(self, count: int, expected: int) -> None:
+        super().__init__(
+            f"the filter now selects {count} job(s), not {expected}: "
+            "look at the new preview and confirm its count"
+        )
+        self.count = count
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which jobs an operation takes: those matching the filters that ``verb`` applies to."""
+
+    verb: Verb
+    filters: JobFilters
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+    def conditions(self, actor: Actor) -> list[ColumnElement[bool]]:
+        """The WHERE clause, within the jobs ``actor`` may see."""
+        conditions = store.matching(self.filters, service.visibility(actor))
+        return conditions + bulk_store.selected(
+            APPLIES_TO[self.verb], self.created_after, self.created_before
+        )
+
+    def described(self) -> dict[str, Any]:
+        """The filter as the audit log records it (only what was given)."""
+        priority = self.filters.priority
+        given: dict[str, Any] = {
+            "status": self.filters.status,
+            "type": self.filters.type,
+            "priority": None if priority is None else priority_label(priority),
+            "q": self.filters.search,
+            "created_after": iso(self.created_after),
+            "created_before": iso(self.created_before),
+        }
+        return {name: value for name, value in given.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class Preview:
+    """How many jobs an operation would change, and the newest of them."""
+
+    count: int
+    sample: list[Job]
+
+
+@dataclass
+class JobSet:
+    """The jobs an operation acts on, each with the status and attempt it had when the count
+    was checked (13 bytes a job, so even a large set stays small in memory)."""
+
+    ids: array[int] = field(default_factory=lambda: array("q"))
+    attempts: array[int] = field(default_factory=lambda: array("q"))
+    statuses: bytearray = field(default_factory=bytearray)
+
+    def add(self, job_id: int, status: str, attempt: int) -> None:
+        """Remember one job as it is now."""
+        self.ids.append(job_id)
+        self.attempts.append(attempt)
+        self.statuses.append(_STATUSES.index(JobStatus(status)))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def batches(self, size: int) -> Iterator[dict[int, tuple[str, int]]]:
+        """``{id: (status, attempt)}`` for ``size`` jobs at a time, in id order."""
+        for start in range(0, len(self.ids), size):
+            end = start + size
+            yield {
+                job_id: (_STATUSES[code], attempt)
+                for job_id, code, attempt in zip(
+                    self.ids[start:end],
+                    self.statuses[start:end],
+                    self.attempts[start:end],
+                    strict=True,
+                )
+            }
+
+
+def _too_many(described: str, limit: int) -> InvalidInput:
+    return InvalidInput(
+        {
+            "filter": f"selects {described} jobs; one bulk operation takes at most {limit} "
+            "(BULK_MAX_JOBS): narrow the filter, e.g. with created_before"
+        }
+    )
+
+
+def preview(conn: Connection, actor: Actor, selection: Selection, *, limit: int) -> Preview:
+    """Count the jobs the operation would change and show the newest; changes nothing. More
+    than ``limit`` jobs is refused (422), as applying them would be."""
+    actor = require(actor, Action.BULK_JOBS)
+    conditions = selection.conditions(actor)
+    count = bulk_store.count(conn, conditions)
+    if count > limit:
+        raise _too_many(str(count), limit)
+    sample = bulk_store.newest(conn, conditions, SAMPLE_SIZE) if count else []
+    return Preview(count, sample)
+
+
+def take(
+    conn: Connection, actor: Actor, selection: Selection, *, expect_count: int, limit: int
+) -> JobSet:
+    """The set the operation will change, read in one statement so its size is the count
+    checked against ``expect_count`` (StaleCount, 409, when they differ)."""
+    actor = require(actor, Action.BULK_JOBS)
+    found = JobSet()
+    for job_id, status, attempt in bulk_store.states(conn, selection.conditions(actor), limit + 1):
+        found.add(job_id, status, attempt)
+    if len(found) > limit:
+        raise _too_many(f"more than {limit}", limit)
+    if len(found) != expect_count:
+        raise StaleCount(len(found), expect_count)
+    return found
+
+
+def note(operation: int, reason: str) -> str:
+    """What each changed job's event says: the operation (its audit event) and why."""
+    return f"bulk operation {operation}: {reason}"
+
+
+def apply_batch(
+    conn: Connection,
+    actor: Actor,
+    verb: Verb,
+    batch: dict[int, tuple[str, int]],
+    *,
+    operation: int,
+    reason: str,
+    now: datetime,
+) -> int:
+    """Apply ``verb`` to the jobs of ``batch`` that are still in the status and attempt the set
+    saw (a job that changed meanwhile, e.g. was claimed, is skipped); returns how many changed."""
+    actor = require(actor, Action.BULK_JOBS)
+    unchanged = [
+        job
+        for job in bulk_store.lock(conn, sorted(batch))
+        if (job.status, job.attempts) == batch[job.id]
+    ]
+    if verb is Verb.DELETE:
+        return bulk_store.delete_finished(conn, [job.id for job in unchanged])
+    move = transitions.cancel if verb is Verb.CANCEL else transitions.retry
+    why = note(operation, reason)
+    return sum(
+        move(conn, job, now=now, actor=actor.name, note=why) is not None for job in unchanged
+    )

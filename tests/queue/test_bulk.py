@@ -1,0 +1,112 @@
+"""The bulk use case's steps on both engines: the set is frozen when its count is checked, a job
+that changed since is skipped (never half-changed), and delete never removes an unfinished job."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from flask import Flask
+
+from app import db
+from app.queue import bulk, bulk_store, service, store
+from app.queue.bulk import JobSet, Selection, Verb
+from app.queue.models import Job, JobFilters
+from tests.backends import every_backend  # noqa: F401 (run on both engines)
+from tests.harness import T0, Queue, make_queue
+
+LATER = T0 + timedelta(seconds=5)
+
+
+@pytest.fixture
+def queue(app: Flask) -> Queue:
+    return make_queue(app)
+
+
+def take(queue: Queue, verb: Verb, expect: int, **filters: Any) -> JobSet:
+    with db.read(queue.app) as conn:
+        selection = Selection(verb, JobFilters(**filters))
+        return bulk.take(conn, queue.admin, selection, expect_count=expect, limit=100)
+
+
+def apply(queue: Queue, verb: Verb, job_set: JobSet) -> int:
+    """Apply the set two jobs per transaction, as operation 7."""
+    changed = 0
+    for batch in job_set.batches(2):
+        with queue.tx() as conn:
+            changed += bulk.apply_batch(
+                conn, queue.admin, verb, batch, operation=7, reason="why", now=LATER
+            )
+    return changed
+
+
+def failed_job(queue: Queue) -> Job:
+    job = queue.enqueue(max_retries=0)
+    assert queue.claim() is not None
+    with queue.tx() as conn:
+        return service.fail(conn, queue.worker, job.id, now=T0, settings=queue.settings, error="x")
+
+
+def test_jobs_added_or_changed_after_the_set_was_taken_are_left_alone(queue: Queue) -> None:
+    jobs = [queue.enqueue() for _ in range(5)]
+    job_set = take(queue, Verb.CANCEL, 5, status="pending")
+    late = queue.enqueue()
+    claimed = queue.claim()  # pending -> running in between: no longer what the set saw
+    assert claimed is not None and claimed.id == jobs[0].id
+    assert apply(queue, Verb.CANCEL, job_set) == 4
+    assert queue.job(late.id).status == "pending"
+    assert queue.job(claimed.id).status == "running"
+    assert [e.kind for e in queue.events(claimed.id)] == ["enqueued", "claimed"]
+    for job in jobs[1:]:
+        assert queue.job(job.id).status == "cancelled"
+        last = queue.events(job.id)[-1]
+        assert (last.kind, last.from_status, last.note) == (
+            "cancelled",
+            "pending",
+            "bulk operation 7: why",
+        )
+
+
+def test_delete_never_removes_an_unfinished_job(queue: Queue) -> None:
+    retried, reclaimed, done = (failed_job(queue) for _ in range(3))
+    job_set = take(queue, Verb.DELETE, 3)
+    with queue.tx() as conn:
+        service.retry(conn, queue.admin, retried.id, now=T0)
+        service.retry(conn, queue.admin, reclaimed.id, now=T0)
+    assert queue.claim() is not None  # the first retried job runs again
+    assert apply(queue, Verb.DELETE, job_set) == 1
+    assert queue.job(retried.id).status == "running"
+    assert queue.job(reclaimed.id).status == "pending"
+    with db.read(queue.app) as conn:
+        assert store.get_job(conn, done.id) is None
+
+
+def test_the_delete_statement_restates_finished(queue: Queue) -> None:
+    done, running = failed_job(queue), queue.enqueue()
+    assert queue.claim() is not None
+    pending = queue.enqueue()
+    with queue.tx() as conn:  # even when handed unfinished ids, it deletes only finished jobs
+        assert bulk_store.delete_finished(conn, [pending.id, running.id, done.id]) == 1
+    assert (queue.job(pending.id).status, queue.job(running.id).status) == ("pending", "running")
+
+
+def test_retry_skips_a_job_retried_meanwhile(queue: Queue) -> None:
+    first, second = failed_job(queue), failed_job(queue)
+    job_set = take(queue, Verb.RETRY, 2)
+    with queue.tx() as conn:
+        service.retry(conn, queue.admin, first.id, now=T0)
+    assert apply(queue, Verb.RETRY, job_set) == 1
+    assert [e.note for e in queue.events(first.id)][-1] is None  # only the single retry
+    assert queue.events(second.id)[-1].note == "bulk operation 7: why"
+
+
+def test_a_job_set_gives_back_each_jobs_state_in_batches() -> None:
+    found = JobSet()
+    for job_id, status, attempt in [(3, "pending", 0), (5, "running", 2), (9, "failed", 1)]:
+        found.add(job_id, status, attempt)
+    assert len(found) == 3
+    assert list(found.batches(2)) == [
+        {3: ("pending", 0), 5: ("running", 2)},
+        {9: ("failed", 1)},
+    ]
