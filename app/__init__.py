@@ -23,7 +23,10 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     from app import bodylimit, cli, db, errors, queue_settings, ratelimit, security, ticks
     from app import config as app_config
     from app.accounts import login
-    from app.api import batches  # noqa: F401 (adds the batch routes to the API blueprint)
+    from app.api import (
+        batches,  # noqa: F401 (adds the batch routes to the API blueprint)
+        bulk,  # noqa: F401 (adds POST /jobs/bulk to the API blueprint)
+    )
     from app.api.docs import bp as apidocs_bp
     from app.api.schedules import bp as schedules_api_bp
     from app.api.views import bp as api_bp

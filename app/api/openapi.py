@@ -31,18 +31,21 @@ _CONVERTERS: dict[str | None, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class Reply:
-    """One documented answer: a description, a body model (None: no body), headers."""
+    """One documented answer: a description, a body model (None: no body, or text of the
+    ``text`` media type), headers."""
 
     description: str
     model: type[BaseModel] | None = None
     headers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    text: str | None = None
 
 
 @dataclass(frozen=True)
 class Operation:
     """What a route says about itself. ``body_required=False``: an empty body stands for
     ``{}``. ``problems``: the statuses of the problems the route answers beyond the common ones
-    (401 and 503 everywhere; 400, 413, 415, 422 with a body; 422 with a query)."""
+    (401 and 503 everywhere; 400, 413, 415, 422 with a body; 422 with a query), each described
+    by a text, or by a ``Reply`` whose model extends ``Problem``."""
 
     summary: str
     replies: Mapping[int, Reply]
@@ -50,7 +53,7 @@ class Operation:
     body_required: bool = True
     query: type[RequestModel] | None = None
     headers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    problems: Mapping[int, str] = field(default_factory=dict)
+    problems: Mapping[int, str | Reply] = field(default_factory=dict)
     description: str | None = None
 
 
@@ -112,7 +115,8 @@ def _models(operations: Found) -> list[type[BaseModel]]:
         "ValidationProblem": ValidationProblem,
     }
     for *_, op in operations:
-        for model in (op.body, op.query, *(r.model for r in op.replies.values())):
+        problems = [p.model for p in op.problems.values() if isinstance(p, Reply)]
+        for model in (op.body, op.query, *(r.model for r in op.replies.values()), *problems):
             if model is not None:
                 models[model.__name__] = model
     return list(models.values())
@@ -154,7 +158,7 @@ def _with_settings(node: Any, settings: QueueSettings) -> Any:
 
 def _operation(endpoint: str, op: Operation, refs: Mapping[type[BaseModel], Any]) -> dict[str, Any]:
     problem, invalid = refs[Problem], refs[ValidationProblem]
-    statuses = dict(_COMMON_PROBLEMS)
+    statuses: dict[int, str | Reply] = dict(_COMMON_PROBLEMS)
     if op.body is not None:
         statuses |= _BODY_PROBLEMS
     if op.query is not None:
@@ -165,12 +169,18 @@ def _operation(endpoint: str, op: Operation, refs: Mapping[type[BaseModel], Any]
         answer: dict[str, Any] = {"description": reply.description}
         if reply.model is not None:
             answer |= _json(refs[reply.model])
+        elif reply.text is not None:
+            answer |= _json({"type": "string"}, reply.text)
         if reply.headers:
             answer["headers"] = dict(reply.headers)
         responses[str(status)] = answer
-    for status, description in sorted(statuses.items()):
-        media = _json(invalid if status == 422 else problem, "application/problem+json")
-        responses[str(status)] = {"description": description, **media}
+    for status, described in sorted(statuses.items()):
+        schema = invalid if status == 422 else problem
+        if isinstance(described, Reply):
+            schema = refs[described.model] if described.model else schema
+            described = described.description
+        media = _json(schema, "application/problem+json")
+        responses[str(status)] = {"description": described, **media}
         if status in _PROBLEM_HEADERS:
             responses[str(status)]["headers"] = _PROBLEM_HEADERS[status]
     document: dict[str, Any] = {

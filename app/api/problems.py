@@ -17,8 +17,9 @@ def problem(
     title: str | None = None,
     errors: dict[str, str] | None = None,
     headers: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Response:
-    """A problem+json response."""
+    """A problem+json response (``extra``: members of this kind of problem, RFC 9457 3.2)."""
     body: dict[str, Any] = {
         "type": PROBLEM_TYPE,
         "title": title or HTTP_STATUS_CODES.get(status, "Error"),
@@ -27,6 +28,7 @@ def problem(
     }
     if errors:
         body["errors"] = errors
+    body |= extra or {}
     response = jsonify(body)
     response.status_code = status
     response.mimetype = "application/problem+json"

@@ -30,6 +30,7 @@ JSON_ROUTES = {
     ("/jobs/batch", "post"),
     ("/jobs/finish", "post"),
     ("/jobs/heartbeat", "post"),
+    ("/jobs/bulk", "post"),
 }
 
 

@@ -1,0 +1,48 @@
+"""``POST /jobs/bulk``: preview or apply a governed bulk cancel, retry or delete (admins)."""
+
+from __future__ import annotations
+
+from flask import Response, g, jsonify
+
+from app import bulk_runs
+from app.api.openapi import Operation, Reply, documented
+from app.api.problems import problem
+from app.api.views import ROLE, bp, parse_body, requires
+from app.queue.bulk import StaleCount
+from app.queue.bulk_models import BulkAnswer, BulkBody, StaleCountProblem
+from app.queue.policy import Action
+
+
+@bp.errorhandler(StaleCount)
+def stale_count(exc: StaleCount) -> Response:
+    """409 with the count the selection holds now, so the caller can look again."""
+    return problem(exc.status, exc.detail, title=exc.title, extra={"count": exc.count})
+
+
+@bp.post("/jobs/bulk")
+@requires(Action.BULK_JOBS)
+@documented(
+    Operation(
+        summary="Preview or apply a bulk cancel, retry or delete (admins)",
+        description="Selects the jobs matching `filter` that `action` applies to (cancel: "
+        "pending and running; retry: failed and cancelled; delete: completed, failed and "
+        'cancelled). Without `expect_count`: `{"count", "sample"}` and nothing changes. '
+        'With `expect_count` equal to the count: the operation, `{"operation", "affected"}`; '
+        "a job that changed in between is skipped. More than BULK_MAX_JOBS jobs is 422.",
+        body=BulkBody,
+        replies={200: Reply("The preview, or the applied operation", BulkAnswer)},
+        problems={
+            403: ROLE,
+            409: Reply("The selection no longer holds `expect_count` jobs", StaleCountProblem),
+        },
+    )
+)
+def bulk_jobs() -> Response:
+    body = parse_body(BulkBody)
+    selection = body.to_selection()
+    if body.expect_count is None:
+        found = bulk_runs.preview(g.actor, selection)
+        sample = [job.as_json(include_error=g.actor.sees_errors) for job in found.sample]
+        return jsonify({"count": found.count, "sample": sample})
+    done = bulk_runs.apply(g.actor, selection, reason=body.reason, expect_count=body.expect_count)
+    return jsonify({"operation": done.operation, "affected": done.affected})
