@@ -9,6 +9,7 @@ from datetime import timedelta
 from flask_wtf import FlaskForm
 from wtforms import (
     BooleanField,
+    HiddenField,
     IntegerField,
     PasswordField,
     SelectChoice,
@@ -18,6 +19,7 @@ from wtforms import (
 )
 from wtforms.validators import InputRequired, Length, NumberRange, Optional
 
+from app.queue.bulk_models import MAX_REASON_LENGTH
 from app.queue.fields import MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
 from app.queue.schedule_models import MAX_NAME_LENGTH
 from app.queue.states import PRIORITIES, Role
@@ -125,3 +127,16 @@ class ScheduleForm(FlaskForm):
         choices=[SelectChoice("skip", "skip missed runs"), SelectChoice("one", "run once")],
     )
     enabled = BooleanField("Enabled", default=True)
+
+
+class BulkForm(FlaskForm):
+    """The confirmation of a bulk operation: the previewed action, filter and count travel in
+    hidden fields; every rule is the request model's (``BulkBody``), as in the API."""
+
+    action = HiddenField()
+    status = HiddenField()
+    type = HiddenField()
+    priority = HiddenField()
+    q = HiddenField()
+    expect_count = HiddenField()
+    reason = StringField(f"Reason (required, at most {MAX_REASON_LENGTH} characters)")
