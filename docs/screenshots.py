@@ -3,7 +3,7 @@
 
 Serves the app on 127.0.0.1 with a throwaway database and sample jobs, then drives Debian's
 Chromium through Playwright, like the browser tests. Writes docs/*.png (desktop and 375 px);
-name pages (``dashboard jobs job enqueue workers audit``) to take only those.
+name pages (``dashboard jobs job enqueue workers audit bulk``) to take only those.
 """
 
 from __future__ import annotations
@@ -132,11 +132,14 @@ def main(wanted: list[str]) -> None:
                         "audit": "/ui/admin/audit",
                         "schedules": "/ui/schedules/",
                         "job-explained": f"/ui/jobs/{waiting}",
+                        "bulk": "/ui/jobs/bulk?status=failed&action=retry",
                     }
                     for name, path in shots.items():
                         if wanted and name not in wanted:
                             continue
                         page.goto(url + path)
+                        if name == "bulk":  # the operator is about to confirm
+                            page.get_by_label("Reason").fill("SMTP relay fixed (INC-2291)")
                         page.screenshot(path=ROOT / "docs" / f"{name}{suffix}.png", full_page=True)
                     page.close()
                 browser.close()

@@ -57,8 +57,8 @@ def _page(
         choice = BulkChoice.parse(data, queue_settings())
         verb = Verb(choice.action)
         found = bulk_runs.preview(g.actor, choice.to_selection())
-    except InvalidInput as exc:
-        errors |= exc.errors
+    except InvalidInput as exc:  # the page names its fields without the API's "filter."
+        errors |= {name.removeprefix("filter."): text for name, text in exc.errors.items()}
     form = BulkForm(
         formdata=None,
         data={

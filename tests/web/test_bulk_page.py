@@ -3,6 +3,7 @@ that needs its CSRF token and a reason, a stale count refused with the new one, 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from flask import Flask
@@ -89,14 +90,17 @@ def test_confirming_applies_it_and_says_so(team: Team) -> None:
     response = confirm(boss, 3, reason="<script>alert(1)</script>")
     assert response.status_code == 302
     assert response.location == "/ui/jobs?status=pending"
-    page = boss.get(response.location).get_data(as_text=True)
-    assert "job(s) cancelled" in page and "3 job(s)" in page
+    flash = soup(boss.get(response.location)).select_one(".flash-success").get_text()
+    found = re.fullmatch(r"Operation (\d+): 3 job\(s\) cancelled\.", flash)
+    assert found is not None, flash
     for job_id in ids:
         assert team.admin.get(f"/jobs/{job_id}").get_json()["status"] == "cancelled"
     timeline = boss.get(f"/ui/jobs/{ids[0]}").get_data(as_text=True)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in timeline and "<script>alert" not in timeline
-    audit = boss.get("/ui/admin/audit?action=job_bulk").get_data(as_text=True)
-    assert "jobs:cancel" in audit and "<script>alert" not in audit
+    audit = soup(boss.get("/ui/admin/audit?action=job_bulk"))
+    (row,) = audit.select("table.audit tbody tr")  # the operation, found by its number
+    assert f"#{found[1]}" in row.get_text() and "jobs:cancel" in row.get_text()
+    assert "<script>alert(1)</script>" in row.get_text() and not row.select("script")
 
 
 def test_a_stale_confirmation_is_refused_with_the_new_count(team: Team) -> None:
