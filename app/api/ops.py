@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, g, jsonify, request
 
 from app import access, db
+from app.api.openapi import Operation, Reply, documented
 from app.audit import query
 from app.monitoring import rollup
 from app.monitoring.exposition import JobFigures, exposition
@@ -15,10 +16,20 @@ from app.timeutil import utcnow
 bp = Blueprint("ops", __name__)
 EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 requires = access.guard(lambda: g.actor)  # the API blueprint's token check sets g.actor
+ROLE = "The caller's role may not do this"
 
 
 @bp.get("/metrics")
 @requires(Action.READ_METRICS)
+@documented(
+    Operation(
+        summary="Prometheus metrics (admins, monitors)",
+        description="Job figures as the database has them (the same from every server), "
+        "HTTP figures of this server's processes.",
+        replies={200: Reply("The Prometheus text exposition, version 0.0.4", text="text/plain")},
+        problems={403: ROLE},
+    )
+)
 def metrics() -> Response:
     """Job figures as the database has them now (the same from every server), HTTP figures
     of this server's processes."""
@@ -39,6 +50,14 @@ def metrics() -> Response:
 
 @bp.get("/audit")
 @requires(Action.READ_AUDIT)
+@documented(
+    Operation(
+        summary="The audit log, newest first (admins)",
+        query=query.AuditQuery,
+        replies={200: Reply("A page of audit events", query.AuditEvents)},
+        problems={403: ROLE},
+    )
+)
 def audit() -> Response:
     """The audit log, newest first, with a cursor to the next page (admins)."""
     filters = query.parse_filters(request.args)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, WrapValidator
 from pydantic_core import PydanticCustomError
@@ -82,3 +82,25 @@ class RequestModel(BaseModel):
             return cls.model_validate(data, context={"settings": settings, **context})
         except ValidationError as exc:
             raise as_invalid_input(exc) from None
+
+
+Query = TypeVar("Query", bound=RequestModel)
+
+
+def parse_query(
+    model: type[Query], args: Mapping[str, str], settings: QueueSettings | None = None
+) -> Query:
+    """Validate a query string as ``model``: an empty value means "not given", and a name
+    given twice (in a multi-dict with ``getlist``, like Flask's ``request.args``) is refused,
+    since two values of one filter would be ambiguous."""
+    data: dict[str, Any] = {name: args[name] or None for name in args}
+    repeated: dict[str, str] = {}
+    if getlist := getattr(args, "getlist", None):
+        repeated = {name: "must be given at most once" for name in args if len(getlist(name)) > 1}
+    try:
+        query = model.model_validate(data, context={"settings": settings})
+    except ValidationError as exc:
+        raise InvalidInput(as_invalid_input(exc).errors | repeated) from None
+    if repeated:
+        raise InvalidInput(repeated)
+    return query

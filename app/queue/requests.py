@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from app.queue.errors import InvalidInput
 from app.queue.fields import (
     Attempt,
     ClaimTypes,
@@ -36,7 +35,7 @@ from app.queue.fields import (
     WaitSeconds,
 )
 from app.queue.models import EnqueueRequest, JobFilters, QueueSettings
-from app.queue.request_model import RequestModel, refuse
+from app.queue.request_model import RequestModel, parse_query, refuse
 from app.queue.states import PRIORITIES
 
 DEFAULT_LIST_LIMIT = 50
@@ -165,25 +164,16 @@ class ListQuery(RequestModel):
     cursor: Cursor | None = None
     q: Search | None = None
 
+    @field_validator("q", mode="before")
+    @classmethod
+    def _trimmed(cls, value: Any) -> Any:
+        """Surrounding spaces of a search are ignored; a blank one means "any"."""
+        return (value.strip() or None) if isinstance(value, str) else value
+
     @classmethod
     def from_args(cls, args: Mapping[str, str], settings: QueueSettings) -> ListQuery:
-        """Validate a query string. A multi-dict (with ``getlist``, like Flask's
-        ``request.args``) may not repeat a name: two statuses would be ambiguous."""
-        data: dict[str, Any] = {name: args[name] or None for name in args}
-        if data.get("q") is not None:
-            data["q"] = data["q"].strip() or None
-        repeated: dict[str, str] = {}
-        if getlist := getattr(args, "getlist", None):
-            repeated = {
-                name: "must be given at most once" for name in args if len(getlist(name)) > 1
-            }
-        try:
-            query = cls.parse(data, settings)
-        except InvalidInput as exc:
-            raise InvalidInput(exc.errors | repeated) from None
-        if repeated:
-            raise InvalidInput(repeated)
-        return query
+        """Validate a query string (see ``parse_query``)."""
+        return parse_query(cls, args, settings)
 
     def to_filters(self) -> JobFilters:
         """The service's filters."""

@@ -40,7 +40,7 @@ MAX_EXAMPLES = 25
 
 # Rules that JSON Schema cannot state: an idempotency key repeated with a different request, or
 # a body key that differs from the Idempotency-Key header, is 422; a cursor the server did not
-# issue is 422. So schema-valid requests to these operations (a batch holds enqueue bodies) may
+# issue is 422; an audit date that fits the pattern but not the calendar (month 13) is 422. So schema-valid requests to these operations (a batch holds enqueue bodies) may
 # meet a 422; every other schema-valid request must not.
 _CROSS_FIELD_RULES = """
 [[operations]]
@@ -56,6 +56,11 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404",
 [[operations]]
 include-method = "GET"
 include-path = "/jobs"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+
+[[operations]]
+include-method = "GET"
+include-path = "/audit"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 """
 
