@@ -1,6 +1,5 @@
-"""Bulk operations for the API and the pages: the set is read and counted in one statement,
-the operation is audited before anything changes (its audit event id names it in every job's
-event), then the jobs change in short transactions of BULK_BATCH_SIZE so claims keep flowing."""
+"""Bulk operations for the API and the pages, in short transactions: the set and its count, the
+audit row that names the operation, then BULK_BATCH_SIZE jobs at a time so claims keep flowing."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Bulk operations: cancel, retry or delete every job a filter selects, guarded by the count
-the operator confirmed. Each job moves through its named transition (or, for delete, a DELETE
-that restates "finished"); the caller runs each step in its own transaction."""
+"""Bulk operations: cancel, retry or delete every job a filter selects, guarded by the count the
+operator confirmed, each job through its named transition (the caller owns each transaction)."""
 
 from __future__ import annotations
 
@@ -94,7 +93,7 @@ class JobSet:
     was checked (13 bytes a job, so even a large set stays small in memory)."""
 
     ids: array[int] = field(default_factory=lambda: array("q"))
-    attempts: array[int] = field(default_factory=lambda: array("q"))
+    attempts: array[int] = field(default_factory=lambda: array("i"))  # a 32-bit column
     statuses: bytearray = field(default_factory=bytearray)
 
     def add(self, job_id: int, status: str, attempt: int) -> None:

@@ -1,5 +1,5 @@
 """The jobs page's bulk actions (admins): preview what a filter selects, then confirm it with a
-reason. The same request models and operations as ``POST /jobs/bulk``."""
+reason, through the same request models and operations as ``POST /jobs/bulk``."""
 
 from __future__ import annotations
 

@@ -40,8 +40,9 @@ MAX_EXAMPLES = 25
 
 # Rules that JSON Schema cannot state: an idempotency key repeated with a different request, or
 # a body key that differs from the Idempotency-Key header, is 422; a cursor the server did not
-# issue is 422; an audit date that fits the pattern but not the calendar (month 13) is 422. So schema-valid requests to these operations (a batch holds enqueue bodies) may
-# meet a 422; every other schema-valid request must not.
+# issue is 422; an audit date that fits the pattern but not the calendar (month 13) is 422. So
+# schema-valid requests to these operations (a batch holds enqueue bodies) may meet a 422; every
+# other schema-valid request must not.
 _CROSS_FIELD_RULES = """
 [[operations]]
 include-method = "POST"
