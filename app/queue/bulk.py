@@ -106,7 +106,7 @@ class JobSet:
         return len(self.ids)
 
     def batches(self, size: int) -> Iterator[dict[int, tuple[str, int]]]:
-        """``{id: (status, attempt)}`` for ``size`` jobs at a time, in id order."""
+        """``{id: (status, attempt)}`` for ``size`` jobs at a time."""
         for start in range(0, len(self.ids), size):
             end = start + size
             yield {
