@@ -64,6 +64,7 @@ def test_a_request_asks_the_policy_once(
         (worker, f"/jobs/{job['id']}/fail", {"error": "again", "retryable": False}),
         (admin, f"/jobs/{job['id']}/retry", None),
         (producer, f"/jobs/{job['id']}/cancel", None),
+        (admin, "/jobs/bulk", {"action": "retry", "filter": {}, "reason": "x", "expect_count": 1}),
     ]:
         counted.clear()
         response = caller.post(path, body)

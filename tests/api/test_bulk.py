@@ -246,3 +246,4 @@ def test_role_matrix(
             assert_problem(bulk(caller, "cancel", {}, **extra), status)
     assert everything(app) == before
     assert bulk(admin, "cancel", {}).status_code == 200
+    assert_problem(admin.get("/jobs/bulk"), 405)  # a route of its own, not a job id
