@@ -3,6 +3,8 @@ audit row that names the operation, then BULK_BATCH_SIZE jobs at a time so claim
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from flask import current_app
@@ -13,6 +15,11 @@ from app.audit.actions import AuditAction
 from app.queue import bulk
 from app.queue.models import Actor
 from app.timeutil import utcnow
+
+# PostgreSQL skips jobs another transaction holds at that instant; they are tried again after a
+# pause (a worker's transaction lasts milliseconds), this many times at most.
+BUSY_PASSES = 5
+BUSY_PAUSE_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -48,16 +55,26 @@ def apply(actor: Actor, selection: bulk.Selection, *, reason: str, expect_count:
             reason=reason,
             count=len(job_set),
         )
+    size = int(current_app.config["BULK_BATCH_SIZE"])
     affected = 0
-    for batch in job_set.batches(int(current_app.config["BULK_BATCH_SIZE"])):
-        with db.transaction() as conn:
-            affected += bulk.apply_batch(
-                conn,
-                actor,
-                selection.verb,
-                batch,
-                operation=operation,
-                reason=reason,
-                now=utcnow(),
-            )
+    batches: Iterable[list[int]] = job_set.batches(size)  # lazily: a set may be large
+    for passes in range(1 + BUSY_PASSES):
+        if passes:  # jobs a worker was changing at that instant: again once it is done
+            time.sleep(BUSY_PAUSE_SECONDS)
+        busy: list[int] = []
+        for batch in batches:
+            done = _apply_batch(actor, selection, batch, operation=operation, reason=reason)
+            affected, busy = affected + done.changed, busy + done.busy
+        if not busy:
+            break
+        batches = [busy[start : start + size] for start in range(0, len(busy), size)]
     return Applied(operation, affected)
+
+
+def _apply_batch(
+    actor: Actor, selection: bulk.Selection, ids: list[int], *, operation: int, reason: str
+) -> bulk.BatchResult:
+    with db.transaction() as conn:
+        return bulk.apply_batch(
+            conn, actor, selection, ids, operation=operation, reason=reason, now=utcnow()
+        )

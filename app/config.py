@@ -59,7 +59,7 @@ DEFAULTS: dict[str, Any] = {
     # Jobs a bulk operation (POST /jobs/bulk) changes per transaction: claims and finishes
     # get the write lock between batches.
     "BULK_BATCH_SIZE": 200,
-    # Most jobs one bulk operation takes (13 bytes each in memory while it runs); a filter
+    # Most jobs one bulk operation takes (8 bytes each in memory while it runs); a filter
     # that selects more is refused with 422 (narrow it, e.g. with created_before).
     "BULK_MAX_JOBS": 100_000,
     # Failed sign-ins per client address before 429 (limits syntax: "10 per minute").

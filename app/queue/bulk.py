@@ -35,7 +35,6 @@ APPLIES_TO: dict[Verb, frozenset[JobStatus]] = {
     Verb.RETRY: transitions.EDGES["retry"].sources,
     Verb.DELETE: frozenset(TERMINAL),
 }
-_STATUSES = list(JobStatus)  # a status is kept as its index here: one byte per job
 
 
 class StaleCount(Conflict):
@@ -89,35 +88,18 @@ class Preview:
 
 @dataclass
 class JobSet:
-    """The jobs an operation acts on, each with the status and attempt it had when the count
-    was checked (13 bytes a job, so even a large set stays small in memory)."""
+    """The ids of the jobs an operation acts on, frozen when the count was checked (8 bytes a
+    job, so even a large set stays small in memory)."""
 
     ids: array[int] = field(default_factory=lambda: array("q"))
-    attempts: array[int] = field(default_factory=lambda: array("i"))  # a 32-bit column
-    statuses: bytearray = field(default_factory=bytearray)
-
-    def add(self, job_id: int, status: str, attempt: int) -> None:
-        """Remember one job as it is now."""
-        self.ids.append(job_id)
-        self.attempts.append(attempt)
-        self.statuses.append(_STATUSES.index(JobStatus(status)))
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def batches(self, size: int) -> Iterator[dict[int, tuple[str, int]]]:
-        """``{id: (status, attempt)}`` for ``size`` jobs at a time."""
+    def batches(self, size: int) -> Iterator[list[int]]:
+        """The ids, ``size`` at a time, in the order they were read."""
         for start in range(0, len(self.ids), size):
-            end = start + size
-            yield {
-                job_id: (_STATUSES[code], attempt)
-                for job_id, code, attempt in zip(
-                    self.ids[start:end],
-                    self.statuses[start:end],
-                    self.attempts[start:end],
-                    strict=True,
-                )
-            }
+            yield self.ids[start : start + size].tolist()
 
 
 def _too_many(described: str, limit: int) -> InvalidInput:
@@ -147,9 +129,7 @@ def take(
     """The set the operation will change, read in one statement so its size is the count
     checked against ``expect_count`` (StaleCount, 409, when they differ)."""
     actor = require(actor, Action.BULK_JOBS)
-    found = JobSet()
-    for job_id, status, attempt in bulk_store.states(conn, selection.conditions(actor), limit + 1):
-        found.add(job_id, status, attempt)
+    found = JobSet(array("q", bulk_store.ids(conn, selection.conditions(actor), limit + 1)))
     if len(found) > limit:
         raise _too_many(f"more than {limit}", limit)
     if len(found) != expect_count:
@@ -162,28 +142,33 @@ def note(operation: int, reason: str) -> str:
     return f"bulk operation {operation}: {reason}"
 
 
+@dataclass(frozen=True)
+class BatchResult:
+    """What one batch did: how many jobs changed, and which were busy (PostgreSQL: another
+    transaction was changing them at that instant) and should be tried again."""
+
+    changed: int
+    busy: list[int]
+
+
 def apply_batch(
     conn: Connection,
     actor: Actor,
-    verb: Verb,
-    batch: dict[int, tuple[str, int]],
+    selection: Selection,
+    ids: list[int],
     *,
     operation: int,
     reason: str,
     now: datetime,
-) -> int:
-    """Apply ``verb`` to the jobs of ``batch`` that are still in the status and attempt the set
-    saw (a job that changed meanwhile, e.g. was claimed, is skipped); returns how many changed."""
+) -> BatchResult:
+    """Apply the operation to those of ``ids`` that the selection still takes, each from the
+    status it is in now: a job that left the selection meanwhile (finished, or no longer
+    matching the filter) is skipped, never half-changed."""
     actor = require(actor, Action.BULK_JOBS)
-    unchanged = [
-        job
-        for job in bulk_store.lock(conn, sorted(batch))
-        if (job.status, job.attempts) == batch[job.id]
-    ]
-    if verb is Verb.DELETE:
-        return bulk_store.delete_finished(conn, [job.id for job in unchanged])
-    move = transitions.cancel if verb is Verb.CANCEL else transitions.retry
+    taken, busy = bulk_store.lock(conn, ids, selection.conditions(actor))
+    if selection.verb is Verb.DELETE:
+        return BatchResult(bulk_store.delete_finished(conn, [job.id for job in taken]), busy)
+    move = transitions.cancel if selection.verb is Verb.CANCEL else transitions.retry
     why = note(operation, reason)
-    return sum(
-        move(conn, job, now=now, actor=actor.name, note=why) is not None for job in unchanged
-    )
+    changed = sum(move(conn, job, now=now, actor=actor.name, note=why) is not None for job in taken)
+    return BatchResult(changed, busy)

@@ -42,26 +42,34 @@ def newest(conn: Connection, conditions: Sequence[ColumnElement[bool]], limit: i
     return [Job.from_row(row._mapping) for row in conn.execute(query)]
 
 
-def states(
-    conn: Connection, conditions: Sequence[ColumnElement[bool]], limit: int
-) -> Iterator[tuple[int, str, int]]:
-    """``(id, status, attempts)`` of up to ``limit`` matching jobs, streamed. No ORDER BY: any
-    order will do (each batch is sorted), and sorting a large set would cost the server memory."""
-    query = select(jobs.c.id, jobs.c.status, jobs.c.attempts).where(*conditions).limit(limit)
-    for job_id, status, attempts in conn.execute(
-        query, execution_options={"yield_per": STREAM_ROWS}
-    ):
-        yield int(job_id), str(status), int(attempts)
+def ids(conn: Connection, conditions: Sequence[ColumnElement[bool]], limit: int) -> Iterator[int]:
+    """The ids of up to ``limit`` matching jobs, streamed. No ORDER BY: a large set is never
+    sorted in the server; batches need no order."""
+    query = select(jobs.c.id).where(*conditions).limit(limit)
+    for (job_id,) in conn.execute(query, execution_options={"yield_per": STREAM_ROWS}):
+        yield int(job_id)
 
 
-def lock(conn: Connection, ids: Sequence[int]) -> list[Job]:
-    """The jobs ``ids`` as they are now, in id order. PostgreSQL locks them and skips any that
-    another transaction holds (it is changing them): the batch then never waits for a worker
-    that might wait for the batch, so the two cannot deadlock."""
-    query = select(*JOB_COLUMNS).where(jobs.c.id.in_(ids)).order_by(jobs.c.id)
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update(skip_locked=True)
-    return [Job.from_row(row._mapping) for row in conn.execute(query)]
+def lock(
+    conn: Connection, ids: Sequence[int], conditions: Sequence[ColumnElement[bool]]
+) -> tuple[list[Job], list[int]]:
+    """Those of ``ids`` that still match ``conditions``, as they are now, in id order, and the
+    ids that were busy. PostgreSQL locks the jobs and skips any another transaction holds (it
+    is changing them), so a batch never waits for a worker that might wait for the batch and
+    the two cannot deadlock; the skipped ones that still match (as last committed) are busy,
+    for the caller to try again. SQLite has one writer at a time: nothing is ever busy."""
+    query = select(*JOB_COLUMNS).where(jobs.c.id.in_(ids), *conditions).order_by(jobs.c.id)
+    if conn.dialect.name != "postgresql":
+        return [Job.from_row(row._mapping) for row in conn.execute(query)], []
+    taken = [
+        Job.from_row(row._mapping) for row in conn.execute(query.with_for_update(skip_locked=True))
+    ]
+    seen = {job.id for job in taken}
+    rest = [job_id for job_id in ids if job_id not in seen]
+    if not rest:
+        return taken, []
+    busy = select(jobs.c.id).where(jobs.c.id.in_(rest), *conditions).order_by(jobs.c.id)
+    return taken, [int(job_id) for (job_id,) in conn.execute(busy)]
 
 
 def delete_finished(conn: Connection, ids: Sequence[int]) -> int:

@@ -1,8 +1,10 @@
-"""The bulk use case's steps on both engines: the set is frozen when its count is checked, a job
-that changed since is skipped (never half-changed), and delete never removes an unfinished job."""
+"""The bulk use case's steps on both engines: the set is frozen when its count is checked, each
+job is changed from the status it is in now if the selection still takes it (else skipped, never
+half-changed), and delete never removes an unfinished job."""
 
 from __future__ import annotations
 
+from array import array
 from datetime import timedelta
 from typing import Any
 
@@ -24,20 +26,23 @@ def queue(app: Flask) -> Queue:
     return make_queue(app)
 
 
-def take(queue: Queue, verb: Verb, expect: int, **filters: Any) -> JobSet:
+def take(queue: Queue, verb: Verb, expect: int, **filters: Any) -> tuple[Selection, JobSet]:
     with db.read(queue.app) as conn:
         selection = Selection(verb, JobFilters(**filters))
-        return bulk.take(conn, queue.admin, selection, expect_count=expect, limit=100)
+        return selection, bulk.take(conn, queue.admin, selection, expect_count=expect, limit=100)
 
 
-def apply(queue: Queue, verb: Verb, job_set: JobSet) -> int:
+def apply(queue: Queue, taken: tuple[Selection, JobSet]) -> int:
     """Apply the set two jobs per transaction, as operation 7."""
+    selection, job_set = taken
     changed = 0
     for batch in job_set.batches(2):
         with queue.tx() as conn:
-            changed += bulk.apply_batch(
-                conn, queue.admin, verb, batch, operation=7, reason="why", now=LATER
+            done = bulk.apply_batch(
+                conn, queue.admin, selection, batch, operation=7, reason="why", now=LATER
             )
+        assert done.busy == []  # nobody else holds these jobs
+        changed += done.changed
     return changed
 
 
@@ -48,13 +53,13 @@ def failed_job(queue: Queue) -> Job:
         return service.fail(conn, queue.worker, job.id, now=T0, settings=queue.settings, error="x")
 
 
-def test_jobs_added_or_changed_after_the_set_was_taken_are_left_alone(queue: Queue) -> None:
+def test_jobs_added_after_the_set_or_leaving_the_filter_are_left_alone(queue: Queue) -> None:
     jobs = [queue.enqueue() for _ in range(5)]
-    job_set = take(queue, Verb.CANCEL, 5, status="pending")
+    taken = take(queue, Verb.CANCEL, 5, status="pending")
     late = queue.enqueue()
-    claimed = queue.claim()  # pending -> running in between: no longer what the set saw
+    claimed = queue.claim()  # pending -> running in between: the filter asked for pending
     assert claimed is not None and claimed.id == jobs[0].id
-    assert apply(queue, Verb.CANCEL, job_set) == 4
+    assert apply(queue, taken) == 4
     assert queue.job(late.id).status == "pending"
     assert queue.job(claimed.id).status == "running"
     assert [e.kind for e in queue.events(claimed.id)] == ["enqueued", "claimed"]
@@ -68,14 +73,28 @@ def test_jobs_added_or_changed_after_the_set_was_taken_are_left_alone(queue: Que
         )
 
 
+def test_a_job_claimed_meanwhile_is_cancelled_from_running_when_the_filter_still_takes_it(
+    queue: Queue,
+) -> None:
+    first, second = queue.enqueue(), queue.enqueue()
+    taken = take(queue, Verb.CANCEL, 2, type="email.send")
+    claimed = queue.claim()
+    assert claimed is not None and claimed.id == first.id
+    assert apply(queue, taken) == 2
+    for job in (first, second):
+        assert queue.job(job.id).status == "cancelled"
+    last = queue.events(first.id)[-1]
+    assert (last.from_status, last.note) == ("running", "bulk operation 7: why")
+
+
 def test_delete_never_removes_an_unfinished_job(queue: Queue) -> None:
     retried, reclaimed, done = (failed_job(queue) for _ in range(3))
-    job_set = take(queue, Verb.DELETE, 3)
+    taken = take(queue, Verb.DELETE, 3)
     with queue.tx() as conn:
         service.retry(conn, queue.admin, retried.id, now=T0)
         service.retry(conn, queue.admin, reclaimed.id, now=T0)
     assert queue.claim() is not None  # the first retried job runs again
-    assert apply(queue, Verb.DELETE, job_set) == 1
+    assert apply(queue, taken) == 1
     assert queue.job(retried.id).status == "running"
     assert queue.job(reclaimed.id).status == "pending"
     with db.read(queue.app) as conn:
@@ -93,20 +112,15 @@ def test_the_delete_statement_restates_finished(queue: Queue) -> None:
 
 def test_retry_skips_a_job_retried_meanwhile(queue: Queue) -> None:
     first, second = failed_job(queue), failed_job(queue)
-    job_set = take(queue, Verb.RETRY, 2)
+    taken = take(queue, Verb.RETRY, 2)
     with queue.tx() as conn:
         service.retry(conn, queue.admin, first.id, now=T0)
-    assert apply(queue, Verb.RETRY, job_set) == 1
+    assert apply(queue, taken) == 1
     assert [e.note for e in queue.events(first.id)][-1] is None  # only the single retry
     assert queue.events(second.id)[-1].note == "bulk operation 7: why"
 
 
-def test_a_job_set_gives_back_each_jobs_state_in_batches() -> None:
-    found = JobSet()
-    for job_id, status, attempt in [(3, "pending", 0), (5, "running", 2), (9, "failed", 1)]:
-        found.add(job_id, status, attempt)
+def test_a_job_set_gives_back_its_ids_in_batches() -> None:
+    found = JobSet(array("q", [3, 5, 9]))
     assert len(found) == 3
-    assert list(found.batches(2)) == [
-        {3: ("pending", 0), 5: ("running", 2)},
-        {9: ("failed", 1)},
-    ]
+    assert list(found.batches(2)) == [[3, 5], [9]]
