@@ -29,6 +29,7 @@ class Action(StrEnum):
     READ_AUDIT = "read_audit"  # read the audit log
     VIEW_WORKERS = "view_workers"  # the workers page
     MANAGE_SCHEDULES = "manage_schedules"  # create, change, run and delete schedules
+    MANAGE_TYPES = "manage_types"  # see job types' counts and limits, pause them, set limits
 
 
 # The monitor role reads metrics and nothing else: it is in no other row.
@@ -48,6 +49,7 @@ ROLES: dict[Action, frozenset[Role]] = {
     Action.READ_AUDIT: _ADMIN,
     Action.VIEW_WORKERS: _ADMIN,
     Action.MANAGE_SCHEDULES: _ADMIN,
+    Action.MANAGE_TYPES: _ADMIN,
 }
 # The refusal's wording: "the worker role may not enqueue jobs".
 _WHAT = {
@@ -64,6 +66,7 @@ _WHAT = {
     Action.READ_AUDIT: "read the audit log",
     Action.VIEW_WORKERS: "view workers",
     Action.MANAGE_SCHEDULES: "manage schedules",
+    Action.MANAGE_TYPES: "manage job types",
 }
 # Producers stop only what has not started; admins also pull a running job from its worker.
 _CANCELLABLE = {

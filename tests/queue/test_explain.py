@@ -52,7 +52,14 @@ class Bench:
 
     def explain(self, job: Job, now: datetime, actor: Actor | None = None) -> Explanation:
         with db.read(self.app) as conn:
-            return explain.explain(conn, actor or self.producer, job.id, now=now, idle_after=IDLE)
+            return explain.explain(
+                conn,
+                actor or self.producer,
+                job.id,
+                now=now,
+                idle_after=IDLE,
+                settings=self.settings,
+            )
 
     def codes(self, job: Job, now: datetime) -> dict[str, dict[str, Any]]:
         found = self.explain(job, now)
@@ -190,7 +197,7 @@ def test_explaining_needs_the_same_visibility_as_the_job(bench: Bench) -> None:
     stranger = make_user(bench.app, "ex-other", "producer").actor()
     for actor in (stranger, bench.worker):  # the worker never held it
         with pytest.raises(NotFound), db.read(bench.app) as conn:
-            explain.explain(conn, actor, job.id, now=T0, idle_after=IDLE)
+            explain.explain(conn, actor, job.id, now=T0, idle_after=IDLE, settings=bench.settings)
     assert bench.explain(job, T0, bench.admin).job.id == job.id
     with db.read(bench.app) as conn:
         assert store.get_job(conn, job.id) is not None
