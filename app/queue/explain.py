@@ -137,8 +137,8 @@ def type_paused(ctx: Context) -> Reason | None:
     if admin is None:
         who = "in the configuration (JOB_TYPE_SETTINGS)"
     else:
-        who = f"by an admin (its limits last changed by {admin.updated_by} "
-        who += f"{_when(admin.updated_at, ctx.now)})"
+        who = f"by an admin (its limits were last changed by {admin.updated_by} at "
+        who += f"{admin.updated_at:%Y-%m-%d %H:%M:%S} UTC)"
     return Reason(
         "type_paused",
         f"Its type {job.type} is paused {who}: no claim hands out its jobs until the type is "

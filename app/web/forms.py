@@ -125,3 +125,16 @@ class ScheduleForm(FlaskForm):
         choices=[SelectChoice("skip", "skip missed runs"), SelectChoice("one", "run once")],
     )
     enabled = BooleanField("Enabled", default=True)
+
+
+class TypeLimitsForm(FlaskForm):
+    """A job type's limit overrides; an empty field clears its override, so the configured
+    value applies. The rules are ``TypeChange``'s, so the page and the API agree."""
+
+    class Meta:
+        # One form per type on the page, each with its own field prefix; the app-wide
+        # CSRFProtect checks the page's token on every POST, so the form need not carry one.
+        csrf = False
+
+    max_running = StringField("Max running", validators=[Length(max=20)])
+    rate_limit = StringField("Rate limit", validators=[Length(max=32)])
