@@ -18,6 +18,7 @@ from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.queue import explain, service, uniqueness
 from app.queue.batch_requests import ReleaseBody
+from app.queue.control_responses import ExplanationOut
 from app.queue.errors import QueueError
 from app.queue.fields import KEY_PATTERN
 from app.queue.models import Job
@@ -182,6 +183,15 @@ def job_events(job_id: int) -> Response:
 
 @bp.get("/jobs/<id:job_id>/explain")
 @requires(Action.VIEW_JOBS)
+@documented(
+    Operation(
+        summary="Why a job is not running, or what it is doing",
+        description="Each reason has a code, a sentence for people and its figures (the "
+        "README lists the codes).",
+        replies={200: Reply("The job's status and the reasons", ExplanationOut)},
+        problems={404: NOT_FOUND},
+    )
+)
 def explain_job(job_id: int) -> Response:
     idle = timedelta(seconds=current_app.config["EXPLAIN_IDLE_WORKER_SECONDS"])
     with db.read() as conn:

@@ -40,8 +40,9 @@ MAX_EXAMPLES = 25
 
 # Rules that JSON Schema cannot state: an idempotency key repeated with a different request, or
 # a body key that differs from the Idempotency-Key header, is 422; a cursor the server did not
-# issue is 422. So schema-valid requests to these operations (a batch holds enqueue bodies) may
-# meet a 422; every other schema-valid request must not.
+# issue is 422; a cron expression or a time zone is checked beyond its length. So schema-valid
+# requests to these operations (a batch holds enqueue bodies) may meet a 422; every other
+# schema-valid request must not.
 _CROSS_FIELD_RULES = """
 [[operations]]
 include-method = "POST"
@@ -56,6 +57,16 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404",
 [[operations]]
 include-method = "GET"
 include-path = "/jobs"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+
+[[operations]]
+include-method = "POST"
+include-path = "/schedules"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+
+[[operations]]
+include-method = "PATCH"
+include-path = "/schedules/{schedule_id}"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 """
 
