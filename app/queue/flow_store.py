@@ -45,33 +45,32 @@ def save_override(
     return Override.from_row(conn.execute(statement).one()._mapping)
 
 
+_LOCK_WINDOW = (
+    select(type_claim_windows)
+    .where(type_claim_windows.c.type == bindparam("job_type"))
+    .with_for_update()
+)
+
+
 def lock_windows(conn: Connection, job_types: Collection[str]) -> dict[str, Window]:
-    """The claim windows of ``job_types``, locked in type order on PostgreSQL, so concurrent
-    claims of a limited type take turns and each counts after the previous one committed
-    (SQLite writers are already one at a time). Missing rows are created first: a lock needs
-    a row to hold."""
-    names = sorted(job_types)
-    found = _select_windows(conn, names)
-    missing = [name for name in names if name not in found]
-    if missing:
-        conn.execute(
-            _insert(conn, type_claim_windows).on_conflict_do_nothing(),
-            [{"type": name, "window_started_at": _EPOCH, "claims": 0} for name in missing],
-        )
-        found |= _select_windows(conn, missing)
+    """The claim windows of ``job_types``, each row locked on PostgreSQL, so concurrent claims
+    of a limited type take turns and each counts after the previous one committed (SQLite
+    writers are already one at a time). A missing row is created first: a lock needs a row.
+
+    One type at a time, in type order: a claim only ever waits for a row (to lock it, or for
+    a concurrent insert of it to commit) ordered after every row it holds, so claims never
+    wait on each other in a circle."""
+    found = {}
+    for name in sorted(job_types):
+        row = conn.execute(_LOCK_WINDOW, {"job_type": name}).first()
+        if row is None:
+            conn.execute(
+                _insert(conn, type_claim_windows).on_conflict_do_nothing(),
+                {"type": name, "window_started_at": _EPOCH, "claims": 0},
+            )
+            row = conn.execute(_LOCK_WINDOW, {"job_type": name}).one()
+        found[name] = Window(row.window_started_at, row.claims)
     return found
-
-
-def _select_windows(conn: Connection, names: list[str]) -> dict[str, Window]:
-    query = (
-        select(type_claim_windows)
-        .where(type_claim_windows.c.type.in_(names))
-        .order_by(type_claim_windows.c.type)
-        .with_for_update()
-    )
-    return {
-        row.type: Window(row.window_started_at, row.claims) for row in conn.execute(query).all()
-    }
 
 
 def window(conn: Connection, job_type: str) -> Window | None:
