@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from app.queue import job_types, service
+from app.queue import flow, job_types, service
+from app.queue.flow import RateLimit, Window
 from app.queue.job_types import TypeChange
 from app.queue.models import Job
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
@@ -125,3 +126,20 @@ def test_an_unlimited_type_is_claimed_without_counting(queue: Queue, backend: st
     change(queue, "report.build", max_running=1)
     assert len(claim_many(queue, 10, types=("email.send",))) == 3
     assert len(claim_many(queue, 10)) == 1
+
+
+def test_rate_limits_and_their_fixed_windows() -> None:
+    """Pure rules: windows start at whole multiples of their length, a unit change keeps the
+    claims already counted, a stored window ahead of the clock counts as full."""
+    rate = RateLimit.parse("10/minute")
+    assert (rate.count, rate.seconds, str(rate)) == (10, 60, "10/minute")
+    at = T0 + timedelta(minutes=3, seconds=42.5)
+    assert rate.window_start(at) == T0 + timedelta(minutes=3)
+    for text in ("10/min", "0/second", "1/day", " 5/hour", "5/hour ", "1e3/second", 10):
+        with pytest.raises(ValueError, match="N/second"):
+            RateLimit.parse(text)
+    hourly = RateLimit.parse("30/hour")
+    assert flow.window_claims(hourly, None, at) == 0
+    assert flow.window_claims(hourly, Window(T0 - timedelta(hours=1), 30), at) == 0  # over
+    assert flow.window_claims(hourly, Window(T0 + timedelta(minutes=3), 7), at) == 7  # inside
+    assert flow.window_claims(hourly, Window(T0 + timedelta(hours=1), 1), at) == 30  # ahead
