@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 WINDOW_SECONDS = {"second": 1, "minute": 60, "hour": 3600}
 MAX_RUNNING_LIMIT = 1_000_000
@@ -80,10 +80,29 @@ class TypeLimits:
         }
 
 
+class Overriding(Protocol):
+    """What an override sets over the configuration (None: the configured value applies)."""
+
+    @property
+    def max_running(self) -> int | None: ...
+    @property
+    def rate_limit(self) -> str | None: ...
+    @property
+    def paused(self) -> bool | None: ...
+
+
+class Overridden(NamedTuple):
+    """The values of an override, as the claim reads them."""
+
+    max_running: int | None
+    rate_limit: str | None
+    paused: bool | None
+
+
 @dataclass(frozen=True)
 class Override:
     """One row of ``type_overrides``: what an admin set over the configuration (None: the
-    configuration's value applies)."""
+    configuration's value applies), by whom and when."""
 
     type: str
     max_running: int | None
@@ -127,7 +146,7 @@ def _running_limit(value: object) -> bool:
     return type(value) is int and 1 <= value <= MAX_RUNNING_LIMIT
 
 
-def effective(configured: TypeLimits, override: Override | None) -> TypeLimits:
+def effective(configured: TypeLimits, override: Overriding | None) -> TypeLimits:
     """The limits that apply: each overridden value replaces the configuration's."""
     if override is None:
         return configured
@@ -142,7 +161,7 @@ def effective(configured: TypeLimits, override: Override | None) -> TypeLimits:
 
 
 def effective_all(
-    configured: Mapping[str, TypeLimits], overrides: Mapping[str, Override]
+    configured: Mapping[str, TypeLimits], overrides: Mapping[str, Overriding]
 ) -> dict[str, TypeLimits]:
     """The types that are limited or paused, with their effective limits (free types are left
     out: a claim of them counts nothing)."""

@@ -4,8 +4,8 @@ never beyond its ``max_running`` or its ``rate_limit``, however many claims run 
 Claims of a limited type count after taking its turn: SQLite writers are one at a time
 (``BEGIN IMMEDIATE``); on PostgreSQL the claim locks the type's ``type_claim_windows`` row
 first, so the running count and the window it reads cannot change until it commits. With
-nothing limited or paused a claim costs one read of the (small) overrides table more than the
-plain claim.
+nothing limited or paused a claim is the plain claim plus one driver-level read of the
+(small) overrides table.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Turn:
 
 def _limits_now(conn: Connection, settings: QueueSettings) -> dict[str, TypeLimits]:
     """The types that are limited or paused right now (configuration merged with overrides)."""
-    return flow.effective_all(settings.flow, flow_store.overrides(conn))
+    return flow.effective_all(settings.flow, flow_store.claim_overrides(conn))
 
 
 def _take_turns(conn: Connection, limits: dict[str, TypeLimits]) -> dict[str, Turn]:

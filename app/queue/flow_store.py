@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, exists, func, literal_column, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from app.queue.flow import Override, Window
-from app.schema import jobs, type_claim_windows, type_overrides
+from app.queue.flow import Overridden, Override, Window
+from app.schema import UTCDateTime, jobs, type_claim_windows, type_overrides
 
 _OVERRIDES = select(type_overrides)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -29,6 +29,24 @@ def _insert(conn: Connection, table: Any) -> Any:
 def overrides(conn: Connection) -> dict[str, Override]:
     """Every type's override, by type (a small table: one row per type an admin changed)."""
     return {row.type: Override.from_row(row._mapping) for row in conn.execute(_OVERRIDES)}
+
+
+_CLAIM_OVERRIDES = "SELECT type, max_running, rate_limit, paused FROM type_overrides"
+
+
+def claim_overrides(conn: Connection) -> dict[str, Overridden]:
+    """The override values every claim reads, through the driver's own cursor: statement
+    execution costs SQLAlchemy many times this read of a few rows, and a claim without any
+    limit must stay as fast as it was. (SQLite hands ``paused`` back as 0 or 1.)"""
+    cursor = conn.connection.cursor()
+    try:
+        rows = cursor.execute(_CLAIM_OVERRIDES).fetchall()
+    finally:
+        cursor.close()
+    return {
+        job_type: Overridden(max_running, rate_limit, None if paused is None else bool(paused))
+        for job_type, max_running, rate_limit, paused in rows
+    }
 
 
 def save_override(
@@ -94,23 +112,33 @@ def count_claims(conn: Connection, job_type: str, *, started_at: datetime, claim
     conn.execute(_COUNT_CLAIMS, {"job_type": job_type, "started_at": started_at, "claims": claims})
 
 
+# Built once: a claim of a limited type runs these, and building one costs more than running it.
+_RUNNING_COUNTS = (
+    select(jobs.c.type, func.count())
+    .where(_RUNNING, jobs.c.type.in_(bindparam("types", expanding=True)))
+    .group_by(jobs.c.type)
+)
+_ANY_DUE = select(
+    exists().where(
+        _PENDING,
+        jobs.c.type.in_(bindparam("types", expanding=True)),
+        jobs.c.run_at <= bindparam("now", type_=UTCDateTime()),
+    )
+)
+
+
 def running_counts(conn: Connection, job_types: Collection[str]) -> dict[str, int]:
     """How many jobs of each of ``job_types`` are running (a range of the (status, type)
     index: as many rows as run, which a max_running limit keeps small)."""
     if not job_types:
         return {}
-    query = (
-        select(jobs.c.type, func.count())
-        .where(_RUNNING, jobs.c.type.in_(sorted(job_types)))
-        .group_by(jobs.c.type)
-    )
-    return {job_type: int(count) for job_type, count in conn.execute(query).all()}
+    rows = conn.execute(_RUNNING_COUNTS, {"types": sorted(job_types)}).all()
+    return {job_type: int(count) for job_type, count in rows}
 
 
 def any_due(conn: Connection, job_types: Collection[str], now: datetime) -> bool:
     """Whether a job of one of ``job_types`` is due (a probe of the pending-by-type index)."""
-    due = exists().where(_PENDING, jobs.c.type.in_(sorted(job_types)), jobs.c.run_at <= now)
-    return bool(conn.execute(select(due)).scalar())
+    return bool(conn.execute(_ANY_DUE, {"types": sorted(job_types), "now": now}).scalar())
 
 
 def counts_by_type(conn: Connection, job_types: Collection[str]) -> dict[str, dict[str, int]]:

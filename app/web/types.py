@@ -72,20 +72,25 @@ def _change(name: str, fields: dict[str, Any]) -> TypeView:
     return view
 
 
+def _switch(name: str, paused: bool) -> Response:
+    _change(name, {"paused": paused})
+    if paused:
+        flash(f"{name} paused: claims hand out none of its jobs until it is resumed.", "success")
+    else:
+        flash(f"{name} resumed.", "success")
+    return redirect(url_for(".index"))
+
+
 @bp.post("/<job_type>/pause")
 @requires(Action.MANAGE_TYPES)
 def pause(job_type: str) -> Response:
-    _change(job_type, {"paused": True})
-    flash(f"{job_type} paused: claims hand out none of its jobs until it is resumed.", "success")
-    return redirect(url_for(".index"))
+    return _switch(job_type, True)
 
 
 @bp.post("/<job_type>/resume")
 @requires(Action.MANAGE_TYPES)
 def resume(job_type: str) -> Response:
-    _change(job_type, {"paused": False})
-    flash(f"{job_type} resumed.", "success")
-    return redirect(url_for(".index"))
+    return _switch(job_type, False)
 
 
 def _number(text: str) -> int | str:

@@ -45,11 +45,6 @@ def _newest_page(sql: str) -> bool:
     return "WHERE 1 = 1 ORDER BY jobs.id DESC" in sql and "LIMIT" in sql
 
 
-def _type_overrides(sql: str) -> bool:
-    """A claim reads every override: one row per job type an admin changed, a handful."""
-    return sql.rstrip().endswith("FROM type_overrides")
-
-
 def table_scans(app: Flask, statements: list[Statement]) -> list[str]:
     """Plan lines that read a whole table rather than an index."""
     scans = []
@@ -60,12 +55,7 @@ def table_scans(app: Flask, statements: list[Statement]) -> list[str]:
                 continue
             for row in raw.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall():
                 detail = str(row[-1])
-                if (
-                    detail.startswith("SCAN")
-                    and "INDEX" not in detail
-                    and not _newest_page(sql)
-                    and not _type_overrides(sql)
-                ):
+                if detail.startswith("SCAN") and "INDEX" not in detail and not _newest_page(sql):
                     scans.append(f"{detail}  <-  {sql}")
     finally:
         raw.close()
