@@ -176,6 +176,6 @@ def test_api_reference_renders_under_the_csp(watched: Page, live_site: LiveSite)
     no sign-in, no CSP violation and no console error."""
     watched.goto(live_site.url + "/docs")
     expect(watched.locator(".info .title")).to_contain_text("queuelog JSON API")
-    expect(watched.locator(".opblock")).to_have_count(14)
+    expect(watched.locator(".opblock")).to_have_count(23)
     watched.locator(".opblock-summary", has_text="/jobs/claim").first.click()
     expect(watched.locator(".opblock-body").first).to_contain_text("lease_seconds")
