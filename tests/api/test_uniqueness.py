@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from flask import Flask
 
 from app.queue.responses import CreatedJobs, JobOut
@@ -98,26 +97,24 @@ def test_batch_items_are_checked_one_by_one(producer: Api, app: Flask) -> None:
     assert job_count(app) == 3
 
 
-@pytest.mark.parametrize(
-    ("fields", "field"),
-    [
-        ({"unique_key": ""}, "unique_key"),
-        ({"unique_key": "has space"}, "unique_key"),
-        ({"unique_key": "é"}, "unique_key"),
-        ({"unique_key": "k" * 201}, "unique_key"),
-        ({"unique_key": 7}, "unique_key"),
-        ({"unique_for": 60}, "unique_for"),  # without a unique_key
-        ({"unique_key": "k", "unique_for": 0}, "unique_for"),
-        ({"unique_key": "k", "unique_for": -5}, "unique_for"),
-        ({"unique_key": "k", "unique_for": "60"}, "unique_for"),
-        ({"unique_key": "k", "unique_for": 10**9}, "unique_for"),
-    ],
-)
-def test_bad_unique_fields_are_422_and_add_nothing(
-    producer: Api, app: Flask, fields: dict[str, Any], field: str
-) -> None:
-    problem = assert_problem(producer.post("/jobs", {"type": "email.send", **fields}), 422)
-    assert list(problem["errors"]) == [field]
-    batch = producer.post("/jobs/batch", {"jobs": [{"type": "email.send", **fields}]})
-    assert list(assert_problem(batch, 422)["errors"]) == [f"jobs[0].{field}"]
+BAD_FIELDS = [
+    ({"unique_key": ""}, "unique_key"),
+    ({"unique_key": "has space"}, "unique_key"),
+    ({"unique_key": "é"}, "unique_key"),
+    ({"unique_key": "k" * 201}, "unique_key"),
+    ({"unique_key": 7}, "unique_key"),
+    ({"unique_for": 60}, "unique_for"),  # without a unique_key
+    ({"unique_key": "k", "unique_for": 0}, "unique_for"),
+    ({"unique_key": "k", "unique_for": -5}, "unique_for"),
+    ({"unique_key": "k", "unique_for": "60"}, "unique_for"),
+    ({"unique_key": "k", "unique_for": 10**9}, "unique_for"),
+]
+
+
+def test_bad_unique_fields_are_422_and_add_nothing(producer: Api, app: Flask) -> None:
+    for fields, field in BAD_FIELDS:
+        problem = assert_problem(producer.post("/jobs", {"type": "email.send", **fields}), 422)
+        assert list(problem["errors"]) == [field], fields
+        batch = producer.post("/jobs/batch", {"jobs": [{"type": "email.send", **fields}]})
+        assert list(assert_problem(batch, 422)["errors"]) == [f"jobs[0].{field}"]
     assert job_count(app) == 0
