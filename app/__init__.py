@@ -29,6 +29,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     )
     from app.api.docs import bp as apidocs_bp
     from app.api.schedules import bp as schedules_api_bp
+    from app.api.types import bp as types_api_bp
     from app.api.views import bp as api_bp
     from app.extensions import csrf, limiter
     from app.monitoring import health, http
@@ -52,6 +53,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     bodylimit.init_app(app)
     csrf.exempt(api_bp)
     csrf.exempt(schedules_api_bp)  # nested in api_bp, but Flask-WTF exempts by blueprint
+    csrf.exempt(types_api_bp)
     app.register_blueprint(api_bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(web_bp)

@@ -16,6 +16,8 @@ from typing import Any
 
 from flask import Flask
 
+from app.queue.flow import FLOW_KEYS, config_limits
+
 DEFAULTS: dict[str, Any] = {
     # Signs session cookies and CSRF tokens. Production refuses to start without a strong one.
     "SECRET_KEY": None,
@@ -25,8 +27,10 @@ DEFAULTS: dict[str, Any] = {
     "PRODUCTION": False,
     # Job types producers may enqueue (exact match). Anything else is refused with 422.
     "JOB_TYPES": ["email.send", "report.build", "webhook.deliver"],
-    # Per-type overrides: {"report.build": {"lease_seconds": 900, "backoff_base_seconds": 30,
-    # "backoff_cap_seconds": 7200}}.
+    # Per-type settings: {"report.build": {"lease_seconds": 900, "backoff_base_seconds": 30,
+    # "backoff_cap_seconds": 7200, "max_running": 4, "rate_limit": "100/minute", "paused": false}}.
+    # max_running, rate_limit and paused are defaults that admins override at runtime
+    # (PATCH /types/{type}, /ui/types).
     "JOB_TYPE_SETTINGS": {},
     # How long a claim holds a job before it is recovered as a failed attempt.
     "LEASE_SECONDS": 300,
@@ -154,12 +158,38 @@ def _check_limits(config: Any) -> None:
         if type(value) is not int or value < 1:
             raise ConfigError(f"{name} must be a positive integer, not {value!r}")
     leases = {"LEASE_SECONDS": config["LEASE_SECONDS"]}
-    for job_type, settings in dict(config.get("JOB_TYPE_SETTINGS") or {}).items():
+    for job_type, settings in _type_settings(config.get("JOB_TYPE_SETTINGS") or {}).items():
         if "lease_seconds" in settings:
             leases[f"JOB_TYPE_SETTINGS[{job_type!r}].lease_seconds"] = settings["lease_seconds"]
     for name, value in leases.items():
         if type(value) is not int or not 1 <= value <= config["MAX_LEASE_SECONDS"]:
             raise ConfigError(f"{name} must be an integer from 1 to MAX_LEASE_SECONDS")
+
+
+TYPE_SETTING_KEYS = ("lease_seconds", "backoff_base_seconds", "backoff_cap_seconds", *FLOW_KEYS)
+
+
+def _type_settings(value: Any) -> dict[str, Any]:
+    """``JOB_TYPE_SETTINGS`` checked: an object of objects with known keys and valid flow
+    limits (the lease is checked by the caller against MAX_LEASE_SECONDS)."""
+    example = '{"report.build": {"max_running": 4, "rate_limit": "100/minute"}}'
+    if not isinstance(value, dict):
+        raise ConfigError(f"JOB_TYPE_SETTINGS must be an object of job types, e.g. {example}")
+    for job_type, settings in value.items():
+        where = f"JOB_TYPE_SETTINGS[{job_type!r}]"
+        if not isinstance(settings, dict):
+            raise ConfigError(f"{where} must be an object of settings, e.g. {example}")
+        unknown = sorted(set(settings) - set(TYPE_SETTING_KEYS))
+        if unknown:
+            raise ConfigError(
+                f"{where} has unknown setting(s) {', '.join(unknown)}; "
+                f"the known ones are {', '.join(TYPE_SETTING_KEYS)}"
+            )
+        try:
+            config_limits(settings)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.{exc}") from None
+    return value
 
 
 def _secret_key(app: Flask) -> str:

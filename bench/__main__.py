@@ -300,6 +300,7 @@ def _load(
 
 
 ROUNDS = 3  # each figure is the best of this many rounds, floors and figures interleaved
+BENCH_LIMITS = {"email.send": {"max_running": 1_000_000, "rate_limit": "1000000/second"}}
 
 
 def best(rounds: list[tuple[float, ...]]) -> tuple[float, ...]:
@@ -327,15 +328,24 @@ def service_section(base: Path) -> None:
     report("service.claim + service.complete (with events)", claim, floor_claim)
     print("claim at the head of the queue (index-served: ratio should stay near 1):")
     shallow_app, deep_app = make_app(base / "shallow"), make_app(base / "deep")
+    # The claimed type limited (limits it never reaches): each claim takes its type's turn,
+    # counts its running jobs and its rate window, and records the claim.
+    limited_app = make_app(base / "limited", JOB_TYPE_SETTINGS=BENCH_LIMITS)
     shallow_actor, deep_actor = load_queue(shallow_app, 2_000), load_queue(deep_app, 200_000)
-    shallow, deep = best(
+    limited_actor = load_queue(limited_app, 2_000)
+    shallow, deep, limited = best(
         [
-            (claim_rate(shallow_app, shallow_actor, 200), claim_rate(deep_app, deep_actor, 200))
+            (
+                claim_rate(shallow_app, shallow_actor, 200),
+                claim_rate(deep_app, deep_actor, 200),
+                claim_rate(limited_app, limited_actor, 200),
+            )
             for _ in range(ROUNDS)
         ]
     )
     report("claims/s with 2,000 pending (floor)", shallow, shallow)
     report("claims/s with 200,000 pending", deep, shallow)
+    report("claims/s with 2,000 pending, max_running + rate_limit", limited, shallow)
     print("HTTP through gunicorn (4 workers, 8 client threads):")
     floor_http, enqueue_http, claim_http = http_figures(base / "http", 5.0)
     report("floor: 401 at the token check", floor_http, floor_http, "req/s")

@@ -3,7 +3,8 @@
 
 Serves the app on 127.0.0.1 with a throwaway database and sample jobs, then drives Debian's
 Chromium through Playwright, like the browser tests. Writes docs/*.png (desktop and 375 px);
-name pages (``dashboard jobs job enqueue workers audit bulk``) to take only those.
+name pages (``dashboard jobs job enqueue workers audit bulk schedules job-explained types
+job-held``) to take only those.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from tests.builders import PASSWORD, Api, make_token, make_user  # noqa: E402
 from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 
-def seed(app, client) -> tuple[int, int]:  # type: ignore[no-untyped-def]
-    """Sample data: a mix of statuses, a failure, a running job with progress, schedules.
-    Returns the ids of the running job and of a job waiting in the queue."""
+def seed(app, client) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
+    """Sample data: a mix of statuses, a failure, a running job with progress, schedules, job
+    types with limits and one paused. Returns the ids of the running job, of a job waiting in
+    the queue and of a job its paused type holds back."""
     make_user(app, "ada", "admin", password=PASSWORD)
     make_user(app, "pat", "producer", password=PASSWORD)
     make_user(app, "wendy", "worker")
@@ -70,7 +72,14 @@ def seed(app, client) -> tuple[int, int]:  # type: ignore[no-untyped-def]
     admin.post(f"/jobs/{cancelled['id']}/retry")
     waiting = producer.enqueue("report.build", payload={"report": "weekly"})
     seed_schedules(app)
-    return int(running["id"]), int(waiting["id"])
+    for job_type, change in (
+        ("email.send", {"rate_limit": "600/minute"}),
+        ("webhook.deliver", {"paused": True}),
+    ):
+        answer = client.patch(f"/types/{job_type}", json=change, headers=admin.headers())
+        assert answer.status_code == 200, answer.get_json()
+    held = producer.enqueue("webhook.deliver", payload={"url": "https://example.com/hook"})
+    return int(running["id"]), int(waiting["id"]), int(held["id"])
 
 
 def seed_schedules(app) -> None:  # type: ignore[no-untyped-def]
@@ -99,10 +108,11 @@ def main(wanted: list[str]) -> None:
                 "SECRET_KEY": "screenshots-" + "x" * 40,
                 "DATABASE_URL": f"sqlite:///{tmp}/shots.sqlite3",
                 "UI_POLL_SECONDS": 60,
+                "JOB_TYPE_SETTINGS": {"report.build": {"max_running": 4}},
             }
         )
         migrate.upgrade(app)
-        running, waiting = seed(app, app.test_client())
+        running, waiting, held = seed(app, app.test_client())
         server = make_server("127.0.0.1", 0, app, threaded=True)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
@@ -133,6 +143,8 @@ def main(wanted: list[str]) -> None:
                         "schedules": "/ui/schedules/",
                         "job-explained": f"/ui/jobs/{waiting}",
                         "bulk": "/ui/jobs/bulk?status=failed&action=retry",
+                        "types": "/ui/types/",
+                        "job-held": f"/ui/jobs/{held}",
                     }
                     for name, path in shots.items():
                         if wanted and name not in wanted:
@@ -140,6 +152,8 @@ def main(wanted: list[str]) -> None:
                         page.goto(url + path)
                         if name == "bulk":  # the operator is about to confirm
                             page.get_by_label("Reason").fill("SMTP relay fixed (INC-2291)")
+                        if name == "types":  # show the limits form of report.build
+                            page.locator("details.type-limits summary").nth(1).click()
                         page.screenshot(path=ROOT / "docs" / f"{name}{suffix}.png", full_page=True)
                     page.close()
                 browser.close()

@@ -67,3 +67,31 @@ def test_settings_that_would_break_the_queue_are_refused(
 ) -> None:
     with pytest.raises(ConfigError):
         _app(tmp_path, SECRET_KEY=TEST_SECRET, **{setting: value})
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"max_running": 0}, r"\['report.build'\]\.max_running must be an integer from 1"),
+        ({"max_running": "4"}, r"max_running must be an integer"),
+        ({"rate_limit": "10 per minute"}, r'rate_limit must be "N/second", "N/minute" or "N/hour"'),
+        ({"rate_limit": "0/second"}, r"rate_limit must be"),
+        ({"paused": "yes"}, r"paused must be true or false"),
+        ({"max_runing": 4}, r"unknown setting\(s\) max_runing; the known ones are lease_seconds"),
+        ("fast", r"JOB_TYPE_SETTINGS\['report.build'\] must be an object of settings"),
+    ],
+)
+def test_flow_settings_are_checked_with_a_message_that_says_how_to_fix_them(
+    tmp_path: Path, settings: Any, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _app(tmp_path, SECRET_KEY=TEST_SECRET, JOB_TYPE_SETTINGS={"report.build": settings})
+
+
+def test_flow_settings_become_the_types_defaults(tmp_path: Path) -> None:
+    from app.queue_settings import EXTENSION_KEY
+
+    flow = {"max_running": 4, "rate_limit": "100/minute", "paused": True}
+    app = _app(tmp_path, SECRET_KEY=TEST_SECRET, JOB_TYPE_SETTINGS={"report.build": flow})
+    limits = app.extensions[EXTENSION_KEY].flow["report.build"]
+    assert (limits.max_running, str(limits.rate_limit), limits.paused) == (4, "100/minute", True)

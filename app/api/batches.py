@@ -8,8 +8,8 @@ from flask import Response, g, jsonify
 
 from app import db
 from app.api.openapi import Operation, Reply, documented
-from app.api.views import CAP, ROLE, bp, parse_body, requires
-from app.queue import batches
+from app.api.views import CAP, ROLE, bp, job_json, parse_body, requires
+from app.queue import batches, uniqueness
 from app.queue.batch_requests import BatchBody, FinishBody, HeartbeatsBody
 from app.queue.errors import QueueError
 from app.queue.models import Job
@@ -47,10 +47,12 @@ def enqueue_batch() -> Response:
     requests = [item.to_request() for item in batch.jobs]
     with db.transaction() as conn:
         added = batches.enqueue_many(conn, g.actor, requests, now=utcnow())
-    sees_errors = g.actor.sees_errors
     response = jsonify(
         {
-            "jobs": [job.as_json(include_error=sees_errors) for job, _ in added],
+            "jobs": [
+                job_json(job, duplicate=uniqueness.is_duplicate(wanted, job, created))
+                for wanted, (job, created) in zip(requests, added, strict=True)
+            ],
             "created": [created for _, created in added],
         }
     )

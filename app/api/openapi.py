@@ -25,7 +25,7 @@ _PLACEHOLDER = re.compile(r"<(?:(\w+):)?(\w+)>")
 _CONVERTERS: dict[str | None, dict[str, Any]] = {
     "id": {"type": "integer", "minimum": 0, "maximum": 10**18 - 1},
     "int": {"type": "integer", "minimum": 0},
-    None: {"type": "string"},
+    None: {"type": "string", "minLength": 1, "pattern": "^[^/]+$"},  # the default converter
 }
 
 
@@ -49,7 +49,7 @@ class Operation:
 
     summary: str
     replies: Mapping[int, Reply]
-    body: type[RequestModel] | None = None
+    body: type[BaseModel] | None = None
     body_required: bool = True
     query: type[RequestModel] | None = None
     headers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -101,7 +101,7 @@ def _operations(app: Flask) -> tuple[Found, dict[str, list[dict[str, Any]]]]:
             continue
         path = _PLACEHOLDER.sub(r"{\2}", rule.rule)
         path_parameters[path] = [
-            {"name": name, "in": "path", "required": True, "schema": _CONVERTERS[converter]}
+            {"name": name, "in": "path", "required": True, "schema": _CONVERTERS[converter or None]}
             for converter, name in _PLACEHOLDER.findall(rule.rule)
         ]
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):

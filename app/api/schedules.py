@@ -9,9 +9,15 @@ from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from app import access, db
 from app.api import body
+from app.api.openapi import Operation, Reply, documented
+from app.audit import hooks as audit
+from app.audit.actions import AuditAction
 from app.queue import schedules
+from app.queue.control_responses import ScheduleList, ScheduleOut
 from app.queue.errors import InvalidInput
 from app.queue.policy import Action
+from app.queue.requests import NoBody
+from app.queue.responses import JobOut
 from app.queue.schedule_models import Schedule, ScheduleCreate, ScheduleUpdate, parse
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
@@ -20,6 +26,11 @@ bp = Blueprint("schedules", __name__)
 
 
 requires = access.guard(lambda: g.actor)  # the API blueprint's token check sets g.actor
+SCHEDULE = Reply("The schedule", ScheduleOut)
+ADMINS = {403: "Only admins manage schedules"}
+UNKNOWN = {**ADMINS, 404: "No such schedule"}
+NAME_TAKEN = {409: "Another schedule has this name"}
+_LOCATION = {"Location": {"required": True, "schema": {"type": "string"}}}
 
 
 def _body(*, optional: bool = False) -> dict[str, Any]:
@@ -36,6 +47,13 @@ def _schedule(schedule: Schedule, status: int = 200) -> Response:
 
 @bp.get("/schedules")
 @requires(Action.MANAGE_SCHEDULES)
+@documented(
+    Operation(
+        summary="Every schedule, by name (admins)",
+        replies={200: Reply("The schedules", ScheduleList)},
+        problems=ADMINS,
+    )
+)
 def list_schedules() -> Response:
     with db.read() as conn:
         found = schedules.list_schedules(conn, g.actor)
@@ -45,10 +63,21 @@ def list_schedules() -> Response:
 
 @bp.post("/schedules")
 @requires(Action.MANAGE_SCHEDULES)
+@documented(
+    Operation(
+        summary="Create a schedule (admins)",
+        description="A five-field cron expression read in `timezone`; each fire time "
+        "enqueues one job of `type` with `payload`, however many servers tick.",
+        body=ScheduleCreate,
+        replies={201: Reply("Created", ScheduleOut, _LOCATION)},
+        problems={**ADMINS, **NAME_TAKEN},
+    )
+)
 def create() -> Response:
     request_ = parse(ScheduleCreate, _body(), queue_settings())
     with db.transaction() as conn:
         schedule = schedules.create(conn, g.actor, request_, now=utcnow())
+        audit.record(conn, AuditAction.SCHEDULE_CHANGE, f"schedule:{schedule.id}", change="create")
     response = _schedule(schedule, 201)
     response.headers["Location"] = url_for(".get", schedule_id=schedule.id)
     return response
@@ -56,6 +85,7 @@ def create() -> Response:
 
 @bp.get("/schedules/<id:schedule_id>")
 @requires(Action.MANAGE_SCHEDULES)
+@documented(Operation(summary="One schedule (admins)", replies={200: SCHEDULE}, problems=UNKNOWN))
 def get(schedule_id: int) -> Response:
     with db.read() as conn:
         schedule = schedules.get(conn, g.actor, schedule_id)
@@ -64,28 +94,66 @@ def get(schedule_id: int) -> Response:
 
 @bp.patch("/schedules/<id:schedule_id>")
 @requires(Action.MANAGE_SCHEDULES)
+@documented(
+    Operation(
+        summary="Change a schedule's given fields (admins)",
+        description="A new cron expression or time zone, or enabling, starts again from the "
+        "next fire time; fields left out keep their value (null is not a value).",
+        body=ScheduleUpdate,
+        replies={200: SCHEDULE},
+        problems={**UNKNOWN, **NAME_TAKEN},
+    )
+)
 def update(schedule_id: int) -> Response:
     request_ = parse(ScheduleUpdate, _body(), queue_settings())
     with db.transaction() as conn:
         schedule = schedules.update(conn, g.actor, schedule_id, request_, now=utcnow())
+        fields = sorted(request_.model_fields_set)
+        audit.record(
+            conn,
+            AuditAction.SCHEDULE_CHANGE,
+            f"schedule:{schedule_id}",
+            change="update",
+            fields=fields,
+        )
     return _schedule(schedule)
 
 
 @bp.delete("/schedules/<id:schedule_id>")
 @requires(Action.MANAGE_SCHEDULES)
+@documented(
+    Operation(
+        summary="Delete a schedule; the jobs it enqueued stay (admins)",
+        replies={204: Reply("Deleted")},
+        problems=UNKNOWN,
+    )
+)
 def delete(schedule_id: int) -> Response:
     with db.transaction() as conn:
         schedules.delete(conn, g.actor, schedule_id)
+        audit.record(conn, AuditAction.SCHEDULE_CHANGE, f"schedule:{schedule_id}", change="delete")
     return Response(status=204)
 
 
 @bp.post("/schedules/<id:schedule_id>/run")
 @requires(Action.MANAGE_SCHEDULES)
+@documented(
+    Operation(
+        summary="Enqueue one job of the schedule now; its fire times stay (admins)",
+        body=NoBody,
+        body_required=False,
+        replies={201: Reply("The job", JobOut, _LOCATION)},
+        problems={**UNKNOWN, 409: "The schedule's job type is no longer allowed"},
+    )
+)
 def run(schedule_id: int) -> Response:
     if data := _body(optional=True):
         raise InvalidInput({name: "unknown field" for name in data})
     with db.transaction() as conn:
         job = schedules.run_now(conn, g.actor, schedule_id, now=utcnow(), settings=queue_settings())
+        audit.record(
+            conn, AuditAction.SCHEDULE_CHANGE, f"schedule:{schedule_id}", change="run", job=job.id
+        )
     response = jsonify(job.as_json(include_error=g.actor.sees_errors))
     response.status_code = 201
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)

@@ -10,13 +10,15 @@ from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 from app import access, db, ticks
 from app.api import body, longpoll, ops
 from app.api import schedules as schedules_api
+from app.api import types as types_api
 from app.api.auth import Unauthorized, authenticate
 from app.api.openapi import Operation, Reply, documented
 from app.api.problems import problem
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue import explain, service
+from app.queue import explain, service, uniqueness
 from app.queue.batch_requests import ReleaseBody
+from app.queue.control_responses import ExplanationOut
 from app.queue.errors import QueueError
 from app.queue.fields import KEY_PATTERN
 from app.queue.models import Job
@@ -38,6 +40,7 @@ from app.timeutil import utcnow
 bp = Blueprint("api", __name__)
 bp.register_blueprint(ops.bp)
 bp.register_blueprint(schedules_api.bp)
+bp.register_blueprint(types_api.bp)
 Model = TypeVar("Model", bound=RequestModel)
 
 
@@ -84,8 +87,17 @@ NOT_FOUND = "No such job, or the caller may not see it"
 WORK_PROBLEMS = {403: ROLE, 404: NOT_FOUND, 409: "The job's state does not allow this"}
 
 
-def job_response(job: Job, status: int = 200) -> Response:
-    response = jsonify(job.as_json(include_error=g.actor.sees_errors))
+def job_json(job: Job, *, duplicate: bool = False) -> dict[str, Any]:
+    """A job as the caller may see it; ``duplicate``: the active job of an enqueue's
+    unique_key, answered instead of a new one."""
+    body = job.as_json(include_error=g.actor.sees_errors)
+    if duplicate:
+        body["duplicate"] = True
+    return body
+
+
+def job_response(job: Job, status: int = 200, *, duplicate: bool = False) -> Response:
+    response = jsonify(job_json(job, duplicate=duplicate))
     response.status_code = status
     return response
 
@@ -97,21 +109,29 @@ def job_response(job: Job, status: int = 200) -> Response:
         summary="Enqueue a job (producers, admins)",
         description="Repeating an idempotency key with the same request (same fields after "
         "defaults) answers 200 with the existing job; the same key with a different request "
-        "is 422.",
+        "is 422. Then, with `unique_key`, the caller's active job of the same type and key "
+        'answers 200 with `"duplicate": true` and nothing is added.',
         body=EnqueueBody,
         headers={"Idempotency-Key": {"type": "string", "pattern": KEY_PATTERN}},
         replies={
             201: Reply("Created", JobOut, _LOCATION),
-            200: Reply("The existing job for a repeated idempotency key", JobOut, _LOCATION),
+            200: Reply(
+                "The existing job of a repeated idempotency key, or the active job of the "
+                'unique key (with "duplicate": true)',
+                JobOut,
+                _LOCATION,
+            ),
         },
         problems={403: CAP, 409: "The idempotency key is being used by a request in flight"},
     )
 )
 def enqueue() -> Response:
     enqueue_body = parse_body(EnqueueBody, header_key=request.headers.get("Idempotency-Key"))
+    wanted = enqueue_body.to_request()
     with db.transaction() as conn:
-        job, created = service.enqueue(conn, g.actor, enqueue_body.to_request(), now=utcnow())
-    response = job_response(job, 201 if created else 200)
+        job, created = service.enqueue(conn, g.actor, wanted, now=utcnow())
+    duplicate = uniqueness.is_duplicate(wanted, job, created)
+    response = job_response(job, 201 if created else 200, duplicate=duplicate)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
     return response
 
@@ -163,10 +183,21 @@ def job_events(job_id: int) -> Response:
 
 @bp.get("/jobs/<id:job_id>/explain")
 @requires(Action.VIEW_JOBS)
+@documented(
+    Operation(
+        summary="Why a job is not running, or what it is doing",
+        description="Each reason has a code, a sentence for people and its figures (the "
+        "README lists the codes).",
+        replies={200: Reply("The job's status and the reasons", ExplanationOut)},
+        problems={404: NOT_FOUND},
+    )
+)
 def explain_job(job_id: int) -> Response:
     idle = timedelta(seconds=current_app.config["EXPLAIN_IDLE_WORKER_SECONDS"])
     with db.read() as conn:
-        found = explain.explain(conn, g.actor, job_id, now=utcnow(), idle_after=idle)
+        found = explain.explain(
+            conn, g.actor, job_id, now=utcnow(), idle_after=idle, settings=queue_settings()
+        )
     return jsonify(found.as_json())
 
 

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection
 
-from app.queue import service
+from app.queue import service, uniqueness
 from app.queue.errors import InvalidInput, QueueError
 from app.queue.models import Actor, Beat, EnqueueRequest, Job, Outcome, QueueSettings
 from app.queue.policy import Action, require
@@ -32,6 +32,7 @@ def enqueue_many(
     included); returns ``(job, created)`` per request. The first refused item raises, naming
     it (``jobs[3]``), and the caller's transaction rolls the others back."""
     actor = require(actor, Action.ENQUEUE)
+    uniqueness.wait_for_turns(conn, actor.id, requests)  # every unique key, in one order
     added = []
     for index, request in enumerate(requests):
         try:

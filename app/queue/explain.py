@@ -1,8 +1,8 @@
 """Why a job is where it is: one function per reason, each returning a plain sentence and the
 figures behind it, or None when it does not apply.
 
-``REASONS`` is the list ``explain`` walks, in the order people read them; a new reason (for
-instance a paused type) is one more function in it.
+``REASONS`` is the list ``explain`` walks, in the order people read them; a new reason is one
+more function in it.
 """
 
 from __future__ import annotations
@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import Connection
 
-from app.queue import explain_store, service, store
-from app.queue.models import Actor, Job, iso
+from app.queue import explain_store, flow, flow_store, service, store
+from app.queue.flow import Override, TypeLimits
+from app.queue.flow_claim import Turn
+from app.queue.models import Actor, Job, QueueSettings, iso
 from app.queue.states import JobStatus
 from app.timeutil import human_duration
 
@@ -48,16 +51,43 @@ class Explanation:
 
 @dataclass(frozen=True)
 class Context:
-    """What every reason may look at: the job, the clock and a connection."""
+    """What every reason may look at: the job, the clock, the settings and a connection."""
 
     conn: Connection
     job: Job
     now: datetime
     idle_after: timedelta  # no claim of the type for this long: no worker is polling for it
+    settings: QueueSettings
 
     @property
     def due(self) -> bool:
         return self.job.status == JobStatus.PENDING and self.job.run_at <= self.now
+
+    @cached_property
+    def override(self) -> Override | None:
+        """What an admin set for the job's type, if anything."""
+        return flow_store.overrides(self.conn).get(self.job.type)
+
+    @cached_property
+    def limits(self) -> TypeLimits:
+        """The flow limits of the job's type, as claims obey them now."""
+        configured = self.settings.flow.get(self.job.type, TypeLimits())
+        return flow.effective(configured, self.override)
+
+    @cached_property
+    def turn(self) -> Turn:
+        """What counts against the type's limits now (read as it stands, not locked)."""
+        job_type, limits = self.job.type, self.limits
+        window = flow_store.window(self.conn, job_type) if limits.rate_limit else None
+        running = 0
+        if limits.max_running is not None:
+            running = flow_store.running_counts(self.conn, [job_type]).get(job_type, 0)
+        return Turn(limits, window, running)
+
+    @property
+    def held_back(self) -> bool:
+        """Whether a claim would skip this due job because of its type's flow limits."""
+        return self.limits.paused or (self.limits.limited and self.turn.allowance(self.now) == 0)
 
 
 def _when(at: datetime, now: datetime) -> str:
@@ -98,13 +128,77 @@ def backing_off(ctx: Context) -> Reason | None:
     )
 
 
+def type_paused(ctx: Context) -> Reason | None:
+    """A pending job of a paused type: no claim hands it out until the type is resumed."""
+    job = ctx.job
+    if job.status != JobStatus.PENDING or not ctx.limits.paused:
+        return None
+    admin = ctx.override if ctx.override is not None and ctx.override.paused else None
+    if admin is None:
+        who = "in the configuration (JOB_TYPE_SETTINGS)"
+    else:
+        who = f"by an admin (its limits were last changed by {admin.updated_by} at "
+        who += f"{admin.updated_at:%Y-%m-%d %H:%M:%S} UTC)"
+    return Reason(
+        "type_paused",
+        f"Its type {job.type} is paused {who}: no claim hands out its jobs until the type is "
+        "resumed.",
+        {
+            "type": job.type,
+            "source": "configuration" if admin is None else "override",
+            "changed_by": None if admin is None else admin.updated_by,
+            "changed_at": None if admin is None else iso(admin.updated_at),
+        },
+    )
+
+
+def type_at_max_running(ctx: Context) -> Reason | None:
+    """A due job whose type already runs as many jobs as its max_running allows."""
+    limit = ctx.limits.max_running
+    if not ctx.due or ctx.limits.paused or limit is None or ctx.turn.running < limit:
+        return None
+    running = ctx.turn.running
+    return Reason(
+        "type_at_max_running",
+        f"{running:,} job(s) of its type {ctx.job.type} are running and max_running is "
+        f"{limit:,}: it waits until one of them finishes.",
+        {"type": ctx.job.type, "max_running": limit, "running": running},
+    )
+
+
+def type_rate_limited(ctx: Context) -> Reason | None:
+    """A due job whose type had all the claims its rate_limit allows in this window."""
+    rate = ctx.limits.rate_limit
+    if not ctx.due or ctx.limits.paused or rate is None:
+        return None
+    claims = ctx.turn.claims_in_window(ctx.now)
+    if claims < rate.count:
+        return None
+    start = rate.window_start(ctx.now)
+    ends = start + timedelta(seconds=rate.seconds)
+    return Reason(
+        "type_rate_limited",
+        f"Its type {ctx.job.type} had its {rate.count:,} claim(s) of this {rate.unit} "
+        f"(rate_limit {rate}); the next window opens at {_when(ends, ctx.now)}.",
+        {
+            "type": ctx.job.type,
+            "rate_limit": str(rate),
+            "claims_in_window": claims,
+            "window_started_at": iso(start),
+            "window_ends_at": iso(ends),
+        },
+    )
+
+
 def behind_in_queue(ctx: Context) -> Reason | None:
     """A due job and how many due jobs a claim hands out before it."""
     if not ctx.due:
         return None
     ahead = explain_store.jobs_ahead(ctx.conn, ctx.job, ctx.now, QUEUE_COUNT_CAP)
     capped = ahead >= QUEUE_COUNT_CAP
-    if ahead == 0:
+    if ahead == 0 and ctx.held_back:
+        detail = "It is due and next in line once its type may run again."
+    elif ahead == 0:
         detail = "It is due and next in line: the next claim takes it."
     else:
         count = f"At least {ahead:,}" if capped else f"{ahead:,}"
@@ -117,8 +211,8 @@ def behind_in_queue(ctx: Context) -> Reason | None:
 
 
 def no_worker_polling(ctx: Context) -> Reason | None:
-    """A due job of a type no worker has claimed lately."""
-    if not ctx.due:
+    """A due job of a type no worker has claimed lately (a paused type's are never claimed)."""
+    if not ctx.due or ctx.limits.paused:
         return None
     since = ctx.now - ctx.idle_after
     latest = explain_store.latest_claim_of_type(ctx.conn, ctx.job.type, since, CLAIM_SCAN)
@@ -224,6 +318,9 @@ def completed(ctx: Context) -> Reason | None:
 REASONS: tuple[Callable[[Context], Reason | None], ...] = (
     scheduled,
     backing_off,
+    type_paused,
+    type_at_max_running,
+    type_rate_limited,
     behind_in_queue,
     no_worker_polling,
     running,
@@ -234,9 +331,15 @@ REASONS: tuple[Callable[[Context], Reason | None], ...] = (
 
 
 def explain(
-    conn: Connection, actor: Actor, job_id: int, *, now: datetime, idle_after: timedelta
+    conn: Connection,
+    actor: Actor,
+    job_id: int,
+    *,
+    now: datetime,
+    idle_after: timedelta,
+    settings: QueueSettings,
 ) -> Explanation:
     """Why the job is not running (or what it is doing), for anyone who may see the job."""
     job = service.get_job(conn, actor, job_id)
-    ctx = Context(conn, job, now, idle_after)
+    ctx = Context(conn, job, now, idle_after, settings)
     return Explanation(job, [reason for check in REASONS if (reason := check(ctx)) is not None])

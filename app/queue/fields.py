@@ -101,6 +101,23 @@ IdempotencyKey = Annotated[
     Field(pattern=KEY_PATTERN, min_length=1, max_length=MAX_KEY_LENGTH),
     says(f"must be 1-{MAX_KEY_LENGTH} printable ASCII characters without spaces"),
 ]
+MAX_UNIQUE_KEY_LENGTH = 200  # the unique_key column
+UniqueKey = Annotated[
+    str,
+    Field(pattern=rf"^[!-~]{{1,{MAX_UNIQUE_KEY_LENGTH}}}$"),
+    says(f"must be 1-{MAX_UNIQUE_KEY_LENGTH} printable ASCII characters without spaces"),
+    Field(
+        description="While a job of yours with this type and key is pending or running (and, "
+        'with unique_for, younger than that), enqueue answers 200 with it and "duplicate": true '
+        "instead of adding one. Printable ASCII without spaces."
+    ),
+]
+UniqueFor = Annotated[
+    float,
+    Field(gt=0, le=MAX_DELAY_SECONDS, allow_inf_nan=False),
+    says(f"must be a number of seconds above 0 and at most {MAX_DELAY_SECONDS}"),
+    Field(description="Seconds: only a job enqueued this recently counts. Needs unique_key."),
+]
 Timestamp = Annotated[
     datetime,
     PlainValidator(parse_timestamp),

@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from app.queue import policy
+from app.queue.flow import TypeLimits, config_limits
 from app.queue.states import PRIORITIES, Role, priority_label
 
 
@@ -71,6 +72,9 @@ class QueueSettings:
     max_error_bytes: int
     recover_batch: int
     max_batch: int
+    # Flow control from JOB_TYPE_SETTINGS (max_running, rate_limit, paused): the defaults that
+    # admins' overrides in the database replace (``flow.effective``).
+    flow: Mapping[str, TypeLimits] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> QueueSettings:
@@ -102,6 +106,11 @@ class QueueSettings:
             max_error_bytes=int(config["MAX_ERROR_BYTES"]),
             recover_batch=int(config["RECOVER_BATCH"]),
             max_batch=int(config["MAX_BATCH"]),
+            flow={
+                name: limits
+                for name, over in dict(config.get("JOB_TYPE_SETTINGS") or {}).items()
+                if not (limits := config_limits(over)).free
+            },
         )
 
     @cached_property
@@ -241,6 +250,9 @@ class EnqueueRequest:
     run_at: datetime | None
     delay_seconds: float | None
     fingerprint: str
+    # Uniqueness while active (``uniqueness``): None, no check.
+    unique_key: str | None = None
+    unique_for: float | None = None
 
 
 @dataclass(frozen=True)

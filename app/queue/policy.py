@@ -30,6 +30,7 @@ class Action(StrEnum):
     VIEW_WORKERS = "view_workers"  # the workers page
     MANAGE_SCHEDULES = "manage_schedules"  # create, change, run and delete schedules
     BULK_JOBS = "bulk_jobs"  # cancel, retry or delete every job a filter selects
+    MANAGE_TYPES = "manage_types"  # see job types' counts and limits, pause them, set limits
 
 
 # The monitor role reads metrics and nothing else: it is in no other row.
@@ -50,6 +51,7 @@ ROLES: dict[Action, frozenset[Role]] = {
     Action.VIEW_WORKERS: _ADMIN,
     Action.MANAGE_SCHEDULES: _ADMIN,
     Action.BULK_JOBS: _ADMIN,
+    Action.MANAGE_TYPES: _ADMIN,
 }
 # The refusal's wording: "the worker role may not enqueue jobs".
 _WHAT = {
@@ -67,6 +69,7 @@ _WHAT = {
     Action.VIEW_WORKERS: "view workers",
     Action.MANAGE_SCHEDULES: "manage schedules",
     Action.BULK_JOBS: "run bulk actions on jobs",
+    Action.MANAGE_TYPES: "manage job types",
 }
 # Producers stop only what has not started; admins also pull a running job from its worker.
 _CANCELLABLE = {

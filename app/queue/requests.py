@@ -32,6 +32,8 @@ from app.queue.fields import (
     Search,
     StatusLabel,
     Timestamp,
+    UniqueFor,
+    UniqueKey,
     WaitSeconds,
 )
 from app.queue.models import EnqueueRequest, JobFilters, QueueSettings
@@ -62,18 +64,24 @@ class EnqueueBody(RequestModel):
     )
     run_at: Timestamp | None = Field(None, description="Not with delay_seconds.")
     delay_seconds: Delay | None = Field(None, description="Not with run_at.")
+    unique_key: UniqueKey | None = None
+    unique_for: UniqueFor | None = None
 
     model_config = ConfigDict(
         json_schema_extra={
             "not": {
                 "required": ["run_at", "delay_seconds"],
                 "properties": {"run_at": {"type": "string"}, "delay_seconds": {"type": "number"}},
-            }
+            },
+            "dependentRequired": {"unique_for": ["unique_key"]},
         }
     )
 
     # Fields that name a request rather than define it, left out of the fingerprint.
     not_fingerprinted: ClassVar[frozenset[str]] = frozenset({"idempotency_key"})
+    # Fields added after jobs were first fingerprinted: only in the fingerprint when given, so
+    # a request repeated from before they existed keeps its fingerprint.
+    fingerprinted_when_given: ClassVar[frozenset[str]] = frozenset({"unique_key", "unique_for"})
 
     @field_validator("idempotency_key", mode="before")
     @classmethod
@@ -89,6 +97,8 @@ class EnqueueBody(RequestModel):
     def _one_schedule(self) -> EnqueueBody:
         if self.run_at is not None and self.delay_seconds is not None:
             raise refuse("give run_at or delay_seconds, not both", field="run_at")
+        if self.unique_for is not None and self.unique_key is None:
+            raise refuse("needs a unique_key", field="unique_for")
         return self
 
     def fingerprint(self) -> str:
@@ -98,6 +108,7 @@ class EnqueueBody(RequestModel):
             name: getattr(self, name)
             for name in type(self).model_fields
             if name not in self.not_fingerprinted
+            and not (name in self.fingerprinted_when_given and getattr(self, name) is None)
         }
         text = json.dumps(values, sort_keys=True, separators=(",", ":"), default=_jsonable)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -113,6 +124,8 @@ class EnqueueBody(RequestModel):
             run_at=self.run_at,
             delay_seconds=self.delay_seconds,
             fingerprint=self.fingerprint(),
+            unique_key=self.unique_key,
+            unique_for=self.unique_for,
         )
 
 

@@ -3,7 +3,7 @@ and tests check that every answer the app gives fits them."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
@@ -50,6 +50,13 @@ class JobOut(ResponseModel):
     updated_at: Instant
     finished_at: Instant | None
     error: Annotated[str | None, Field(description=ADMINS_ONLY)] = None
+    duplicate: Annotated[
+        Literal[True] | None,
+        Field(
+            description="Present only in an enqueue's answer: this is the caller's active job "
+            "of the same type and unique_key, and nothing was added."
+        ),
+    ] = None
 
 
 class JobPage(ResponseModel):

@@ -7,13 +7,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
 
 from app.queue import cron
 from app.queue.errors import InvalidInput
-from app.queue.fields import json_object_problem
+from app.queue.fields import JOB_TYPES_MARK, json_object_problem
 from app.queue.models import QueueSettings, iso
 from app.queue.states import PRIORITIES, priority_label
 
@@ -23,6 +30,35 @@ _NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._ -]{{0,{MAX_NAME_LENGTH - 1}}}")
 
 PriorityLabel = Literal["low", "medium", "high", "critical"]
 CatchUp = Literal["skip", "one"]
+# What the API document says of each field (the validators below enforce it, with their own
+# messages; cron expressions and time zones are checked beyond what a schema can say).
+Name = Annotated[
+    str,
+    WithJsonSchema(
+        {"type": "string", "pattern": f"^{_NAME.pattern}$", "maxLength": MAX_NAME_LENGTH}
+    ),
+]
+CronText = Annotated[
+    str,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "maxLength": cron.MAX_CRON_LENGTH,
+            "description": "Five fields: minute hour day-of-month month day-of-week.",
+        }
+    ),
+]
+TimeZone = Annotated[
+    str,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "maxLength": cron.MAX_TIMEZONE_LENGTH,
+            "description": "An IANA time zone name, e.g. Europe/Paris.",
+        }
+    ),
+]
+JobTypeName = Annotated[str, WithJsonSchema({"type": "string", JOB_TYPES_MARK: True})]
 
 
 @dataclass(frozen=True)
@@ -137,10 +173,10 @@ class _ScheduleFields(BaseModel):
 class ScheduleCreate(_ScheduleFields):
     """``POST /schedules``: a new schedule."""
 
-    name: str
-    cron: str
-    timezone: str = "UTC"
-    type: str
+    name: Name
+    cron: CronText
+    timezone: TimeZone = "UTC"
+    type: JobTypeName
     payload: dict[str, Any] = {}
     priority: PriorityLabel = "low"
     enabled: bool = True
@@ -151,13 +187,24 @@ class ScheduleCreate(_ScheduleFields):
         return self.model_dump() | {"priority": PRIORITIES[self.priority]}
 
 
+def _without_null(schema: dict[str, Any]) -> None:
+    """The change's document: a field is left out to keep its value, never sent as null."""
+    for prop in schema["properties"].values():
+        options = [option for option in prop.pop("anyOf", []) if option.get("type") != "null"]
+        prop.pop("default", None)
+        if options:
+            prop.update(options[0])
+
+
 class ScheduleUpdate(_ScheduleFields):
     """``PATCH /schedules/{id}``: only the fields given change; null is not a value."""
 
-    name: str | None = None
-    cron: str | None = None
-    timezone: str | None = None
-    type: str | None = None
+    model_config = ConfigDict(json_schema_extra=_without_null)
+
+    name: Name | None = None
+    cron: CronText | None = None
+    timezone: TimeZone | None = None
+    type: JobTypeName | None = None
     payload: dict[str, Any] | None = None
     priority: PriorityLabel | None = None
     enabled: bool | None = None

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, Connection
 
-from app.queue import store, store_transitions, transitions
+from app.queue import flow_claim, store, store_transitions, transitions, uniqueness
 from app.queue.cursors import encode_cursor
 from app.queue.errors import Conflict, Forbidden, InvalidInput, NotFound, QueueError
 from app.queue.models import Actor, EnqueueRequest, Event, Job, JobFilters, JobPage, QueueSettings
@@ -39,14 +39,21 @@ def visibility(actor: Actor) -> ColumnElement[bool] | None:
 def enqueue(
     conn: Connection, actor: Actor, request: EnqueueRequest, *, now: datetime
 ) -> tuple[Job, bool]:
-    """Add a job; returns ``(job, created)``. A repeated idempotency key returns the original."""
+    """Add a job; returns ``(job, created)``. A repeated idempotency key returns the original;
+    then a unique key returns its active job (``uniqueness``), and nothing is added."""
     actor = require(actor, Action.ENQUEUE)
     if request.priority > actor.priority_cap():
         raise Forbidden("priority is above your cap")
+    if request.unique_key is not None:  # before any look, so concurrent enqueues take turns
+        uniqueness.wait_for_turns(conn, actor.id, [request])
     if request.idempotency_key is not None:
         existing = store.find_by_idempotency_key(conn, actor.id, request.idempotency_key)
         if existing is not None:
             return _same_request(existing, request), False
+    if request.unique_key is not None:
+        active = uniqueness.active_job(conn, actor.id, request, now=now)
+        if active is not None:
+            return active, False
     run_at = request.run_at or now + timedelta(seconds=request.delay_seconds or 0)
     job = store.insert_job(
         conn,
@@ -61,6 +68,7 @@ def enqueue(
             "run_at": run_at,
             "created_at": now,
             "updated_at": now,
+            **({"unique_key": request.unique_key} if request.unique_key is not None else {}),
         },
         actor=actor.name,
     )
@@ -144,11 +152,13 @@ def claim_many(
     uniform: Uniform = _system_random.uniform,
 ) -> list[Job]:
     """Give the caller up to ``max_jobs`` due jobs (of ``types``, when given) in claim order,
-    each with its own attempt and lease, recovering a batch of expired leases first."""
+    each with its own attempt and lease, recovering a batch of expired leases first. Paused
+    types and types at their limits wait (``flow_claim``)."""
     actor = require(actor, Action.WORK)
     recover_expired(conn, now=now, settings=settings, limit=settings.recover_batch, uniform=uniform)
-    return transitions.claim(
+    return flow_claim.claim(
         conn,
+        settings=settings,
         worker=actor.name,
         now=now,
         lease_seconds=lease_seconds or settings.default.lease_seconds,

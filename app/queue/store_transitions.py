@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import (
     ColumnElement,
@@ -47,18 +47,25 @@ _SQLITE_HEAD = (
     "SELECT id FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' AND run_at <= :now"
     "{types} ORDER BY priority DESC, run_at, id LIMIT :limit"
 )
+# A claim's type condition: any type, only ``:types``, or any but ``:types`` (the types flow
+# control holds back, see ``flow_claim``).
+TypeFilter = Literal["any", "only", "except"]
+_SQLITE_TYPES = {"any": "", "only": " AND type IN :types", "except": " AND type NOT IN :types"}
 
 
-def _claim_head(backend: str, typed: bool) -> Any:
-    """The ids of the next ``:limit`` due jobs (of ``:types`` when ``typed``), in claim order."""
+def _claim_head(backend: str, type_filter: TypeFilter) -> Any:
+    """The ids of the next ``:limit`` due jobs (of ``:types``, or not of them), in claim order."""
     types: Any = bindparam("types", expanding=True)
+    typed = type_filter != "any"
     if backend == "sqlite":
-        sql = text(_SQLITE_HEAD.format(types=" AND type IN :types" if typed else ""))
+        sql = text(_SQLITE_HEAD.format(types=_SQLITE_TYPES[type_filter]))
         sql = sql.bindparams(_now(), bindparam("limit"), *([types] if typed else []))
         return sql.columns(jobs.c.id)
     query = select(jobs.c.id).where(PENDING, jobs.c.run_at <= _now())
-    if typed:
+    if type_filter == "only":
         query = query.where(jobs.c.type.in_(types))
+    elif type_filter == "except":
+        query = query.where(jobs.c.type.not_in(types))
     query = query.order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
     head = query.limit(bindparam("limit")).with_for_update(skip_locked=True).cte("head")
     return select(head.c.id)
@@ -86,7 +93,7 @@ TypeLeases = tuple[tuple[str, int], ...]
 
 @lru_cache(maxsize=64)
 def _claim_statement(
-    backend: str, sources: frozenset[str], type_leases: TypeLeases, typed: bool
+    backend: str, sources: frozenset[str], type_leases: TypeLeases, type_filter: TypeFilter
 ) -> Any:
     """The claim UPDATE of up to ``:limit`` jobs, built once per backend, per-type lease table
     and shape (the hottest statement of all). Per-type leases are a CASE on the job's type."""
@@ -106,7 +113,7 @@ def _claim_statement(
         )
     return (
         update(jobs)
-        .where(jobs.c.id.in_(_claim_head(backend, typed)), _status_in(sources))
+        .where(jobs.c.id.in_(_claim_head(backend, type_filter)), _status_in(sources))
         .values(
             status=literal_column("'running'"),
             worker_id=bindparam("worker"),
@@ -133,11 +140,12 @@ def claim_due(
     limit: int,
     types: tuple[str, ...] | None = None,
     type_leases: TypeLeases = (),
+    except_types: tuple[str, ...] = (),
 ) -> list[Job]:
-    """Move up to ``limit`` jobs from the head of the queue (of ``types``, when given) to
-    running for ``worker`` in one compare-and-set statement, each with its own attempt and
-    lease and its ``kind`` event. The lease is ``lease_seconds``, or the type's entry in
-    ``type_leases``. The jobs come back in claim order."""
+    """Move up to ``limit`` jobs from the head of the queue (of ``types`` when given, else of
+    any type but ``except_types``) to running for ``worker`` in one compare-and-set statement,
+    each with its own attempt and lease and its ``kind`` event. The lease is ``lease_seconds``,
+    or the type's entry in ``type_leases``. The jobs come back in claim order."""
     params: dict[str, Any] = {
         "worker": worker,
         "now": now,
@@ -145,11 +153,14 @@ def claim_due(
         "expires": now + timedelta(seconds=lease_seconds),
         "limit": limit,
     }
+    type_filter: TypeFilter = "any"
     if types is not None:
-        params["types"] = list(types)
+        params["types"], type_filter = list(types), "only"
+    elif except_types:
+        params["types"], type_filter = list(except_types), "except"
     for i, (_, seconds) in enumerate(type_leases):
         params[f"expires_{i}"] = now + timedelta(seconds=seconds)
-    statement = _claim_statement(conn.dialect.name, sources, type_leases, types is not None)
+    statement = _claim_statement(conn.dialect.name, sources, type_leases, type_filter)
     claimed = [Job.from_row(row._mapping) for row in conn.execute(statement, params)]
     claimed.sort(key=lambda job: (-job.priority, job.run_at, job.id))  # RETURNING has no order
     append_events(

@@ -100,9 +100,11 @@ def claim(
     limit: int = 1,
     types: tuple[str, ...] | None = None,
     type_leases: sql.TypeLeases = (),
+    except_types: tuple[str, ...] = (),
 ) -> list[Job]:
-    """pending -> running: up to ``limit`` jobs from the head of the queue (of ``types``, when
-    given), for ``worker``, in claim order; empty when nothing is due."""
+    """pending -> running: up to ``limit`` jobs from the head of the queue (of ``types`` when
+    given, else of any type but ``except_types``), for ``worker``, in claim order; empty when
+    nothing is due."""
     edge = EDGES["claim"]
     return sql.claim_due(
         conn,
@@ -114,6 +116,7 @@ def claim(
         limit=limit,
         types=types,
         type_leases=type_leases,
+        except_types=except_types,
     )
 
 

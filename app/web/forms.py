@@ -140,3 +140,16 @@ class BulkForm(FlaskForm):
     q = HiddenField()
     expect_count = HiddenField()
     reason = StringField(f"Reason (required, at most {MAX_REASON_LENGTH} characters)")
+
+
+class TypeLimitsForm(FlaskForm):
+    """A job type's limit overrides; an empty field clears its override, so the configured
+    value applies. The rules are ``TypeChange``'s, so the page and the API agree."""
+
+    class Meta:
+        # One form per type on the page, each with its own field prefix; the app-wide
+        # CSRFProtect checks the page's token on every POST, so the form need not carry one.
+        csrf = False
+
+    max_running = StringField("Max running", validators=[Length(max=20)])
+    rate_limit = StringField("Rate limit", validators=[Length(max=32)])

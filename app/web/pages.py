@@ -110,7 +110,9 @@ def jobs() -> Response:
 def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
     idle = timedelta(seconds=current_app.config["EXPLAIN_IDLE_WORKER_SECONDS"])
     with db.read() as conn:
-        explanation = explain.explain(conn, actor, job_id, now=utcnow(), idle_after=idle)
+        explanation = explain.explain(
+            conn, actor, job_id, now=utcnow(), idle_after=idle, settings=queue_settings()
+        )
         job = explanation.job
         events = service.list_events(conn, actor, job_id)
     return {

@@ -14,7 +14,7 @@ from queuelog_client.errors import (
     Unreachable,
 )
 from queuelog_client.handlers import Fail, JobContext, Retry
-from queuelog_client.models import Event, Job
+from queuelog_client.models import Event, Job, JobType, Schedule
 from queuelog_client.worker import Worker
 
 __all__ = [
@@ -26,10 +26,12 @@ __all__ = [
     "Forbidden",
     "Job",
     "JobContext",
+    "JobType",
     "NotFound",
     "QueuelogError",
     "RateLimited",
     "Retry",
+    "Schedule",
     "ServerError",
     "Unauthorized",
     "Unprocessable",

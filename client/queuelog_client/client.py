@@ -6,8 +6,9 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
-from queuelog_client.models import Event, Job, format_time
+from queuelog_client.models import Event, Job, JobType, Schedule, format_time
 from queuelog_client.transport import Transport
 
 ENQUEUE_OPTIONS = frozenset(
@@ -21,6 +22,7 @@ ENQUEUE_OPTIONS = frozenset(
         "unique_for",
     }
 )
+SCHEDULE_OPTIONS = frozenset({"timezone", "priority", "enabled", "catch_up"})
 BATCH_SIZE = 1000  # the server's default MAX_BATCH
 LONG_POLL_MARGIN = 10.0  # seconds a long-poll request may take beyond its wait
 
@@ -38,6 +40,16 @@ def enqueue_body(item: Mapping[str, Any]) -> dict[str, Any]:
     if body.get("idempotency_key") is None:
         body["idempotency_key"] = new_idempotency_key()
     return body
+
+
+class _Keep:
+    """The default of ``set_limits``' fields: leave that override as it is."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
 
 
 class Client:
@@ -118,6 +130,76 @@ class Client:
     def events(self, job_id: int) -> list[Event]:
         """A job's history, oldest first (``GET /jobs/{id}/events``)."""
         return [Event.from_json(e) for e in self._get(f"/jobs/{int(job_id)}/events")["events"]]
+
+    # Admins: job types (pause, resume, limits) and schedules
+
+    def types(self) -> list[JobType]:
+        """Every configured job type with its jobs per status and limits (``GET /types``)."""
+        return [JobType.from_json(item) for item in self._get("/types")["types"]]
+
+    def pause(self, job_type: str) -> JobType:
+        """Pause a job type: claims hand out none of its jobs until it is resumed."""
+        return self.set_limits(job_type, paused=True)
+
+    def resume(self, job_type: str) -> JobType:
+        """Resume a paused job type."""
+        return self.set_limits(job_type, paused=False)
+
+    def set_limits(
+        self,
+        job_type: str,
+        *,
+        max_running: int | None = KEEP,
+        rate_limit: str | None = KEEP,
+        paused: bool | None = KEEP,
+    ) -> JobType:
+        """Override a job type's limits (``PATCH /types/{type}``): each value given replaces
+        the server's configuration, ``None`` clears the override (the configured value applies
+        again), a value left out keeps its override. ``rate_limit`` is like ``"10/minute"``."""
+        changes = {"max_running": max_running, "rate_limit": rate_limit, "paused": paused}
+        body = {name: value for name, value in changes.items() if value is not KEEP}
+        if not body:
+            raise TypeError("give at least one of max_running, rate_limit, paused")
+        path = f"/types/{quote(job_type, safe='')}"
+        response = self.transport.request("PATCH", path, json=body, idempotent=True)
+        return JobType.from_json(response.json())
+
+    def schedules(self) -> list[Schedule]:
+        """Every schedule, by name (``GET /schedules``)."""
+        return [Schedule.from_json(item) for item in self._get("/schedules")["schedules"]]
+
+    def schedule(self, schedule_id: int) -> Schedule:
+        """One schedule (``GET /schedules/{id}``); ``NotFound`` when there is none."""
+        return Schedule.from_json(self._get(f"/schedules/{int(schedule_id)}"))
+
+    def create_schedule(
+        self, name: str, cron: str, type: str, payload: dict[str, Any] | None = None, **options: Any
+    ) -> Schedule:
+        """Create a schedule (``POST /schedules``). ``options``: timezone (IANA, default
+        UTC), priority, enabled, catch_up (``"skip"`` or ``"one"``). ``Conflict`` when the
+        name is taken. Not resent after it may have reached the server."""
+        unknown = set(options) - SCHEDULE_OPTIONS
+        if unknown:
+            raise TypeError(f"unknown schedule option(s): {', '.join(sorted(unknown))}")
+        body = {"name": name, "cron": cron, "type": type, "payload": payload or {}, **options}
+        response = self.transport.request("POST", "/schedules", json=body, idempotent=False)
+        return Schedule.from_json(response.json())
+
+    def update_schedule(self, schedule_id: int, **changes: Any) -> Schedule:
+        """Change the given fields of a schedule (``PATCH /schedules/{id}``): any of name,
+        cron, timezone, type, payload, priority, enabled, catch_up."""
+        path = f"/schedules/{int(schedule_id)}"
+        response = self.transport.request("PATCH", path, json=changes, idempotent=True)
+        return Schedule.from_json(response.json())
+
+    def delete_schedule(self, schedule_id: int) -> None:
+        """Delete a schedule; the jobs it enqueued stay (``DELETE /schedules/{id}``)."""
+        self.transport.request("DELETE", f"/schedules/{int(schedule_id)}", idempotent=False)
+
+    def run_schedule(self, schedule_id: int) -> Job:
+        """Enqueue one job of the schedule now (``POST /schedules/{id}/run``); its fire times
+        stay as they are."""
+        return self._post_job(f"/schedules/{int(schedule_id)}/run")
 
     # Workers (the batch routes the ``Worker`` is built on)
 

@@ -90,3 +90,43 @@ class Event(_FromJson):
     note: str | None = None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class JobType(_FromJson):
+    """A job type as admins see it: jobs per status and the limits claims obey now (the
+    server's configuration merged with admins' overrides; None: no limit)."""
+
+    type: str
+    counts: dict[str, int] = field(default_factory=dict)
+    max_running: int | None = None
+    rate_limit: str | None = None
+    paused: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Schedule(_FromJson):
+    """A schedule: a cron expression in a time zone that enqueues one job per fire time.
+    ``next_runs`` are the next five fire times (UTC), empty while disabled."""
+
+    _TIMES: ClassVar[frozenset[str]] = frozenset({"last_run_at", "created_at", "updated_at"})
+
+    id: int
+    name: str
+    cron: str
+    type: str
+    description: str = ""
+    timezone: str = "UTC"
+    payload: dict[str, Any] = field(default_factory=dict)
+    priority: str = "low"
+    enabled: bool = True
+    catch_up: str = "skip"
+    next_runs: list[datetime] = field(default_factory=list)
+    last_run_at: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.next_runs = [when for when in map(parse_time, self.next_runs) if when is not None]

@@ -13,9 +13,10 @@ from flask import Flask
 from sqlalchemy import Connection
 
 from app import db
-from app.queue import explain, explain_store, service, store
+from app.queue import explain, explain_store, job_types, service, store
 from app.queue.errors import NotFound
 from app.queue.explain import Explanation
+from app.queue.job_types import TypeChange
 from app.queue.models import Actor, Job, QueueSettings
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_job, make_user
@@ -52,7 +53,14 @@ class Bench:
 
     def explain(self, job: Job, now: datetime, actor: Actor | None = None) -> Explanation:
         with db.read(self.app) as conn:
-            return explain.explain(conn, actor or self.producer, job.id, now=now, idle_after=IDLE)
+            return explain.explain(
+                conn,
+                actor or self.producer,
+                job.id,
+                now=now,
+                idle_after=IDLE,
+                settings=self.settings,
+            )
 
     def codes(self, job: Job, now: datetime) -> dict[str, dict[str, Any]]:
         found = self.explain(job, now)
@@ -60,6 +68,17 @@ class Bench:
         for reason in found.reasons:  # every reason is a sentence for people
             assert reason.detail.endswith(".") and len(reason.detail) > 30, reason
         return {reason.code: reason.figures for reason in found.reasons}
+
+    def limit(self, job_type: str, now: datetime = T0, **change: Any) -> None:
+        """An admin's override of the type's flow limits."""
+        request = TypeChange.parse(change, self.settings)
+        with self.tx() as conn:
+            job_types.change(conn, self.admin, self.settings, job_type, request, now=now)
+
+
+@pytest.fixture
+def app_config() -> dict[str, Any]:
+    return {"JOB_TYPE_SETTINGS": {"webhook.deliver": {"paused": True}}}
 
 
 @pytest.fixture
@@ -120,6 +139,60 @@ def test_no_worker_polling(bench: Bench) -> None:
     assert "no_worker_polling" not in bench.codes(later, T0 + timedelta(minutes=4))
     figures = bench.codes(later, T0 + timedelta(minutes=6))["no_worker_polling"]
     assert figures == {"window_seconds": 300.0, "type": "email.send"}
+
+
+def test_type_paused(bench: Bench) -> None:
+    job = bench.enqueue(run_at="2030-01-01T12:10:00Z")
+    bench.limit("email.send", paused=True)
+    later = T0 + timedelta(minutes=20)
+    codes = bench.codes(job, later)
+    assert codes["type_paused"] == {
+        "type": "email.send", "source": "override", "changed_by": "ex-admin",
+        "changed_at": "2030-01-01T12:00:00.000000Z",
+    }  # fmt: skip
+    assert "no_worker_polling" not in codes  # no worker may claim it anyway
+    detail = bench.explain(job, later).reasons[0].detail
+    assert "paused by an admin" in detail and "ex-admin at 2030-01-01 12:00:00 UTC" in detail
+    scheduled = bench.codes(job, T0)  # not due yet, and paused too: both are said
+    assert list(scheduled) == ["scheduled", "type_paused"]
+    configured = bench.enqueue(type="webhook.deliver")  # paused by JOB_TYPE_SETTINGS
+    assert bench.codes(configured, T0)["type_paused"]["source"] == "configuration"
+    bench.limit("email.send", paused=False)
+    assert "type_paused" not in bench.codes(job, later)
+
+
+def test_type_at_max_running(bench: Bench) -> None:
+    bench.limit("report.build", max_running=1)
+    bench.enqueue(type="report.build")
+    waiting = bench.enqueue(type="report.build")
+    assert "type_at_max_running" not in bench.codes(waiting, T0)  # one slot is free
+    bench.claim()
+    codes = bench.codes(waiting, T0)
+    assert codes["type_at_max_running"] == {
+        "type": "report.build", "max_running": 1, "running": 1,
+    }  # fmt: skip
+    found = bench.explain(waiting, T0)
+    assert "1 job(s) of its type report.build are running" in found.reasons[0].detail
+    behind = next(r for r in found.reasons if r.code == "behind_in_queue")
+    assert behind.detail == "It is due and next in line once its type may run again."
+
+
+def test_type_rate_limited(bench: Bench) -> None:
+    bench.limit("report.build", rate_limit="1/hour")
+    bench.enqueue(type="report.build")
+    waiting = bench.enqueue(type="report.build")
+    bench.claim(T0 + timedelta(minutes=10))
+    now = T0 + timedelta(minutes=30)
+    assert bench.codes(waiting, now)["type_rate_limited"] == {
+        "type": "report.build",
+        "rate_limit": "1/hour",
+        "claims_in_window": 1,
+        "window_started_at": "2030-01-01T12:00:00.000000Z",
+        "window_ends_at": "2030-01-01T13:00:00.000000Z",
+    }
+    detail = bench.explain(waiting, now).reasons[0].detail
+    assert "the next window opens at 2030-01-01 13:00:00 UTC (in 30 min 00 s)" in detail
+    assert "type_rate_limited" not in bench.codes(waiting, T0 + timedelta(hours=1))
 
 
 def test_running(bench: Bench) -> None:
@@ -190,7 +263,7 @@ def test_explaining_needs_the_same_visibility_as_the_job(bench: Bench) -> None:
     stranger = make_user(bench.app, "ex-other", "producer").actor()
     for actor in (stranger, bench.worker):  # the worker never held it
         with pytest.raises(NotFound), db.read(bench.app) as conn:
-            explain.explain(conn, actor, job.id, now=T0, idle_after=IDLE)
+            explain.explain(conn, actor, job.id, now=T0, idle_after=IDLE, settings=bench.settings)
     assert bench.explain(job, T0, bench.admin).job.id == job.id
     with db.read(bench.app) as conn:
         assert store.get_job(conn, job.id) is not None

@@ -50,7 +50,12 @@ def test_explaining_jobs_reads_indexes_only(app: Flask) -> None:
             def explained(job_id: int = job_id) -> object:
                 with db.read() as conn:
                     return explain.explain(
-                        conn, admin, job_id, now=utcnow(), idle_after=timedelta(minutes=5)
+                        conn,
+                        admin,
+                        job_id,
+                        now=utcnow(),
+                        idle_after=timedelta(minutes=5),
+                        settings=queue_settings(),
                     )
 
             lines = plans(app, explained)

@@ -16,7 +16,7 @@ from sqlalchemy import event
 from app import db
 from app.queue import service, stats
 from app.queue.models import Actor
-from app.queue.requests import ListQuery
+from app.queue.requests import EnqueueBody, ListQuery
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.builders import make_job, make_user
@@ -220,3 +220,78 @@ def test_typed_claims_of_many_jobs_read_indexes_only(app: Flask) -> None:
         assert claimed, "the typed claim found nothing to claim"
         assert any("INDEXED BY ix_jobs_claim" in sql and "type IN" in sql for sql, _ in statements)
         assert table_scans(app, statements) == []
+
+
+def _plan_lines(app: Flask, statements: list[Statement]) -> list[str]:
+    raw = db.engine(app).raw_connection()
+    try:
+        return [
+            f"{row[-1]}  <-  {sql}"
+            for sql, params in statements
+            if sql.lstrip().upper().startswith(("SELECT", "UPDATE"))
+            for row in raw.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()
+        ]
+    finally:
+        raw.close()
+
+
+def test_claims_with_limits_and_pauses_read_indexes_only(app: Flask) -> None:
+    """A paused type, a max_running and a rate_limit: the claim still walks the claim index
+    (skipping held-back types), counts running jobs on the (status, type) index and reads the
+    claim windows by key; claims of many and typed claims alike."""
+    from app.queue import job_types
+    from app.queue.job_types import TypeChange
+
+    with app.app_context():
+        _, worker, admin = seed(app)
+        settings = queue_settings()
+        with db.transaction() as conn:
+            for job_type in settings.job_types:
+                for i in range(5):
+                    make_job(conn, admin, settings, type=job_type, payload={"i": i})
+            for job_type, change in [
+                ("email.send", {"paused": True}),
+                ("report.build", {"max_running": 2}),
+                ("webhook.deliver", {"rate_limit": "3/minute"}),
+            ]:
+                request = TypeChange.parse(change, settings)
+                job_types.change(conn, admin, settings, job_type, request, now=utcnow())
+        for options, held_back in [
+            ({"max_jobs": 1, "types": ("report.build", "webhook.deliver")}, "AND type IN"),
+            ({"max_jobs": 10}, "AND type NOT IN"),
+        ]:
+
+            def claim(options: dict[str, Any] = options) -> object:
+                with db.transaction() as conn:
+                    return service.claim_many(
+                        conn, worker, now=utcnow(), settings=settings, **options
+                    )
+
+            with recorded(app) as statements:
+                claimed = claim()
+            assert claimed, options
+            assert table_scans(app, statements) == []
+            assert any("INDEXED BY ix_jobs_claim" in s and held_back in s for s, _ in statements)
+            lines = _plan_lines(app, statements)
+            assert any("ix_jobs_status_type" in line for line in lines), lines
+            assert any("type_claim_windows USING INDEX" in line for line in lines), lines
+
+
+def test_unique_enqueue_probes_its_partial_index(app: Flask) -> None:
+    with app.app_context():
+        producer, _, _ = seed(app)
+        settings = queue_settings()
+
+        def enqueue() -> object:
+            with db.transaction() as conn:
+                request = EnqueueBody.parse(
+                    {"type": "email.send", "unique_key": "digest-7", "unique_for": 60}, settings
+                ).to_request()
+                return service.enqueue(conn, producer, request, now=utcnow())
+
+        enqueue()
+        with recorded(app) as statements:
+            _, created = enqueue()  # type: ignore[misc]
+        assert created is False
+        assert table_scans(app, statements) == []
+        assert any("ix_jobs_unique" in line for line in _plan_lines(app, statements))

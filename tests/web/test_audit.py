@@ -131,6 +131,41 @@ def test_job_cancel_and_retry_through_the_api_and_the_pages(team: Team) -> None:
     one(rows, "boss", AuditAction.JOB_RETRY, f"job:{second['id']}")
 
 
+def test_schedule_changes_through_the_api_and_the_pages(team: Team) -> None:
+    app, api = team.app, team.admin
+    nightly = {"name": "nightly", "cron": "0 2 * * *", "type": "report.build"}
+    rows = recorded(app, lambda: api.post("/schedules", nightly))
+    schedule = f"schedule:{rows[0]['target'].split(':')[1]}"
+    assert one(rows, "boss", AuditAction.SCHEDULE_CHANGE, schedule)["details"] == {
+        "change": "create"
+    }
+    path = f"/schedules/{schedule.split(':')[1]}"
+    change = {"cron": "0 3 * * *", "enabled": False}
+    rows = recorded(app, lambda: api.client.patch(path, json=change, headers=api.headers()))
+    assert one(rows, "boss", AuditAction.SCHEDULE_CHANGE, schedule)["details"] == {
+        "change": "update",
+        "fields": ["cron", "enabled"],
+    }
+    rows = recorded(app, lambda: api.post(f"{path}/run"))
+    job = api.get("/jobs?limit=1").get_json()["jobs"][0]["id"]
+    assert one(rows, "boss", AuditAction.SCHEDULE_CHANGE, schedule)["details"] == {
+        "change": "run",
+        "job": job,
+    }
+    boss = sign_in(app, "boss")
+    for change in ("enable", "disable", "run", "delete"):
+        rows = recorded(app, lambda change=change: boss.post(f"/ui{path}/{change}"))
+        assert one(rows, "boss", AuditAction.SCHEDULE_CHANGE, schedule)["details"]["change"] == (
+            change
+        )
+    assert recorded(app, lambda: boss.post(f"/ui{path}/delete")) == []  # gone: 404, no row
+    form = nightly | {"timezone": "UTC", "priority": "low", "payload": "{}", "catch_up": "skip"}
+    rows = recorded(app, lambda: boss.post("/ui/schedules/", form))
+    assert [(r["action"], r["details"]) for r in rows] == [
+        ("schedule_change", {"change": "create"})
+    ]
+
+
 def test_refused_actions_leave_no_audit_row(team: Team) -> None:
     app = team.app
     job = team.producer.enqueue()

@@ -221,6 +221,7 @@ def test_stored_xss_is_rendered_inert_everywhere(team: Team) -> None:
 
 def _sample_args(rule: Any, job_id: int, token_id: int) -> dict[str, Any]:
     samples = {"job_id": job_id, "name": "prod2", "token_id": token_id, "schedule_id": 1}
+    samples["job_type"] = "email.send"
     return {arg: samples[arg] for arg in rule.arguments}
 
 
@@ -228,9 +229,9 @@ def test_every_post_route_outside_the_api_requires_csrf(app: Flask, team: Team) 
     job = team.producer.enqueue()
     boss = team.person("boss")
     boss.post("/ui/admin/tokens", {"user": "prod2", "label": "x"})
-    # the JSON API (and the schedules' routes nested in it): bearer tokens only
+    # the JSON API (and the schedules' and types' routes nested in it): bearer tokens only
     exempt = {name for name, bp in app.blueprints.items() if bp in csrf._exempt_blueprints}
-    assert exempt == {"api", "api.schedules"}
+    assert exempt == {"api", "api.schedules", "api.types"}
     checked = []
     with app.test_request_context():
         for rule in app.url_map.iter_rules():

@@ -1,0 +1,59 @@
+"""JSON routes of the job types (admins only): counts, effective limits, and the overrides
+that pause a type or limit it; nested in the API blueprint, which checks the bearer token."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, current_app, g, jsonify, request
+
+from app import access, db
+from app.api import body
+from app.api.openapi import Operation, Reply, documented
+from app.audit import hooks as audit
+from app.audit.actions import AuditAction
+from app.queue import job_types
+from app.queue.control_responses import TypeList, TypeOut
+from app.queue.job_types import TypeChange
+from app.queue.policy import Action
+from app.queue_settings import queue_settings
+from app.timeutil import utcnow
+
+bp = Blueprint("types", __name__)
+requires = access.guard(lambda: g.actor)  # the API blueprint's token check sets g.actor
+ADMINS = {403: "Only admins manage job types"}
+
+
+@bp.get("/types")
+@requires(Action.MANAGE_TYPES)
+@documented(
+    Operation(
+        summary="Every job type: jobs per status and the limits claims obey (admins)",
+        replies={200: Reply("The configured job types", TypeList)},
+        problems=ADMINS,
+    )
+)
+def list_types() -> Response:
+    with db.read() as conn:
+        found = job_types.list_types(conn, g.actor, queue_settings())
+    return jsonify({"types": [view.as_json() for view in found]})
+
+
+@bp.patch("/types/<job_type>")
+@requires(Action.MANAGE_TYPES)
+@documented(
+    Operation(
+        summary="Pause, resume or limit a job type at runtime (admins, audited)",
+        description="Each field given overrides the configuration (`JOB_TYPE_SETTINGS`); "
+        "`null` clears the override, so the configured value applies again. Claims obey the "
+        "change from its commit on.",
+        body=TypeChange,
+        replies={200: Reply("The job type with its limits now", TypeOut)},
+        problems={**ADMINS, 404: "Not a configured job type"},
+    )
+)
+def change_type(job_type: str) -> Response:
+    data = body.json_object(request, max_depth=current_app.config["MAX_JSON_DEPTH"])
+    change = TypeChange.parse(data, queue_settings())
+    with db.transaction() as conn:
+        view = job_types.change(conn, g.actor, queue_settings(), job_type, change, now=utcnow())
+        audit.record(conn, AuditAction.TYPE_CHANGE, f"type:{job_type}", **change.overrides())
+    return jsonify(view.as_json())

@@ -1,0 +1,154 @@
+"""The SQL of per-type flow control: admins' overrides, the claim windows that claims of a
+limited type count in (and, on PostgreSQL, lock to take turns), and jobs counted per type."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, exists, func, literal_column, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from app.queue.flow import Overridden, Override, Window
+from app.schema import UTCDateTime, jobs, type_claim_windows, type_overrides
+
+_OVERRIDES = select(type_overrides)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Literal statuses: the (status, type) index and the partial pending index serve these.
+_RUNNING = jobs.c.status == literal_column("'running'")
+_PENDING = jobs.c.status == literal_column("'pending'")
+
+
+def _insert(conn: Connection, table: Any) -> Any:
+    """The backend's INSERT, which knows ON CONFLICT."""
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return dialect.insert(table)
+
+
+def overrides(conn: Connection) -> dict[str, Override]:
+    """Every type's override, by type (a small table: one row per type an admin changed)."""
+    return {row.type: Override.from_row(row._mapping) for row in conn.execute(_OVERRIDES)}
+
+
+_CLAIM_OVERRIDES = "SELECT type, max_running, rate_limit, paused FROM type_overrides"
+
+
+def claim_overrides(conn: Connection) -> dict[str, Overridden]:
+    """The override values every claim reads, through the driver's own cursor: statement
+    execution costs SQLAlchemy many times this read of a few rows, and a claim without any
+    limit must stay as fast as it was. (SQLite hands ``paused`` back as 0 or 1.)"""
+    cursor = conn.connection.cursor()
+    try:
+        rows = cursor.execute(_CLAIM_OVERRIDES).fetchall()
+    finally:
+        cursor.close()
+    return {
+        job_type: Overridden(max_running, rate_limit, None if paused is None else bool(paused))
+        for job_type, max_running, rate_limit, paused in rows
+    }
+
+
+def save_override(
+    conn: Connection, job_type: str, values: Mapping[str, Any], *, actor: str, now: datetime
+) -> Override:
+    """Set the given override columns of ``job_type`` (None clears one); returns the row."""
+    changes = {**values, "updated_by": actor, "updated_at": now}
+    statement = (
+        _insert(conn, type_overrides)
+        .values(type=job_type, **changes)
+        .on_conflict_do_update(index_elements=[type_overrides.c.type], set_=changes)
+        .returning(*type_overrides.c)
+    )
+    return Override.from_row(conn.execute(statement).one()._mapping)
+
+
+_LOCK_WINDOW = (
+    select(type_claim_windows)
+    .where(type_claim_windows.c.type == bindparam("job_type"))
+    .with_for_update()
+)
+
+
+def lock_windows(conn: Connection, job_types: Collection[str]) -> dict[str, Window]:
+    """The claim windows of ``job_types``, each row locked on PostgreSQL, so concurrent claims
+    of a limited type take turns and each counts after the previous one committed (SQLite
+    writers are already one at a time). A missing row is created first: a lock needs a row.
+
+    One type at a time, in type order: a claim only ever waits for a row (to lock it, or for
+    a concurrent insert of it to commit) ordered after every row it holds, so claims never
+    wait on each other in a circle."""
+    found = {}
+    for name in sorted(job_types):
+        row = conn.execute(_LOCK_WINDOW, {"job_type": name}).first()
+        if row is None:
+            conn.execute(
+                _insert(conn, type_claim_windows).on_conflict_do_nothing(),
+                {"type": name, "window_started_at": _EPOCH, "claims": 0},
+            )
+            row = conn.execute(_LOCK_WINDOW, {"job_type": name}).one()
+        found[name] = Window(row.window_started_at, row.claims)
+    return found
+
+
+def window(conn: Connection, job_type: str) -> Window | None:
+    """The claim window of ``job_type`` as it stands (no lock: for reading only)."""
+    row = conn.execute(
+        select(type_claim_windows).where(type_claim_windows.c.type == job_type)
+    ).first()
+    return Window(row.window_started_at, row.claims) if row else None
+
+
+_COUNT_CLAIMS = (
+    update(type_claim_windows)
+    .where(type_claim_windows.c.type == bindparam("job_type"))
+    .values(window_started_at=bindparam("started_at"), claims=bindparam("claims"))
+)
+
+
+def count_claims(conn: Connection, job_type: str, *, started_at: datetime, claims: int) -> None:
+    """Record that ``claims`` jobs of ``job_type`` were claimed in the window from
+    ``started_at`` (the row was locked by ``lock_windows`` in this transaction)."""
+    conn.execute(_COUNT_CLAIMS, {"job_type": job_type, "started_at": started_at, "claims": claims})
+
+
+# Built once: a claim of a limited type runs these, and building one costs more than running it.
+_RUNNING_COUNTS = (
+    select(jobs.c.type, func.count())
+    .where(_RUNNING, jobs.c.type.in_(bindparam("types", expanding=True)))
+    .group_by(jobs.c.type)
+)
+_ANY_DUE = select(
+    exists().where(
+        _PENDING,
+        jobs.c.type.in_(bindparam("types", expanding=True)),
+        jobs.c.run_at <= bindparam("now", type_=UTCDateTime()),
+    )
+)
+
+
+def running_counts(conn: Connection, job_types: Collection[str]) -> dict[str, int]:
+    """How many jobs of each of ``job_types`` are running (a range of the (status, type)
+    index: as many rows as run, which a max_running limit keeps small)."""
+    if not job_types:
+        return {}
+    rows = conn.execute(_RUNNING_COUNTS, {"types": sorted(job_types)}).all()
+    return {job_type: int(count) for job_type, count in rows}
+
+
+def any_due(conn: Connection, job_types: Collection[str], now: datetime) -> bool:
+    """Whether a job of one of ``job_types`` is due (a probe of the pending-by-type index)."""
+    return bool(conn.execute(_ANY_DUE, {"types": sorted(job_types), "now": now}).scalar())
+
+
+def counts_by_type(conn: Connection, job_types: Collection[str]) -> dict[str, dict[str, int]]:
+    """Jobs per status of each of ``job_types``, from the (status, type) index alone."""
+    query = (
+        select(jobs.c.type, jobs.c.status, func.count())
+        .where(jobs.c.type.in_(sorted(job_types)))
+        .group_by(jobs.c.type, jobs.c.status)
+    )
+    found: dict[str, dict[str, int]] = {name: {} for name in job_types}
+    for job_type, status, count in conn.execute(query).all():
+        found[job_type][status] = int(count)
+    return found
