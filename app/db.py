@@ -7,21 +7,24 @@ default READ COMMITTED isolation; the claim relies on ``FOR UPDATE SKIP LOCKED``
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, current_app
+from flask import Flask, current_app, g, has_request_context
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from app import wakeup
+from app.prepared import run_driver_sql
 from app.queue.store import JOB_DUE
 
 EXTENSION_KEY = "queuelog.db"
 WAKEUP_KEY = "queuelog.wakeup"
 _READ_ONLY = "queuelog_read_only"
+_GATE = "queuelog_transaction_gate"
+Gate = Callable[[Connection, bool], None]
 
 
 def init_app(app: Flask) -> None:
@@ -58,7 +61,7 @@ def make_engine(url: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 1
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         read_only = conn.get_execution_options().get(_READ_ONLY, False)
-        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+        run_driver_sql(conn, "BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
 
@@ -73,6 +76,18 @@ def wakeups(app: Flask | None = None) -> wakeup.Wakeup:
     return (app or current_app).extensions[WAKEUP_KEY]  # type: ignore[no-any-return]
 
 
+def gate_transactions(check: Gate) -> None:
+    """For the rest of this request, every transaction runs ``check(conn, writable)`` before
+    anything else (the JSON API authenticates its caller so, in the transaction of the work)."""
+    setattr(g, _GATE, check)
+
+
+def _gate(conn: Connection, *, writable: bool) -> None:
+    check: Gate | None = g.get(_GATE) if has_request_context() else None
+    if check is not None:
+        check(conn, writable)
+
+
 @contextmanager
 def transaction(app: Flask | None = None) -> Iterator[Connection]:
     """A write transaction: committed when the block ends, rolled back if it raises.
@@ -85,6 +100,7 @@ def transaction(app: Flask | None = None) -> Iterator[Connection]:
     with engine(app).connect() as conn:
         conn.info.pop(JOB_DUE, None)  # info lives with the pooled connection: start clean
         with conn.begin():
+            _gate(conn, writable=True)
             yield conn
             due = conn.info.pop(JOB_DUE, False)
             if due:
@@ -99,4 +115,5 @@ def read(app: Flask | None = None) -> Iterator[Connection]:
     with engine(app).connect() as conn:
         conn = conn.execution_options(**{_READ_ONLY: True})
         with conn.begin():
+            _gate(conn, writable=False)
             yield conn

@@ -7,8 +7,9 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
-from app import access, db
+from app import db
 from app.api import body
+from app.api.auth import requires
 from app.queue import schedules
 from app.queue.errors import InvalidInput
 from app.queue.policy import Action
@@ -17,9 +18,6 @@ from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 
 bp = Blueprint("schedules", __name__)
-
-
-requires = access.guard(lambda: g.actor)  # the API blueprint's token check sets g.actor
 
 
 def _body(*, optional: bool = False) -> dict[str, Any]:
