@@ -36,6 +36,16 @@ def visibility(actor: Actor) -> ColumnElement[bool] | None:
     return store.visible_to_owner(actor.id)
 
 
+def _visible_job(conn: Connection, actor: Actor, job_id: int) -> Job | None:
+    """A job by id if ``actor`` may see it (the rules of ``visibility``, prebuilt per scope)."""
+    seen = scope(actor)
+    if seen is Scope.ALL:
+        return store.get_job(conn, job_id)
+    if seen is Scope.HELD:
+        return store.get_held_job(conn, job_id, actor.name)
+    return store.get_owned_job(conn, job_id, actor.id)
+
+
 def enqueue(
     conn: Connection, actor: Actor, request: EnqueueRequest, *, now: datetime
 ) -> tuple[Job, bool]:
@@ -84,7 +94,7 @@ def _same_request(existing: Job, request: EnqueueRequest) -> Job:
 
 def get_job(conn: Connection, actor: Actor, job_id: int) -> Job:
     """A job the actor may see; NotFound for missing and invisible alike."""
-    job = store.get_job(conn, job_id, visibility(actor))
+    job = _visible_job(conn, actor, job_id)
     if job is None:
         raise NotFound(f"job {job_id} does not exist")
     return job
@@ -205,7 +215,7 @@ def _holds(actor: Actor, job: Job | None, attempt: int | None) -> bool:
 def _refusal(conn: Connection, actor: Actor, job_id: int, attempt: int | None) -> QueueError:
     """Why a worker's call on a job it does not hold was refused: 404 for an id that does not
     exist, 409 otherwise. A job the caller cannot see answers without its state."""
-    job = store.get_job(conn, job_id, visibility(actor))
+    job = _visible_job(conn, actor, job_id)
     if job is None:
         if store.get_job(conn, job_id) is None:
             return NotFound(f"job {job_id} does not exist")

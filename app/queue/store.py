@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Integer,
+    String,
     and_,
     bindparam,
     delete,
@@ -21,33 +24,69 @@ from sqlalchemy import (
     type_coerce,
 )
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.elements import BindParameter
 
+from app.prepared import Prepared
 from app.queue.models import Event, Job, JobFilters
 from app.queue.states import EventKind, JobStatus
 from app.schema import UTCDateTime, job_events, jobs
 
 JOB_COLUMNS = [jobs.c[name] for name in Job.__dataclass_fields__]
-# Built once: the hottest statements skip per-call construction and cache-key work.
-_INSERT_JOB = insert(jobs).returning(*JOB_COLUMNS)
-_SELECT_JOB = select(*JOB_COLUMNS).where(jobs.c.id == bindparam("job_id"))
-_INSERT_EVENT = insert(job_events)
+EVENT_COLUMNS = [job_events.c[name] for name in Event.__dataclass_fields__]
 # Set in a connection's info when a statement made a job pending: the transaction helper wakes
 # long-polling claims once the transaction commits.
 JOB_DUE = "queuelog_wake"
 
 
+def job_of(row: tuple[Any, ...]) -> Job:
+    """A job from a row of ``JOB_COLUMNS``."""
+    return Job(*row)
+
+
+@lru_cache(maxsize=16)
+def _insert_job(columns: tuple[str, ...]) -> Prepared:
+    """The job INSERT of one set of columns (what an enqueue sets; the rest are defaults)."""
+    values = {name: bindparam(name, type_=jobs.c[name].type) for name in columns}
+    return Prepared(insert(jobs).values(values).returning(*JOB_COLUMNS))
+
+
+_SELECT_JOB = select(*JOB_COLUMNS).where(jobs.c.id == bindparam("job_id"))
+_GET_JOB = Prepared(_SELECT_JOB)
+_INSERT_EVENT = Prepared(
+    insert(job_events).values(
+        {
+            name: bindparam(name, type_=job_events.c[name].type)
+            for name in Event.__dataclass_fields__
+            if name != "id"
+        }
+    )
+)
+_BY_IDEMPOTENCY_KEY = Prepared(
+    select(*JOB_COLUMNS).where(
+        jobs.c.created_by == bindparam("owner_id"), jobs.c.idempotency_key == bindparam("key")
+    )
+)
+_EVENTS = Prepared(
+    select(*EVENT_COLUMNS)
+    .where(job_events.c.job_id == bindparam("job_id"))
+    .order_by(job_events.c.id)
+)
+
+
 def insert_job(conn: Connection, values: Mapping[str, Any], *, actor: str) -> Job | None:
     """Insert a job and its ``enqueued`` event; None when its (owner, idempotency key) exists."""
+    statement = _insert_job(tuple(sorted(values)))
     if values.get("idempotency_key") is None:  # nothing to collide on: no savepoint needed
-        row = conn.execute(_INSERT_JOB, dict(values)).one()
+        row = statement.row(conn, values)
     else:
         try:
             with conn.begin_nested():
-                row = conn.execute(_INSERT_JOB, dict(values)).one()
+                row = statement.row(conn, values)
         except IntegrityError:
             return None
+    assert row is not None  # INSERT ... RETURNING
     conn.info[JOB_DUE] = True
-    job = Job.from_row(row._mapping)
+    job = job_of(row)
     append_event(
         conn, job=job, at=job.created_at, from_status=None, kind=EventKind.ENQUEUED, actor=actor
     )
@@ -81,33 +120,33 @@ def event_row(
 def append_event(conn: Connection, **event: Any) -> None:
     """Append the event that brought a job to its current status (``event_row``'s arguments).
     Only ``insert_job`` and the named transitions call it, so no state change goes unrecorded."""
-    conn.execute(_INSERT_EVENT, event_row(**event))
+    _INSERT_EVENT.run(conn, event_row(**event))
 
 
 def append_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Append many ``event_row`` rows in one executemany (a claim of many jobs)."""
-    if rows:
-        conn.execute(_INSERT_EVENT, rows)
+    """Append many ``event_row`` rows (a claim of many jobs)."""
+    for row in rows:
+        _INSERT_EVENT.run(conn, row)
 
 
 def find_by_idempotency_key(conn: Connection, owner_id: int, key: str) -> Job | None:
     """The job ``owner_id`` enqueued with ``key``, if any."""
-    row = conn.execute(
-        select(*JOB_COLUMNS).where(jobs.c.created_by == owner_id, jobs.c.idempotency_key == key)
-    ).first()
-    return Job.from_row(row._mapping) if row else None
+    row = _BY_IDEMPOTENCY_KEY.row(conn, {"owner_id": owner_id, "key": key})
+    return job_of(row) if row else None
 
 
 def get_job(
     conn: Connection, job_id: int, visible: ColumnElement[bool] | None = None
 ) -> Job | None:
     """One job by id, optionally restricted by a visibility condition."""
-    query = _SELECT_JOB if visible is None else _SELECT_JOB.where(visible)
-    row = conn.execute(query, {"job_id": job_id}).first()
-    return Job.from_row(row._mapping) if row else None
+    if visible is None:
+        row = _GET_JOB.row(conn, {"job_id": job_id})
+        return job_of(row) if row else None
+    found = conn.execute(_SELECT_JOB.where(visible), {"job_id": job_id}).first()
+    return job_of(found) if found else None
 
 
-def visible_to_worker(name: str) -> ColumnElement[bool]:
+def visible_to_worker(name: str | BindParameter[str]) -> ColumnElement[bool]:
     """Jobs a worker holds now or held in any earlier attempt."""
     # Every claim writes a running event with the worker as actor, so the events alone say
     # which jobs a worker holds or held (and their index answers it).
@@ -117,9 +156,26 @@ def visible_to_worker(name: str) -> ColumnElement[bool]:
     return jobs.c.id.in_(held)
 
 
-def visible_to_owner(user_id: int) -> ColumnElement[bool]:
+def visible_to_owner(user_id: int | BindParameter[int]) -> ColumnElement[bool]:
     """Jobs a producer enqueued."""
     return jobs.c.created_by == user_id
+
+
+# The visibility rules above with the viewer as a parameter: a job page or a refusal per call.
+_GET_HELD_JOB = Prepared(_SELECT_JOB.where(visible_to_worker(bindparam("viewer", type_=String()))))
+_GET_OWNED_JOB = Prepared(_SELECT_JOB.where(visible_to_owner(bindparam("viewer", type_=Integer()))))
+
+
+def get_held_job(conn: Connection, job_id: int, worker: str) -> Job | None:
+    """One job by id if ``worker`` holds it or held it (``visible_to_worker``)."""
+    row = _GET_HELD_JOB.row(conn, {"job_id": job_id, "viewer": worker})
+    return job_of(row) if row else None
+
+
+def get_owned_job(conn: Connection, job_id: int, owner_id: int) -> Job | None:
+    """One job by id if user ``owner_id`` enqueued it (``visible_to_owner``)."""
+    row = _GET_OWNED_JOB.row(conn, {"job_id": job_id, "viewer": owner_id})
+    return job_of(row) if row else None
 
 
 def list_jobs(
@@ -150,7 +206,7 @@ def list_jobs(
         .order_by(jobs.c.id.desc() if newer_first else jobs.c.id.asc())
         .limit(filters.limit + 1)
     )
-    found = [Job.from_row(row._mapping) for row in conn.execute(query)]
+    found = [job_of(row) for row in conn.execute(query)]
     more = len(found) > filters.limit
     page = found[: filters.limit]
     return (page if newer_first else page[::-1]), more
@@ -163,8 +219,7 @@ PENDING = jobs.c.status == literal_column("'pending'")
 
 def list_events(conn: Connection, job_id: int) -> list[Event]:
     """A job's transitions, oldest first."""
-    query = select(job_events).where(job_events.c.job_id == job_id).order_by(job_events.c.id)
-    return [Event.from_row(row._mapping) for row in conn.execute(query)]
+    return [Event(*row) for row in _EVENTS.rows(conn, {"job_id": job_id})]
 
 
 def prune_batch(conn: Connection, finished_before: datetime, batch: int) -> int:
@@ -247,4 +302,4 @@ def latest_failures(conn: Connection, limit: int) -> list[Job]:
         .order_by(jobs.c.finished_at.desc())
         .limit(limit)
     )
-    return [Job.from_row(row._mapping) for row in conn.execute(query)]
+    return [job_of(row) for row in conn.execute(query)]

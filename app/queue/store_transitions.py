@@ -20,9 +20,18 @@ from sqlalchemy import (
     update,
 )
 
+from app.prepared import Prepared
 from app.queue.models import Job
 from app.queue.states import EventKind, JobStatus
-from app.queue.store import JOB_COLUMNS, JOB_DUE, PENDING, append_event, append_events, event_row
+from app.queue.store import (
+    JOB_COLUMNS,
+    JOB_DUE,
+    PENDING,
+    append_event,
+    append_events,
+    event_row,
+    job_of,
+)
 from app.schema import UTCDateTime, jobs
 
 
@@ -49,16 +58,23 @@ _SQLITE_HEAD = (
 )
 
 
-def _claim_head(backend: str, typed: bool) -> Any:
-    """The ids of the next ``:limit`` due jobs (of ``:types`` when ``typed``), in claim order."""
-    types: Any = bindparam("types", expanding=True)
+def _type_binds(count: int) -> list[Any]:
+    """One parameter per claimed type (``type_0``...): a statement per list length, not an
+    expanding parameter, so it is compiled once."""
+    return [bindparam(f"type_{i}") for i in range(count)]
+
+
+def _claim_head(backend: str, types: int) -> Any:
+    """The ids of the next ``:limit`` due jobs (of ``types`` named types, when not 0), in claim
+    order."""
+    names = _type_binds(types)
     if backend == "sqlite":
-        sql = text(_SQLITE_HEAD.format(types=" AND type IN :types" if typed else ""))
-        sql = sql.bindparams(_now(), bindparam("limit"), *([types] if typed else []))
-        return sql.columns(jobs.c.id)
+        listed = ", ".join(f":type_{i}" for i in range(types))
+        sql = text(_SQLITE_HEAD.format(types=f" AND type IN ({listed})" if types else ""))
+        return sql.bindparams(_now(), bindparam("limit"), *names).columns(jobs.c.id)
     query = select(jobs.c.id).where(PENDING, jobs.c.run_at <= _now())
-    if typed:
-        query = query.where(jobs.c.type.in_(types))
+    if types:
+        query = query.where(jobs.c.type.in_(names))
     query = query.order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
     head = query.limit(bindparam("limit")).with_for_update(skip_locked=True).cte("head")
     return select(head.c.id)
@@ -77,8 +93,11 @@ _EXPIRED_IDS = {
     .limit(bindparam("limit"))
     .with_for_update(skip_locked=True),
 }
+# Every claim first looks for expired leases: prebuilt, like the claim itself.
 _EXPIRED = {
-    backend: select(*JOB_COLUMNS).where(jobs.c.id.in_(ids)).order_by(jobs.c.lease_expires_at)
+    backend: Prepared(
+        select(*JOB_COLUMNS).where(jobs.c.id.in_(ids)).order_by(jobs.c.lease_expires_at)
+    )
     for backend, ids in _EXPIRED_IDS.items()
 }
 TypeLeases = tuple[tuple[str, int], ...]
@@ -86,10 +105,11 @@ TypeLeases = tuple[tuple[str, int], ...]
 
 @lru_cache(maxsize=64)
 def _claim_statement(
-    backend: str, sources: frozenset[str], type_leases: TypeLeases, typed: bool
-) -> Any:
+    backend: str, sources: frozenset[str], type_leases: TypeLeases, types: int
+) -> Prepared:
     """The claim UPDATE of up to ``:limit`` jobs, built once per backend, per-type lease table
-    and shape (the hottest statement of all). Per-type leases are a CASE on the job's type."""
+    and number of named types (the hottest statement of all). Per-type leases are a CASE on the
+    job's type."""
     lease: Any = bindparam("lease")
     expires: Any = bindparam("expires", type_=UTCDateTime())
     if type_leases:
@@ -104,9 +124,9 @@ def _claim_statement(
             ),
             else_=expires,
         )
-    return (
+    return Prepared(
         update(jobs)
-        .where(jobs.c.id.in_(_claim_head(backend, typed)), _status_in(sources))
+        .where(jobs.c.id.in_(_claim_head(backend, types)), _status_in(sources))
         .values(
             status=literal_column("'running'"),
             worker_id=bindparam("worker"),
@@ -145,12 +165,12 @@ def claim_due(
         "expires": now + timedelta(seconds=lease_seconds),
         "limit": limit,
     }
-    if types is not None:
-        params["types"] = list(types)
+    for i, name in enumerate(types or ()):
+        params[f"type_{i}"] = name
     for i, (_, seconds) in enumerate(type_leases):
         params[f"expires_{i}"] = now + timedelta(seconds=seconds)
-    statement = _claim_statement(conn.dialect.name, sources, type_leases, types is not None)
-    claimed = [Job.from_row(row._mapping) for row in conn.execute(statement, params)]
+    statement = _claim_statement(conn.dialect.name, sources, type_leases, len(types or ()))
+    claimed = [job_of(row) for row in statement.rows(conn, params)]
     claimed.sort(key=lambda job: (-job.priority, job.run_at, job.id))  # RETURNING has no order
     append_events(
         conn,
@@ -164,14 +184,14 @@ def claim_due(
 
 def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Job]:
     """Running jobs whose lease ended before ``now``, oldest first."""
-    rows = conn.execute(_EXPIRED[conn.dialect.name], {"now": now, "limit": limit})
-    return [Job.from_row(row._mapping) for row in rows]
+    rows = _EXPIRED[conn.dialect.name].rows(conn, {"now": now, "limit": limit})
+    return [job_of(row) for row in rows]
 
 
 @lru_cache(maxsize=128)
 def _move_statement(
     sources: frozenset[str], expect: tuple[str, ...], values: tuple[str, ...], lease_end: bool
-) -> Any:
+) -> Prepared:
     """The compare-and-set UPDATE of one shape (its columns; the values are parameters), built
     once: finishing a batch of jobs runs it per job."""
     conditions = [jobs.c.id == bindparam("job_id"), _status_in(sources)]
@@ -181,7 +201,7 @@ def _move_statement(
             jobs.c.lease_expires_at < bindparam("lease_ended_before", type_=UTCDateTime())
         )
     assignments = {name: bindparam(f"set_{name}", type_=jobs.c[name].type) for name in values}
-    return (
+    return Prepared(
         update(jobs)
         .where(*conditions)
         .values(**assignments, updated_at=bindparam("at", type_=UTCDateTime()))
@@ -220,10 +240,10 @@ def move(
     params |= {"job_id": job_id, "at": at}
     if lease_ended_before is not None:
         params["lease_ended_before"] = lease_ended_before
-    row = conn.execute(statement, params).first()
+    row = statement.row(conn, params)
     if row is None:
         return None
-    job = Job.from_row(row._mapping)
+    job = job_of(row)
     if job.status == JobStatus.PENDING:  # claimable again: wake long-polls after the commit
         conn.info[JOB_DUE] = True
     if kind is not None:
