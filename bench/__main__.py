@@ -7,22 +7,18 @@ do, so a noisy shared machine moves both together:
   statements with the same pragmas and the same commit per operation;
 * claim latency at the head of a deep queue against the same claim on a shallow queue
   (index-served: the ratio should stay near 1);
-* the HTTP API through gunicorn (4 workers, 8 client threads) against an unauthenticated
-  request that stops at the token check (the WSGI stack without the database).
+* each call of the HTTP API through gunicorn against a no-op Flask JSON app served by the
+  same gunicorn configuration (``bench/http_calls.py``).
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import shutil
-import socket
 import sqlite3
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +34,7 @@ from app.queue.requests import EnqueueBody
 from app.queue_settings import queue_settings
 from app.schema import jobs
 from app.timeutil import utcnow
-from bench import e2e, pg
+from bench import e2e, http_calls, pg
 from bench.scale import run_scale
 
 SECRET = "bench-secret-" + "x" * 40
@@ -183,122 +179,6 @@ def claim_rate(app: Any, actor: Actor, samples: int) -> float:
         return timed(claims)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def http_figures(folder: Path, seconds: float) -> tuple[float, float, float]:
-    """Requests per second through gunicorn: floor (401), enqueue, claim+complete."""
-    app = make_app(folder)
-    with app.app_context(), db.transaction() as conn:
-        for name, role in (("p", "producer"), ("w", "worker")):
-            accounts.create_user(conn, accounts.OPERATOR, name, role, now=utcnow())
-        _, producer = accounts.create_token(conn, accounts.OPERATOR, "p", now=utcnow())
-        _, worker = accounts.create_token(conn, accounts.OPERATOR, "w", now=utcnow())
-    app.extensions["queuelog.db"].dispose()
-    port = free_port()
-    env = {
-        **os.environ,
-        "FLASK_SECRET_KEY": SECRET,
-        "FLASK_DATABASE_URL": json.dumps(f"sqlite:///{folder / 'bench.sqlite3'}"),
-    }
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-w",
-            "4",
-            "-b",
-            f"127.0.0.1:{port}",
-            "--no-control-socket",
-            "--log-level",
-            "warning",
-            "wsgi:app",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
-    try:
-        _wait_ready(port)
-        floor = _load(port, seconds, lambda c: _call(c, "GET", "/jobs", None, None) == 401)
-        enqueue = _load(
-            port,
-            seconds,
-            lambda c: _call(c, "POST", "/jobs", producer, {"type": "email.send"}) == 201,
-        )
-        claim = _load(port, seconds, lambda c: _claim_complete(c, worker))
-        return floor, enqueue, claim
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
-
-
-def _wait_ready(port: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            if _call(conn, "GET", "/jobs", None, None) == 401:
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError("gunicorn did not start")
-
-
-def _call(
-    conn: http.client.HTTPConnection, method: str, path: str, token: str | None, body: Any
-) -> int:
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
-    response = conn.getresponse()
-    response.read()
-    return response.status
-
-
-def _claim_complete(conn: http.client.HTTPConnection, token: str) -> bool:
-    headers = {"Authorization": f"Bearer {token}"}
-    conn.request("POST", "/jobs/claim", headers=headers)
-    response = conn.getresponse()
-    data = response.read()
-    if response.status == 204:
-        return True
-    job = json.loads(data)
-    return _call(conn, "POST", f"/jobs/{job['id']}/complete", token, {}) == 200
-
-
-def _load(
-    port: int, seconds: float, call: Callable[[http.client.HTTPConnection], bool], clients: int = 8
-) -> float:
-    """Requests per second with ``clients`` threads calling for ``seconds``."""
-    done = [0] * clients
-    errors = [0] * clients
-    stop = time.monotonic() + seconds
-
-    def run(index: int) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        while time.monotonic() < stop:
-            if call(conn):
-                done[index] += 1
-            else:
-                errors[index] += 1
-        conn.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
-    start = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if sum(errors):
-        print(f"  ({sum(errors)} unexpected answers)")
-    return rate(sum(done), time.perf_counter() - start)
-
-
 ROUNDS = 3  # each figure is the best of this many rounds, floors and figures interleaved
 
 
@@ -308,7 +188,7 @@ def best(rounds: list[tuple[float, ...]]) -> tuple[float, ...]:
 
 
 def service_section(base: Path) -> None:
-    """Service layer, deep queue and HTTP figures against their floors."""
+    """Service layer and deep queue figures against their floors."""
     count = int(os.environ.get("BENCH_OPS", "1000"))
     print(
         f"queuelog bench: {count} operations per figure, best of {ROUNDS} rounds, "
@@ -336,11 +216,11 @@ def service_section(base: Path) -> None:
     )
     report("claims/s with 2,000 pending (floor)", shallow, shallow)
     report("claims/s with 200,000 pending", deep, shallow)
-    print("HTTP through gunicorn (4 workers, 8 client threads):")
-    floor_http, enqueue_http, claim_http = http_figures(base / "http", 5.0)
-    report("floor: 401 at the token check", floor_http, floor_http, "req/s")
-    report("POST /jobs", enqueue_http, floor_http, "req/s")
-    report("POST /jobs/claim + complete (pairs)", claim_http, floor_http, "pairs/s")
+
+
+def http_section(base: Path) -> None:
+    """Each API call through gunicorn against the no-op floor."""
+    http_calls.run(base, ROUNDS, int(os.environ.get("BENCH_HTTP_CALLS", "2000")), report)
 
 
 def scale_section(base: Path) -> None:
@@ -351,6 +231,7 @@ def scale_section(base: Path) -> None:
 
 SECTIONS = {
     "service": service_section,
+    "http": http_section,
     "e2e": e2e.run,
     "pg": pg.run,
     "scale": scale_section,
