@@ -14,6 +14,7 @@ caller who is not authenticated or not allowed gets 401 or 403 instead.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -26,14 +27,39 @@ from app.queue.policy import Action, require
 from app.timeutil import utcnow
 
 View = TypeVar("View", bound=Callable[..., Any])
-_TOKEN_HASH = "queuelog_token_hash"  # noqa: S105 (a key in g, not a secret)
-_ACTION = "queuelog_required_action"
-_TOUCH_DUE = "queuelog_touch_due"
+_CALLER = "queuelog_caller"
 INVALID = "the token is invalid, expired, revoked, or its user is disabled"
 
 
 class Unauthorized(Exception):
     """Missing or invalid bearer token."""
+
+
+@dataclass
+class _Caller:
+    """This request's credential and what its transactions learned about it."""
+
+    token_hash: str
+    action: Action | None = None  # the route's, set by ``requires``
+    authenticated: bool = False
+    touch_due: bool = False  # a read-only transaction could not record the token's use
+
+    def authenticate(self, conn: Connection, writable: bool) -> None:
+        """The transaction gate: the token's actor, cleared for the route's action, in
+        ``g.actor``."""
+        now = utcnow()
+        found = accounts.token_owner(conn, self.token_hash, now=now)
+        if found is None:
+            raise Unauthorized(INVALID)
+        token, user = found
+        actor = user.actor()
+        if not self.authenticated or actor != g.actor:  # a changed role or cap is checked anew
+            g.actor = actor if self.action is None else require(actor, self.action)
+            self.authenticated = True
+        due = accounts.needs_touch(token, now)
+        if due and writable:
+            accounts.touch_token(conn, token, now)
+        self.touch_due = due and not writable
 
 
 def read_credential() -> None:
@@ -45,31 +71,14 @@ def read_credential() -> None:
     token_hash = accounts.bearer_hash(raw.strip())
     if token_hash is None:
         raise Unauthorized(INVALID)
-    setattr(g, _TOKEN_HASH, token_hash)
-    db.gate_transactions(_authenticate)
+    caller = _Caller(token_hash)
+    setattr(g, _CALLER, caller)
+    db.gate_transactions(caller.authenticate)
 
 
-def _authenticate(conn: Connection, writable: bool) -> None:
-    """The transaction gate: the token's actor, cleared for the route's action, in ``g.actor``.
-    A read-only transaction cannot record the token's use; the guard does it after the view."""
-    now = utcnow()
-    found = accounts.token_owner(conn, getattr(g, _TOKEN_HASH), now=now)
-    if found is None:
-        raise Unauthorized(INVALID)
-    token, user = found
-    actor = user.actor()
-    if actor != g.get("actor"):  # the same identity, role and cap keep their cleared actions
-        action = g.get(_ACTION)
-        g.actor = require(actor, action) if isinstance(action, Action) else actor
-    due = accounts.needs_touch(token, now)
-    if due and writable:
-        accounts.touch_token(conn, token, now)
-    setattr(g, _TOUCH_DUE, due and not writable)
-
-
-def _ensure_caller() -> None:
+def _ensure_authenticated(caller: _Caller) -> None:
     """Authenticate now if the route has not (it ran no transaction, or refused first)."""
-    if "actor" not in g:
+    if not caller.authenticated:
         with db.read():
             pass  # the gate authenticates, or raises 401 / 403
 
@@ -82,16 +91,17 @@ def requires(action: Action) -> Callable[[View], View]:
     def decorate(view: View) -> View:
         @wraps(view)
         def checked(*args: Any, **kwargs: Any) -> Any:
-            setattr(g, _ACTION, action)
+            caller: _Caller = getattr(g, _CALLER)
+            caller.action = action
             try:
                 response = view(*args, **kwargs)
             except Unauthorized:
                 raise
             except Exception:
-                _ensure_caller()
+                _ensure_authenticated(caller)
                 raise
-            _ensure_caller()
-            if g.get(_TOUCH_DUE):
+            _ensure_authenticated(caller)
+            if caller.touch_due:
                 with db.transaction():
                     pass  # the gate, writable now, records the token's use
             return response

@@ -26,24 +26,19 @@ MAX_MESSAGE_BYTES = 500  # the progress_message column
 _system_random = random.SystemRandom()
 
 
+def viewer(actor: Actor) -> store.Viewer:
+    """Whose jobs ``actor`` may see, as the store's reads take it."""
+    seen = scope(actor)
+    if seen is Scope.ALL:
+        return store.Viewer()
+    if seen is Scope.HELD:
+        return store.Viewer(holder=actor.name)
+    return store.Viewer(owner=actor.id)
+
+
 def visibility(actor: Actor) -> ColumnElement[bool] | None:
     """The condition selecting the jobs ``actor`` may see (None: all of them)."""
-    seen = scope(actor)
-    if seen is Scope.ALL:
-        return None
-    if seen is Scope.HELD:
-        return store.visible_to_worker(actor.name)
-    return store.visible_to_owner(actor.id)
-
-
-def _visible_job(conn: Connection, actor: Actor, job_id: int) -> Job | None:
-    """A job by id if ``actor`` may see it (the rules of ``visibility``, prebuilt per scope)."""
-    seen = scope(actor)
-    if seen is Scope.ALL:
-        return store.get_job(conn, job_id)
-    if seen is Scope.HELD:
-        return store.get_held_job(conn, job_id, actor.name)
-    return store.get_owned_job(conn, job_id, actor.id)
+    return viewer(actor).condition()
 
 
 def enqueue(
@@ -94,7 +89,7 @@ def _same_request(existing: Job, request: EnqueueRequest) -> Job:
 
 def get_job(conn: Connection, actor: Actor, job_id: int) -> Job:
     """A job the actor may see; NotFound for missing and invisible alike."""
-    job = _visible_job(conn, actor, job_id)
+    job = store.get_visible_job(conn, job_id, viewer(actor))
     if job is None:
         raise NotFound(f"job {job_id} does not exist")
     return job
@@ -102,7 +97,7 @@ def get_job(conn: Connection, actor: Actor, job_id: int) -> Job:
 
 def list_jobs(conn: Connection, actor: Actor, filters: JobFilters) -> JobPage:
     """A page of the jobs the actor may see, newest first, with keyset cursors."""
-    found, more = store.list_jobs(conn, filters, visibility(actor))
+    found, more = store.list_jobs(conn, filters, viewer(actor))
     going_newer = filters.after_id is not None
     next_cursor = prev_cursor = None
     if found and (more or going_newer):
@@ -215,7 +210,7 @@ def _holds(actor: Actor, job: Job | None, attempt: int | None) -> bool:
 def _refusal(conn: Connection, actor: Actor, job_id: int, attempt: int | None) -> QueueError:
     """Why a worker's call on a job it does not hold was refused: 404 for an id that does not
     exist, 409 otherwise. A job the caller cannot see answers without its state."""
-    job = _visible_job(conn, actor, job_id)
+    job = store.get_visible_job(conn, job_id, viewer(actor))
     if job is None:
         if store.get_job(conn, job_id) is None:
             return NotFound(f"job {job_id} does not exist")

@@ -3,7 +3,8 @@ move a job between states live in ``store_transitions``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -38,9 +39,9 @@ EVENT_COLUMNS = [job_events.c[name] for name in Event.__dataclass_fields__]
 JOB_DUE = "queuelog_wake"
 
 
-def job_of(row: tuple[Any, ...]) -> Job:
+def job_of(row: Sequence[Any]) -> Job:
     """A job from a row of ``JOB_COLUMNS``."""
-    return Job(*row)
+    return Job.from_values(row)
 
 
 @lru_cache(maxsize=16)
@@ -135,15 +136,10 @@ def find_by_idempotency_key(conn: Connection, owner_id: int, key: str) -> Job | 
     return job_of(row) if row else None
 
 
-def get_job(
-    conn: Connection, job_id: int, visible: ColumnElement[bool] | None = None
-) -> Job | None:
-    """One job by id, optionally restricted by a visibility condition."""
-    if visible is None:
-        row = _GET_JOB.row(conn, {"job_id": job_id})
-        return job_of(row) if row else None
-    found = conn.execute(_SELECT_JOB.where(visible), {"job_id": job_id}).first()
-    return job_of(found) if found else None
+def get_job(conn: Connection, job_id: int) -> Job | None:
+    """One job by id."""
+    row = _GET_JOB.row(conn, {"job_id": job_id})
+    return job_of(row) if row else None
 
 
 def visible_to_worker(name: str | BindParameter[str]) -> ColumnElement[bool]:
@@ -161,55 +157,114 @@ def visible_to_owner(user_id: int | BindParameter[int]) -> ColumnElement[bool]:
     return jobs.c.created_by == user_id
 
 
-# The visibility rules above with the viewer as a parameter: a job page or a refusal per call.
-_GET_HELD_JOB = Prepared(_SELECT_JOB.where(visible_to_worker(bindparam("viewer", type_=String()))))
-_GET_OWNED_JOB = Prepared(_SELECT_JOB.where(visible_to_owner(bindparam("viewer", type_=Integer()))))
+@dataclass(frozen=True)
+class Viewer:
+    """Whose jobs a read may return: those a producer enqueued (``owner``, a user id), those a
+    worker holds or held (``holder``, its name), or everyone's (neither)."""
+
+    owner: int | None = None
+    holder: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """``owner``, ``holder`` or ``all``: which rule applies."""
+        if self.owner is not None:
+            return "owner"
+        return "all" if self.holder is None else "holder"
+
+    def condition(self) -> ColumnElement[bool] | None:
+        """The rule as a condition on ``jobs`` (None: every job)."""
+        if self.owner is not None:
+            return visible_to_owner(self.owner)
+        return None if self.holder is None else visible_to_worker(self.holder)
+
+    @property
+    def value(self) -> int | str | None:
+        """The parameter of the rule: the owner's id or the holder's name."""
+        return self.owner if self.owner is not None else self.holder
 
 
-def get_held_job(conn: Connection, job_id: int, worker: str) -> Job | None:
-    """One job by id if ``worker`` holds it or held it (``visible_to_worker``)."""
-    row = _GET_HELD_JOB.row(conn, {"job_id": job_id, "viewer": worker})
+# The rules with the viewer as the parameter ``viewer``, for the prebuilt reads.
+_VIEWER_RULES: dict[str, ColumnElement[bool] | None] = {
+    "owner": visible_to_owner(bindparam("viewer", type_=Integer())),
+    "holder": visible_to_worker(bindparam("viewer", type_=String())),
+    "all": None,
+}
+_GET_VISIBLE = {
+    kind: Prepared(_SELECT_JOB if rule is None else _SELECT_JOB.where(rule))
+    for kind, rule in _VIEWER_RULES.items()
+}
+
+
+def get_visible_job(conn: Connection, job_id: int, viewer: Viewer) -> Job | None:
+    """One job by id, if ``viewer`` may see it."""
+    row = _GET_VISIBLE[viewer.kind].row(conn, {"job_id": job_id, "viewer": viewer.value})
     return job_of(row) if row else None
 
 
-def get_owned_job(conn: Connection, job_id: int, owner_id: int) -> Job | None:
-    """One job by id if user ``owner_id`` enqueued it (``visible_to_owner``)."""
-    row = _GET_OWNED_JOB.row(conn, {"job_id": job_id, "viewer": owner_id})
-    return job_of(row) if row else None
+ListShape = tuple[str, bool, bool, bool, int, bool, bool]
 
 
-def list_jobs(
-    conn: Connection, filters: JobFilters, visible: ColumnElement[bool] | None
-) -> tuple[list[Job], bool]:
-    """A page of jobs, newest first, and whether more lie beyond it in the paging direction."""
-    conditions: list[ColumnElement[bool]] = [] if visible is None else [visible]
-    if filters.status:
-        conditions.append(jobs.c.status == filters.status)
-    if filters.type:
-        conditions.append(jobs.c.type == filters.type)
-    if filters.priority is not None:
-        conditions.append(jobs.c.priority == filters.priority)
-    if filters.search:
-        matches = [jobs.c.idempotency_key == filters.search]
-        # isascii: str.isdigit() is also true for "¹" or "٣", which int() refuses.
-        if filters.search.isascii() and filters.search.isdigit() and len(filters.search) < 18:
-            matches.append(jobs.c.id == int(filters.search))
+@lru_cache(maxsize=256)
+def _list_statement(shape: ListShape) -> Prepared:
+    """The page query of one shape: viewer rule, which filters are set, how many ways the search
+    matches (0: no search, 1: idempotency key, 2: key or id) and the paging direction."""
+    kind, status, job_type, priority, search, before, after = shape
+    rule = _VIEWER_RULES[kind]
+    conditions: list[ColumnElement[bool]] = [] if rule is None else [rule]
+    if status:
+        conditions.append(jobs.c.status == bindparam("status"))
+    if job_type:
+        conditions.append(jobs.c.type == bindparam("type"))
+    if priority:
+        conditions.append(jobs.c.priority == bindparam("priority"))
+    if search:
+        matches = [jobs.c.idempotency_key == bindparam("search")]
+        if search == 2:
+            matches.append(jobs.c.id == bindparam("search_id"))
         conditions.append(or_(*matches))
-    if filters.before_id is not None:
-        conditions.append(jobs.c.id < filters.before_id)
-    if filters.after_id is not None:
-        conditions.append(jobs.c.id > filters.after_id)
-    newer_first = filters.after_id is None
-    query = (
+    if before:
+        conditions.append(jobs.c.id < bindparam("before_id"))
+    if after:
+        conditions.append(jobs.c.id > bindparam("after_id"))
+    return Prepared(
         select(*JOB_COLUMNS)
         .where(and_(True, *conditions))
-        .order_by(jobs.c.id.desc() if newer_first else jobs.c.id.asc())
-        .limit(filters.limit + 1)
+        .order_by(jobs.c.id.asc() if after else jobs.c.id.desc())
+        .limit(bindparam("limit"))
     )
-    found = [job_of(row) for row in conn.execute(query)]
+
+
+def list_jobs(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[list[Job], bool]:
+    """A page of jobs ``viewer`` may see, newest first, and whether more lie beyond it in the
+    paging direction."""
+    search = filters.search or ""
+    # isascii: str.isdigit() is also true for "¹" or "٣", which int() refuses.
+    by_id = search.isascii() and search.isdigit() and len(search) < 18
+    shape: ListShape = (
+        viewer.kind,
+        bool(filters.status),
+        bool(filters.type),
+        filters.priority is not None,
+        (2 if by_id else 1) if search else 0,
+        filters.before_id is not None,
+        filters.after_id is not None,
+    )
+    params = {
+        "viewer": viewer.value,
+        "status": filters.status,
+        "type": filters.type,
+        "priority": filters.priority,
+        "search": search,
+        "search_id": int(search) if by_id else 0,
+        "before_id": filters.before_id,
+        "after_id": filters.after_id,
+        "limit": filters.limit + 1,
+    }
+    found = [job_of(row) for row in _list_statement(shape).rows(conn, params)]
     more = len(found) > filters.limit
     page = found[: filters.limit]
-    return (page if newer_first else page[::-1]), more
+    return (page if filters.after_id is None else page[::-1]), more
 
 
 # A literal status condition: a partial index (WHERE status = 'pending') only serves a query
