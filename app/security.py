@@ -23,11 +23,12 @@ CONTENT_SECURITY_POLICY = "; ".join(
 )
 
 API_ROOTS = ("/jobs", "/schedules", "/metrics", "/audit")
+_API_PREFIXES = tuple(f"{root}/" for root in API_ROOTS)
 
 
 def is_api_path(path: str) -> bool:
     """True for the JSON API's routes, which authenticate by bearer token only."""
-    return any(path == root or path.startswith(f"{root}/") for root in API_ROOTS)
+    return path in API_ROOTS or path.startswith(_API_PREFIXES)
 
 
 # Set on every response that does not set them itself (in this order).
