@@ -220,7 +220,8 @@ def service_section(base: Path) -> None:
 
 def http_section(base: Path) -> None:
     """Each API call through gunicorn against the no-op floor."""
-    http_calls.run(base, ROUNDS, int(os.environ.get("BENCH_HTTP_CALLS", "2000")), report)
+    rounds = int(os.environ.get("BENCH_HTTP_ROUNDS", "5"))
+    http_calls.run(base, rounds, int(os.environ.get("BENCH_HTTP_CALLS", "500")), report)
 
 
 def scale_section(base: Path) -> None:

@@ -1,11 +1,12 @@
 """The JSON API through gunicorn, one figure per call, against a no-op Flask app served by the
-same configuration (``gunicorn.conf.py``: its workers and threads) in the same run.
+same configuration (``gunicorn.conf.py``: its workers and threads) at the same time.
 
-Each round starts the floor (``bench.noop_app``) and times a JSON GET and a JSON POST, then
-starts queuelog on a fresh SQLite file and times each call in turn: enqueue, get, list, claim,
-heartbeat, complete and fail (every call answered as the route promises, e.g. 201 or 200).
-GETs are compared with the GET floor, POSTs with the POST floor. Each figure is the best of the
-rounds; the load is ``CLIENTS`` keep-alive connections from one process.
+Both servers run side by side. Each round times, for every call in turn, a burst of the floor
+(``bench.noop_app``: a JSON GET or a JSON POST, the call's method) and then a burst of the call
+itself: enqueue, get, list, claim, heartbeat, complete and fail (every answer the one the route
+promises, e.g. 201 or 200). A ratio is the median over the rounds of call rate / floor rate,
+each pair measured seconds apart, so the load of a shared machine moves both; the rates shown
+are the best of the rounds. The load is ``CLIENTS`` keep-alive connections from one process.
 """
 
 from __future__ import annotations
@@ -14,23 +15,30 @@ import contextlib
 import http.client
 import json
 import os
+import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.servers import REPO, Database, free_port, prepare_database, server_env
+from tests.servers import REPO, free_port, prepare_database, server_env
 
 CLIENTS = 8
 START_TIMEOUT = 30.0
 Call = tuple[str, str, Any]  # method, path, JSON body (None: no body)
-# The calls, in the order they run (claims need the enqueued jobs, the work calls the claims).
-CALLS = ("POST /jobs", "GET /jobs/{id}", "GET /jobs", "POST /jobs/claim")
-WORK = ("POST /jobs/{id}/heartbeat", "POST /jobs/{id}/complete", "POST /jobs/{id}/fail")
+NAMES = (
+    "POST /jobs",
+    "GET /jobs/{id}",
+    "GET /jobs",
+    "POST /jobs/claim",
+    "POST /jobs/{id}/heartbeat",
+    "POST /jobs/{id}/complete",
+    "POST /jobs/{id}/fail",
+)
+FLOOR_BODY = {"type": "email.send", "payload": {"n": 1}}
 
 
 @contextlib.contextmanager
@@ -107,59 +115,67 @@ def load(port: int, token: str | None, calls: Sequence[Call], expect: int) -> tu
     return len(calls) / elapsed, answers
 
 
-def floors(logs: Path, count: int) -> dict[str, float]:
-    """The no-op app's JSON GET and POST, calls per second."""
-    with gunicorn("bench.noop_app:app", dict(os.environ), "/noop", logs) as port:
-        body = {"type": "email.send", "payload": {"n": 1}}
-        get, _ = load(port, None, [("GET", "/noop", None)] * count, 200)
-        post, _ = load(port, None, [("POST", "/noop", body)] * count, 200)
-    return {"GET": get, "POST": post}
-
-
-def calls(folder: Path, count: int) -> dict[str, float]:
-    """Every API call of the job life, calls per second (``count`` of each; work calls on the
-    claimed jobs: heartbeat each, then complete half and fail the other half)."""
-    database: Database = prepare_database(folder, {"p": "producer", "w": "worker"})
-    producer, worker = database.tokens["p"], database.tokens["w"]
-    env = server_env(database)
-    figures: dict[str, float] = {}
-    with gunicorn("wsgi:app", env, "/healthz", folder) as port:
-        enqueue = ("POST", "/jobs", {"type": "email.send", "payload": {"n": 1}})
-        figures["POST /jobs"], jobs = load(port, producer, [enqueue] * count, 201)
-        gets = [("GET", f"/jobs/{job['id']}", None) for job in jobs]
-        figures["GET /jobs/{id}"], _ = load(port, producer, gets, 200)
-        figures["GET /jobs"], _ = load(port, producer, [("GET", "/jobs", None)] * count, 200)
-        claim = ("POST", "/jobs/claim", None)
-        figures["POST /jobs/claim"], held = load(port, worker, [claim] * count, 200)
-        beats = [_work(job, "heartbeat", {"progress": 50}) for job in held]
-        figures["POST /jobs/{id}/heartbeat"], _ = load(port, worker, beats, 200)
-        half = len(held) // 2
-        done = [_work(job, "complete", {"result": {"ok": True}}) for job in held[:half]]
-        figures["POST /jobs/{id}/complete"], _ = load(port, worker, done, 200)
-        failed = [_work(job, "fail", {"error": "boom", "retryable": False}) for job in held[half:]]
-        figures["POST /jobs/{id}/fail"], _ = load(port, worker, failed, 200)
-    return figures
-
-
 def _work(job: dict[str, Any], verb: str, body: dict[str, Any]) -> Call:
     return "POST", f"/jobs/{job['id']}/{verb}", {**body, "attempt": job["attempt"]}
 
 
+class Round:
+    """One round: each call's burst right after a burst of the floor of its method."""
+
+    def __init__(self, floor: int, queuelog: int, tokens: dict[str, str], count: int) -> None:
+        self.floor, self.queuelog, self.tokens, self.count = floor, queuelog, tokens, count
+        self.rates: dict[str, tuple[float, float]] = {}  # call: (its rate, the floor's)
+
+    def pair(self, name: str, token: str, calls: Sequence[Call], expect: int) -> list[Any]:
+        """Time the floor of ``name``'s method, then ``calls``; returns their answers."""
+        method = name.split()[0]
+        floor_call = ("GET", "/noop", None) if method == "GET" else ("POST", "/noop", FLOOR_BODY)
+        floor, _ = load(self.floor, None, [floor_call] * len(calls), 200)
+        rate, answers = load(self.queuelog, self.tokens[token], calls, expect)
+        self.rates[name] = (rate, floor)
+        return answers
+
+    def run(self) -> dict[str, tuple[float, float]]:
+        """Every call of a job's life, ``count`` of each (work calls on the claimed jobs:
+        heartbeat each, then complete half and fail the other half)."""
+        count = self.count
+        enqueue = ("POST", "/jobs", {"type": "email.send", "payload": {"n": 1}})
+        jobs = self.pair("POST /jobs", "p", [enqueue] * count, 201)
+        self.pair("GET /jobs/{id}", "p", [("GET", f"/jobs/{job['id']}", None) for job in jobs], 200)
+        self.pair("GET /jobs", "p", [("GET", "/jobs", None)] * count, 200)
+        held = self.pair("POST /jobs/claim", "w", [("POST", "/jobs/claim", None)] * count, 200)
+        beats = [_work(job, "heartbeat", {"progress": 50}) for job in held]
+        self.pair("POST /jobs/{id}/heartbeat", "w", beats, 200)
+        half = len(held) // 2
+        done = [_work(job, "complete", {"result": {"ok": True}}) for job in held[:half]]
+        self.pair("POST /jobs/{id}/complete", "w", done, 200)
+        failed = [_work(job, "fail", {"error": "boom", "retryable": False}) for job in held[half:]]
+        self.pair("POST /jobs/{id}/fail", "w", failed, 200)
+        return self.rates
+
+
 def run(base: Path, rounds: int, count: int, report: Callable[..., None]) -> None:
-    """Print one row per call with its ratio to the floor of its method."""
-    best: dict[str, float] = {}
-    for n in range(rounds):
-        folder = Path(tempfile.mkdtemp(prefix=f"http{n}-", dir=base))
-        for name, value in {**floors(folder, count), **calls(folder, count)}.items():
-            best[name] = max(best.get(name, 0.0), value)
+    """Print one row per call: its best rate and its median ratio to the floor."""
+    database = prepare_database(base / "db", {"p": "producer", "w": "worker"})
+    measured: list[dict[str, tuple[float, float]]] = []
+    with (
+        gunicorn("bench.noop_app:app", dict(os.environ), "/noop", base) as floor,
+        gunicorn("wsgi:app", server_env(database), "/healthz", base) as queuelog,
+    ):
+        for _ in range(rounds):
+            measured.append(Round(floor, queuelog, database.tokens, count).run())
     print(
         f"HTTP through gunicorn -c gunicorn.conf.py ({_server_shape()}), {CLIENTS} keep-alive "
-        f"connections, {count} calls per figure, best of {rounds} rounds:"
+        f"connections, {count} calls per burst, {rounds} rounds (floor = no-op Flask JSON "
+        "GET/POST of the same method, served alongside):"
     )
-    report("floor: no-op Flask JSON GET", best["GET"], best["GET"], "req/s")
-    report("floor: no-op Flask JSON POST", best["POST"], best["POST"], "req/s")
-    for name in CALLS + WORK:
-        report(name, best[name], best[name.split()[0]], "req/s")
+    for method in ("GET", "POST"):
+        floors = [m[name][1] for m in measured for name in NAMES if name.startswith(method)]
+        report(f"floor: no-op Flask JSON {method} (best burst)", max(floors), max(floors), "req/s")
+    for name in NAMES:
+        ratio = statistics.median(m[name][0] / m[name][1] for m in measured)
+        best = max(m[name][0] for m in measured)
+        print(f"  {name:<52} {best:>10.0f} req/s   ratio  {ratio:5.2f} of floor (median)")
 
 
 def _server_shape() -> str:
