@@ -202,6 +202,31 @@ def get_visible_job(conn: Connection, job_id: int, viewer: Viewer) -> Job | None
     return job_of(row) if row else None
 
 
+def filter_conditions(
+    *,
+    status: Any = None,
+    job_type: Any = None,
+    priority: Any = None,
+    search: Any = None,
+    search_id: Any = None,
+) -> list[ColumnElement[bool]]:
+    """The list filters as conditions on ``jobs``: each a value or a bound parameter, None when
+    that filter is not set (``search_id``: the search text read as a job id, when it is one)."""
+    conditions: list[ColumnElement[bool]] = []
+    if status is not None:
+        conditions.append(jobs.c.status == status)
+    if job_type is not None:
+        conditions.append(jobs.c.type == job_type)
+    if priority is not None:
+        conditions.append(jobs.c.priority == priority)
+    if search is not None:
+        matches = [jobs.c.idempotency_key == search]
+        if search_id is not None:
+            matches.append(jobs.c.id == search_id)
+        conditions.append(or_(*matches))
+    return conditions
+
+
 ListShape = tuple[str, bool, bool, bool, int, bool, bool]
 
 
@@ -211,18 +236,14 @@ def _list_statement(shape: ListShape) -> Prepared:
     matches (0: no search, 1: idempotency key, 2: key or id) and the paging direction."""
     kind, status, job_type, priority, search, before, after = shape
     rule = _VIEWER_RULES[kind]
-    conditions: list[ColumnElement[bool]] = [] if rule is None else [rule]
-    if status:
-        conditions.append(jobs.c.status == bindparam("status"))
-    if job_type:
-        conditions.append(jobs.c.type == bindparam("type"))
-    if priority:
-        conditions.append(jobs.c.priority == bindparam("priority"))
-    if search:
-        matches = [jobs.c.idempotency_key == bindparam("search")]
-        if search == 2:
-            matches.append(jobs.c.id == bindparam("search_id"))
-        conditions.append(or_(*matches))
+    conditions = [] if rule is None else [rule]
+    conditions += filter_conditions(
+        status=bindparam("status") if status else None,
+        job_type=bindparam("type") if job_type else None,
+        priority=bindparam("priority") if priority else None,
+        search=bindparam("search") if search else None,
+        search_id=bindparam("search_id") if search == 2 else None,
+    )
     if before:
         conditions.append(jobs.c.id < bindparam("before_id"))
     if after:
