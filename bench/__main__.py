@@ -110,6 +110,67 @@ def floor_sqlite(path: Path, count: int) -> tuple[float, float]:
     return result
 
 
+_JOB = (
+    "INSERT INTO jobs (type, payload, priority, max_retries, created_by, run_at, created_at, "
+    "updated_at) VALUES ('email.send', ?, 0, 3, 1, ?, ?, ?) RETURNING id"
+)
+_EVENT = (
+    "INSERT INTO job_events (job_id, at, from_status, to_status, actor, attempt, kind) "
+    "VALUES (?, ?, ?, ?, 'p', ?, ?)"
+)
+_CLAIM = (
+    "UPDATE jobs SET status = 'running', worker_id = 'w', attempts = attempts + 1, "
+    "claimed_at = ?1, lease_expires_at = ?1, lease_seconds = 300, updated_at = ?1 "
+    "WHERE id = (SELECT id FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' "
+    "AND run_at <= ?1 ORDER BY priority DESC, run_at, id LIMIT 1) RETURNING id"
+)
+_COMPLETE = (
+    "UPDATE jobs SET status = 'completed', lease_expires_at = NULL, finished_at = ?1, "
+    "progress = 100, updated_at = ?1 WHERE id = ?2 AND status = 'running' AND worker_id = 'w'"
+)
+
+
+def floor_schema(folder: Path, count: int) -> tuple[float, float]:
+    """Raw sqlite3 on queuelog's own schema (its indexes are most of a commit's pages): the
+    same rows the service writes, a job and its event per operation, nothing else."""
+    make_app(folder).extensions["queuelog.db"].dispose()
+    conn = sqlite3.connect(folder / "bench.sqlite3", isolation_level=None)
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(
+        "INSERT INTO users (name, name_lower, role, session_nonce, created_at) "
+        "VALUES ('p', 'p', 'producer', 'n', '2026-01-01 00:00:00.000000')"
+    )
+
+    def stamp() -> str:
+        return str(utcnow().replace(tzinfo=None).isoformat(" ", "microseconds"))
+
+    def insert() -> int:
+        for _ in range(count):
+            at = stamp()
+            conn.execute("BEGIN IMMEDIATE")
+            (job_id,) = conn.execute(_JOB, (json.dumps({"n": 1}), at, at, at)).fetchone()
+            conn.execute(_EVENT, (job_id, at, None, "pending", None, "enqueued"))
+            conn.execute("COMMIT")
+        return count
+
+    def claim_finish() -> int:
+        for _ in range(count):
+            at = stamp()
+            conn.execute("BEGIN IMMEDIATE")
+            (job_id,) = conn.execute(_CLAIM, (at,)).fetchone()
+            conn.execute(_EVENT, (job_id, at, "pending", "running", 1, "claimed"))
+            conn.execute("COMMIT")
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(_COMPLETE, (at, job_id))
+            conn.execute(_EVENT, (job_id, at, "running", "completed", 1, "completed"))
+            conn.execute("COMMIT")
+        return count
+
+    result = timed(insert), timed(claim_finish)
+    conn.close()
+    return result
+
+
 def service_figures(app: Any, count: int) -> tuple[float, float]:
     """Enqueue then claim+complete through the service, one transaction per call."""
     with app.app_context():
@@ -198,13 +259,18 @@ def service_section(base: Path) -> None:
     for n in range(ROUNDS):
         (base / f"floor{n}").mkdir()
         floor = floor_sqlite(base / f"floor{n}" / "raw.sqlite3", count)
-        rounds.append(floor + service_figures(make_app(base / f"svc{n}"), count))
-    floor_insert, floor_claim, enqueue, claim = best(rounds)
+        same = floor_schema(base / f"schema{n}", count)
+        rounds.append(floor + same + service_figures(make_app(base / f"svc{n}"), count))
+    floor_insert, floor_claim, schema_insert, schema_claim, enqueue, claim = best(rounds)
     print("service layer vs raw sqlite3 (one commit per operation):")
-    report("floor: raw INSERT", floor_insert, floor_insert)
+    report("floor: raw INSERT (one-index table)", floor_insert, floor_insert)
+    report("floor: raw job + event INSERT, queuelog's schema", schema_insert, floor_insert)
     report("service.enqueue (with event row)", enqueue, floor_insert)
-    report("floor: raw claim UPDATE + finish UPDATE", floor_claim, floor_claim)
+    print(f"{'':56} = {enqueue / schema_insert:5.2f} of the same rows on the same schema")
+    report("floor: raw claim UPDATE + finish UPDATE (one index)", floor_claim, floor_claim)
+    report("floor: the same with events, queuelog's schema", schema_claim, floor_claim)
     report("service.claim + service.complete (with events)", claim, floor_claim)
+    print(f"{'':56} = {claim / schema_claim:5.2f} of the same rows on the same schema")
     print("claim at the head of the queue (index-served: ratio should stay near 1):")
     shallow_app, deep_app = make_app(base / "shallow"), make_app(base / "deep")
     shallow_actor, deep_actor = load_queue(shallow_app, 2_000), load_queue(deep_app, 200_000)
