@@ -1,27 +1,40 @@
 """One SQLAlchemy engine per app, tuned per backend, and the transaction helpers views use.
 
 SQLite runs in WAL mode with a busy timeout, and every write transaction starts with
-``BEGIN IMMEDIATE`` so two writers never deadlock on a lock upgrade. PostgreSQL uses the
-default READ COMMITTED isolation; the claim relies on ``FOR UPDATE SKIP LOCKED``.
+``BEGIN IMMEDIATE`` so two writers never deadlock on a lock upgrade. SQLite's own wait for that
+lock sleeps 1, 2, 5, 10... ms between tries, while a write holds it for well under a
+millisecond, so a waiting writer would mostly sleep past a free lock: instead the writers of a
+process take turns on a lock of their own, and the one whose turn it is asks SQLite again after
+50 us, doubling to 1 ms, until the busy timeout. PostgreSQL uses the default READ COMMITTED
+isolation; the claim relies on ``FOR UPDATE SKIP LOCKED``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from flask import Flask, current_app
+from flask import Flask, current_app, g, has_request_context
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 
 from app import wakeup
+from app.prepared import run_driver_sql
 from app.queue.store import JOB_DUE
 
 EXTENSION_KEY = "queuelog.db"
 WAKEUP_KEY = "queuelog.wakeup"
+WRITERS_KEY = "queuelog.writers"
+FIRST_PAUSE, LONGEST_PAUSE = 0.000_05, 0.001  # seconds between two tries for the write lock
 _READ_ONLY = "queuelog_read_only"
+_GATE = "queuelog_transaction_gate"
+Gate = Callable[[Connection, bool], None]
 
 
 def init_app(app: Flask) -> None:
@@ -32,6 +45,10 @@ def init_app(app: Flask) -> None:
         busy_timeout_ms=app.config["SQLITE_BUSY_TIMEOUT_MS"],
     )
     app.extensions[WAKEUP_KEY] = wakeup.for_database(app.config["DATABASE_URL"])
+    app.extensions[WRITERS_KEY] = WriterTurns(
+        app.config["SQLITE_BUSY_TIMEOUT_MS"] / 1000,
+        sqlite=make_url(app.config["DATABASE_URL"]).get_backend_name() == "sqlite",
+    )
 
 
 def make_engine(url: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 10_000) -> Engine:
@@ -57,10 +74,54 @@ def make_engine(url: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 1
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        read_only = conn.get_execution_options().get(_READ_ONLY, False)
-        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+        if conn.get_execution_options().get(_READ_ONLY, False):
+            run_driver_sql(conn, "BEGIN")
+        else:
+            driver = cast(sqlite3.Connection, conn.connection.driver_connection)
+            begin_writing(driver, busy_timeout_ms / 1000)
 
     return engine
+
+
+def begin_writing(driver: sqlite3.Connection, busy_timeout: float) -> None:
+    """``BEGIN IMMEDIATE``, asking again after short pauses while another writer holds the
+    lock; after ``busy_timeout`` seconds the busy error (a 503) is raised."""
+    deadline = time.monotonic() + busy_timeout
+    pause = FIRST_PAUSE
+    driver.execute("PRAGMA busy_timeout=0")  # each try answers at once
+    try:
+        while True:
+            try:
+                driver.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                    raise OperationalError("BEGIN IMMEDIATE", (), exc) from None
+            time.sleep(pause)
+            pause = min(pause * 2, LONGEST_PAUSE)
+    finally:
+        driver.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+
+
+class WriterTurns:
+    """The write transactions of one process take turns (a lock per engine): threads waiting
+    here sleep until woken, and only the one whose turn it is asks SQLite for its lock."""
+
+    def __init__(self, busy_timeout: float, *, sqlite: bool) -> None:
+        self.busy_timeout = busy_timeout
+        self._lock = threading.RLock() if sqlite else None  # PostgreSQL writers need no turns
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """Hold this process's turn to write (given up after the busy timeout: SQLite's own
+        lock then decides, as it always does)."""
+        if self._lock is None or not self._lock.acquire(timeout=self.busy_timeout):
+            yield
+            return
+        try:
+            yield
+        finally:
+            self._lock.release()
 
 
 def engine(app: Flask | None = None) -> Engine:
@@ -73,6 +134,18 @@ def wakeups(app: Flask | None = None) -> wakeup.Wakeup:
     return (app or current_app).extensions[WAKEUP_KEY]  # type: ignore[no-any-return]
 
 
+def gate_transactions(check: Gate) -> None:
+    """For the rest of this request, every transaction runs ``check(conn, writable)`` before
+    anything else (the JSON API authenticates its caller so, in the transaction of the work)."""
+    setattr(g, _GATE, check)
+
+
+def _gate(conn: Connection, *, writable: bool) -> None:
+    check: Gate | None = g.get(_GATE) if has_request_context() else None
+    if check is not None:
+        check(conn, writable)
+
+
 @contextmanager
 def transaction(app: Flask | None = None) -> Iterator[Connection]:
     """A write transaction: committed when the block ends, rolled back if it raises.
@@ -82,9 +155,11 @@ def transaction(app: Flask | None = None) -> Iterator[Connection]:
     only if it commits), after the commit on SQLite.
     """
     bell = wakeups(app)
-    with engine(app).connect() as conn:
+    writers: WriterTurns = (app or current_app).extensions[WRITERS_KEY]
+    with writers.turn(), engine(app).connect() as conn:
         conn.info.pop(JOB_DUE, None)  # info lives with the pooled connection: start clean
         with conn.begin():
+            _gate(conn, writable=True)
             yield conn
             due = conn.info.pop(JOB_DUE, False)
             if due:
@@ -99,4 +174,5 @@ def read(app: Flask | None = None) -> Iterator[Connection]:
     with engine(app).connect() as conn:
         conn = conn.execution_options(**{_READ_ONLY: True})
         with conn.begin():
+            _gate(conn, writable=False)
             yield conn

@@ -23,13 +23,22 @@ CONTENT_SECURITY_POLICY = "; ".join(
 )
 
 API_ROOTS = ("/jobs", "/schedules", "/metrics", "/audit")
+_API_PREFIXES = tuple(f"{root}/" for root in API_ROOTS)
 
 
 def is_api_path(path: str) -> bool:
     """True for the JSON API's routes, which authenticate by bearer token only."""
-    return any(path == root or path.startswith(f"{root}/") for root in API_ROOTS)
+    return path in API_ROOTS or path.startswith(_API_PREFIXES)
 
 
+# Set on every response that does not set them itself (in this order).
+SAFE_HEADERS = (
+    ("Content-Security-Policy", CONTENT_SECURITY_POLICY),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "strict-origin-when-cross-origin"),
+    ("X-Frame-Options", "DENY"),
+)
+HSTS = ("Strict-Transport-Security", "max-age=31536000")
 HOST_PREFIX = "__Host-"
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -74,12 +83,10 @@ def init_app(app: Flask) -> None:
     @app.after_request
     def security_headers(response: Response) -> Response:
         headers = response.headers
-        headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
-        headers.setdefault("X-Content-Type-Options", "nosniff")
-        headers.setdefault("Referrer-Policy", "strict-origin-when-cross-origin")
-        headers.setdefault("X-Frame-Options", "DENY")
-        if request.is_secure:
-            headers.setdefault("Strict-Transport-Security", "max-age=31536000")
+        # One pass over the headers the response has (setdefault would rescan them per name).
+        present = {name.lower() for name, _ in headers.items()}
+        wanted = (*SAFE_HEADERS, HSTS) if request.is_secure else SAFE_HEADERS
+        headers.extend([(name, value) for name, value in wanted if name.lower() not in present])
         if request.endpoint != "static":
             headers["Cache-Control"] = "no-store"
         return response

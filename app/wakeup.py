@@ -132,11 +132,15 @@ class SocketWakeup(Wakeup):
     def after_commit(self) -> None:
         self.bell.ring()
         own = self._name if self._pid == os.getpid() else ""
+        try:
+            waiters = [name for name in os.listdir(self.folder) if name != own]
+        except FileNotFoundError:
+            return  # no process has waited on this database yet
+        if not waiters:
+            return  # the common case: no claim is waiting, nothing to open
         with self._opened() as fd, socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
             sender.setblocking(False)
-            for name in os.listdir(fd):
-                if name == own:
-                    continue
+            for name in waiters:
                 path = f"/proc/self/fd/{fd}/{name}"
                 try:
                     sender.sendto(b"!", path)

@@ -7,22 +7,18 @@ do, so a noisy shared machine moves both together:
   statements with the same pragmas and the same commit per operation;
 * claim latency at the head of a deep queue against the same claim on a shallow queue
   (index-served: the ratio should stay near 1);
-* the HTTP API through gunicorn (4 workers, 8 client threads) against an unauthenticated
-  request that stops at the token check (the WSGI stack without the database).
+* each call of the HTTP API through gunicorn against a no-op Flask JSON app served by the
+  same gunicorn configuration (``bench/http_calls.py``).
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import shutil
-import socket
 import sqlite3
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +34,7 @@ from app.queue.requests import EnqueueBody
 from app.queue_settings import queue_settings
 from app.schema import jobs
 from app.timeutil import utcnow
-from bench import e2e, pg
+from bench import e2e, http_calls, pg
 from bench.scale import run_scale
 
 SECRET = "bench-secret-" + "x" * 40
@@ -106,6 +102,67 @@ def floor_sqlite(path: Path, count: int) -> tuple[float, float]:
             conn.execute(
                 "UPDATE t SET status='completed' WHERE id=? AND status='running'", (job_id,)
             )
+            conn.execute("COMMIT")
+        return count
+
+    result = timed(insert), timed(claim_finish)
+    conn.close()
+    return result
+
+
+_JOB = (
+    "INSERT INTO jobs (type, payload, priority, max_retries, created_by, run_at, created_at, "
+    "updated_at) VALUES ('email.send', ?, 0, 3, 1, ?, ?, ?) RETURNING id"
+)
+_EVENT = (
+    "INSERT INTO job_events (job_id, at, from_status, to_status, actor, attempt, kind) "
+    "VALUES (?, ?, ?, ?, 'p', ?, ?)"
+)
+_CLAIM = (
+    "UPDATE jobs SET status = 'running', worker_id = 'w', attempts = attempts + 1, "
+    "claimed_at = ?1, lease_expires_at = ?1, lease_seconds = 300, updated_at = ?1 "
+    "WHERE id = (SELECT id FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' "
+    "AND run_at <= ?1 ORDER BY priority DESC, run_at, id LIMIT 1) RETURNING id"
+)
+_COMPLETE = (
+    "UPDATE jobs SET status = 'completed', lease_expires_at = NULL, finished_at = ?1, "
+    "progress = 100, updated_at = ?1 WHERE id = ?2 AND status = 'running' AND worker_id = 'w'"
+)
+
+
+def floor_schema(folder: Path, count: int) -> tuple[float, float]:
+    """Raw sqlite3 on queuelog's own schema (its indexes are most of a commit's pages): the
+    same rows the service writes, a job and its event per operation, nothing else."""
+    make_app(folder).extensions["queuelog.db"].dispose()
+    conn = sqlite3.connect(folder / "bench.sqlite3", isolation_level=None)
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(
+        "INSERT INTO users (name, name_lower, role, session_nonce, created_at) "
+        "VALUES ('p', 'p', 'producer', 'n', '2026-01-01 00:00:00.000000')"
+    )
+
+    def stamp() -> str:
+        return str(utcnow().replace(tzinfo=None).isoformat(" ", "microseconds"))
+
+    def insert() -> int:
+        for _ in range(count):
+            at = stamp()
+            conn.execute("BEGIN IMMEDIATE")
+            (job_id,) = conn.execute(_JOB, (json.dumps({"n": 1}), at, at, at)).fetchone()
+            conn.execute(_EVENT, (job_id, at, None, "pending", None, "enqueued"))
+            conn.execute("COMMIT")
+        return count
+
+    def claim_finish() -> int:
+        for _ in range(count):
+            at = stamp()
+            conn.execute("BEGIN IMMEDIATE")
+            (job_id,) = conn.execute(_CLAIM, (at,)).fetchone()
+            conn.execute(_EVENT, (job_id, at, "pending", "running", 1, "claimed"))
+            conn.execute("COMMIT")
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(_COMPLETE, (at, job_id))
+            conn.execute(_EVENT, (job_id, at, "running", "completed", 1, "completed"))
             conn.execute("COMMIT")
         return count
 
@@ -183,122 +240,6 @@ def claim_rate(app: Any, actor: Actor, samples: int) -> float:
         return timed(claims)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def http_figures(folder: Path, seconds: float) -> tuple[float, float, float]:
-    """Requests per second through gunicorn: floor (401), enqueue, claim+complete."""
-    app = make_app(folder)
-    with app.app_context(), db.transaction() as conn:
-        for name, role in (("p", "producer"), ("w", "worker")):
-            accounts.create_user(conn, accounts.OPERATOR, name, role, now=utcnow())
-        _, producer = accounts.create_token(conn, accounts.OPERATOR, "p", now=utcnow())
-        _, worker = accounts.create_token(conn, accounts.OPERATOR, "w", now=utcnow())
-    app.extensions["queuelog.db"].dispose()
-    port = free_port()
-    env = {
-        **os.environ,
-        "FLASK_SECRET_KEY": SECRET,
-        "FLASK_DATABASE_URL": json.dumps(f"sqlite:///{folder / 'bench.sqlite3'}"),
-    }
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-w",
-            "4",
-            "-b",
-            f"127.0.0.1:{port}",
-            "--no-control-socket",
-            "--log-level",
-            "warning",
-            "wsgi:app",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
-    try:
-        _wait_ready(port)
-        floor = _load(port, seconds, lambda c: _call(c, "GET", "/jobs", None, None) == 401)
-        enqueue = _load(
-            port,
-            seconds,
-            lambda c: _call(c, "POST", "/jobs", producer, {"type": "email.send"}) == 201,
-        )
-        claim = _load(port, seconds, lambda c: _claim_complete(c, worker))
-        return floor, enqueue, claim
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
-
-
-def _wait_ready(port: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            if _call(conn, "GET", "/jobs", None, None) == 401:
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError("gunicorn did not start")
-
-
-def _call(
-    conn: http.client.HTTPConnection, method: str, path: str, token: str | None, body: Any
-) -> int:
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
-    response = conn.getresponse()
-    response.read()
-    return response.status
-
-
-def _claim_complete(conn: http.client.HTTPConnection, token: str) -> bool:
-    headers = {"Authorization": f"Bearer {token}"}
-    conn.request("POST", "/jobs/claim", headers=headers)
-    response = conn.getresponse()
-    data = response.read()
-    if response.status == 204:
-        return True
-    job = json.loads(data)
-    return _call(conn, "POST", f"/jobs/{job['id']}/complete", token, {}) == 200
-
-
-def _load(
-    port: int, seconds: float, call: Callable[[http.client.HTTPConnection], bool], clients: int = 8
-) -> float:
-    """Requests per second with ``clients`` threads calling for ``seconds``."""
-    done = [0] * clients
-    errors = [0] * clients
-    stop = time.monotonic() + seconds
-
-    def run(index: int) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        while time.monotonic() < stop:
-            if call(conn):
-                done[index] += 1
-            else:
-                errors[index] += 1
-        conn.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
-    start = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if sum(errors):
-        print(f"  ({sum(errors)} unexpected answers)")
-    return rate(sum(done), time.perf_counter() - start)
-
-
 ROUNDS = 3  # each figure is the best of this many rounds, floors and figures interleaved
 BENCH_LIMITS = {"email.send": {"max_running": 1_000_000, "rate_limit": "1000000/second"}}
 
@@ -309,7 +250,7 @@ def best(rounds: list[tuple[float, ...]]) -> tuple[float, ...]:
 
 
 def service_section(base: Path) -> None:
-    """Service layer, deep queue and HTTP figures against their floors."""
+    """Service layer and deep queue figures against their floors."""
     count = int(os.environ.get("BENCH_OPS", "1000"))
     print(
         f"queuelog bench: {count} operations per figure, best of {ROUNDS} rounds, "
@@ -319,13 +260,18 @@ def service_section(base: Path) -> None:
     for n in range(ROUNDS):
         (base / f"floor{n}").mkdir()
         floor = floor_sqlite(base / f"floor{n}" / "raw.sqlite3", count)
-        rounds.append(floor + service_figures(make_app(base / f"svc{n}"), count))
-    floor_insert, floor_claim, enqueue, claim = best(rounds)
+        same = floor_schema(base / f"schema{n}", count)
+        rounds.append(floor + same + service_figures(make_app(base / f"svc{n}"), count))
+    floor_insert, floor_claim, schema_insert, schema_claim, enqueue, claim = best(rounds)
     print("service layer vs raw sqlite3 (one commit per operation):")
-    report("floor: raw INSERT", floor_insert, floor_insert)
+    report("floor: raw INSERT (one-index table)", floor_insert, floor_insert)
+    report("floor: raw job + event INSERT, queuelog's schema", schema_insert, floor_insert)
     report("service.enqueue (with event row)", enqueue, floor_insert)
-    report("floor: raw claim UPDATE + finish UPDATE", floor_claim, floor_claim)
+    print(f"{'':56} = {enqueue / schema_insert:5.2f} of the same rows on the same schema")
+    report("floor: raw claim UPDATE + finish UPDATE (one index)", floor_claim, floor_claim)
+    report("floor: the same with events, queuelog's schema", schema_claim, floor_claim)
     report("service.claim + service.complete (with events)", claim, floor_claim)
+    print(f"{'':56} = {claim / schema_claim:5.2f} of the same rows on the same schema")
     print("claim at the head of the queue (index-served: ratio should stay near 1):")
     shallow_app, deep_app = make_app(base / "shallow"), make_app(base / "deep")
     # The claimed type limited (limits it never reaches): each claim takes its type's turn,
@@ -346,11 +292,12 @@ def service_section(base: Path) -> None:
     report("claims/s with 2,000 pending (floor)", shallow, shallow)
     report("claims/s with 200,000 pending", deep, shallow)
     report("claims/s with 2,000 pending, max_running + rate_limit", limited, shallow)
-    print("HTTP through gunicorn (4 workers, 8 client threads):")
-    floor_http, enqueue_http, claim_http = http_figures(base / "http", 5.0)
-    report("floor: 401 at the token check", floor_http, floor_http, "req/s")
-    report("POST /jobs", enqueue_http, floor_http, "req/s")
-    report("POST /jobs/claim + complete (pairs)", claim_http, floor_http, "pairs/s")
+
+
+def http_section(base: Path) -> None:
+    """Each API call through gunicorn against the no-op floor."""
+    rounds = int(os.environ.get("BENCH_HTTP_ROUNDS", "5"))
+    http_calls.run(base, rounds, int(os.environ.get("BENCH_HTTP_CALLS", "500")), report)
 
 
 def scale_section(base: Path) -> None:
@@ -361,6 +308,7 @@ def scale_section(base: Path) -> None:
 
 SECTIONS = {
     "service": service_section,
+    "http": http_section,
     "e2e": e2e.run,
     "pg": pg.run,
     "scale": scale_section,

@@ -289,11 +289,25 @@ def create_token(
     return token, raw
 
 
-def resolve_token(conn: Connection, raw: str, *, now: datetime) -> tuple[ApiToken, User] | None:
-    """The live (unrevoked, unexpired) token and enabled user behind a raw bearer token."""
+def bearer_hash(raw: str) -> str | None:
+    """The stored hash of a raw bearer token; None when the text cannot be a token at all."""
     if not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
         return None
-    return store.token_owner(conn, hash_token(raw), now)
+    return hash_token(raw)
+
+
+def token_owner(
+    conn: Connection, token_hash: str, *, now: datetime
+) -> tuple[ApiToken, User] | None:
+    """The live (unrevoked, unexpired) token with this hash (``bearer_hash``) and its enabled
+    user."""
+    return store.token_owner(conn, token_hash, now)
+
+
+def resolve_token(conn: Connection, raw: str, *, now: datetime) -> tuple[ApiToken, User] | None:
+    """The live (unrevoked, unexpired) token and enabled user behind a raw bearer token."""
+    token_hash = bearer_hash(raw)
+    return None if token_hash is None else token_owner(conn, token_hash, now=now)
 
 
 def needs_touch(token: ApiToken, now: datetime) -> bool:

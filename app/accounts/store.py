@@ -6,13 +6,33 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
 
 from app.accounts.models import ApiToken, User
-from app.schema import api_tokens, recovery_codes, users
+from app.prepared import Prepared
+from app.schema import UTCDateTime, api_tokens, recovery_codes, users
 
 _USER_COLUMNS = [users.c[name] for name in User.__dataclass_fields__]
 _TOKEN_COLUMNS = [api_tokens.c[name] for name in ApiToken.__dataclass_fields__]
+# Every API request looks its token up and, about once a minute, records its use.
+_TOKEN_OWNER = Prepared(
+    select(*_TOKEN_COLUMNS, *_USER_COLUMNS)
+    .join(users, users.c.id == api_tokens.c.user_id)
+    .where(
+        api_tokens.c.token_hash == bindparam("token_hash"),
+        api_tokens.c.revoked_at.is_(None),
+        or_(
+            api_tokens.c.expires_at.is_(None),
+            api_tokens.c.expires_at > bindparam("now", type_=UTCDateTime()),
+        ),
+        users.c.disabled.is_(False),
+    )
+)
+_TOUCH_TOKEN = Prepared(
+    update(api_tokens)
+    .where(api_tokens.c.id == bindparam("token_id"))
+    .values(last_used_at=bindparam("now", type_=UTCDateTime()))
+)
 
 
 def count_users(conn: Connection) -> int:
@@ -75,27 +95,16 @@ def insert_token(conn: Connection, values: Mapping[str, Any]) -> ApiToken:
 
 def token_owner(conn: Connection, token_hash: str, now: datetime) -> tuple[ApiToken, User] | None:
     """The live (unrevoked, unexpired) token with this hash and its enabled owner."""
-    row = conn.execute(
-        select(*_TOKEN_COLUMNS, *[c.label(f"owner_{c.name}") for c in _USER_COLUMNS])
-        .join(users, users.c.id == api_tokens.c.user_id)
-        .where(
-            api_tokens.c.token_hash == token_hash,
-            api_tokens.c.revoked_at.is_(None),
-            or_(api_tokens.c.expires_at.is_(None), api_tokens.c.expires_at > now),
-            users.c.disabled.is_(False),
-        )
-    ).first()
+    row = _TOKEN_OWNER.row(conn, {"token_hash": token_hash, "now": now})
     if row is None:
         return None
-    mapping = row._mapping
-    token = ApiToken.from_row(mapping)
-    user = User.from_row({name: mapping[f"owner_{name}"] for name in User.__dataclass_fields__})
-    return token, user
+    split = len(_TOKEN_COLUMNS)
+    return ApiToken(*row[:split]), User(*row[split:])
 
 
 def touch_token(conn: Connection, token_id: int, now: datetime) -> None:
     """Record that a token was used."""
-    conn.execute(update(api_tokens).where(api_tokens.c.id == token_id).values(last_used_at=now))
+    _TOUCH_TOKEN.run(conn, {"token_id": token_id, "now": now})
 
 
 def list_tokens(conn: Connection, user_id: int | None = None) -> list[tuple[ApiToken, str]]:

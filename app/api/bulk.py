@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from flask import Response, g, jsonify
+from flask import Response, jsonify
 
 from app import bulk_runs
+from app.api.auth import current_actor
 from app.api.openapi import Operation, Reply, documented
 from app.api.problems import problem
 from app.api.views import ROLE, bp, parse_body, requires
@@ -40,9 +41,10 @@ def stale_count(exc: StaleCount) -> Response:
 def bulk_jobs() -> Response:
     body = parse_body(BulkBody)
     selection = body.to_selection()
+    actor = current_actor()
     if body.expect_count is None:
-        found = bulk_runs.preview(g.actor, selection)
-        sample = [job.as_json(include_error=g.actor.sees_errors) for job in found.sample]
+        found = bulk_runs.preview(actor, selection)
+        sample = [job.as_json(include_error=actor.sees_errors) for job in found.sample]
         return jsonify({"count": found.count, "sample": sample})
-    done = bulk_runs.apply(g.actor, selection, reason=body.reason, expect_count=body.expect_count)
+    done = bulk_runs.apply(actor, selection, reason=body.reason, expect_count=body.expect_count)
     return jsonify({"operation": done.operation, "affected": done.affected})

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, g, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 
-from app import access, db
+from app import db
+from app.api.auth import requires
 from app.api.openapi import Operation, Reply, documented
 from app.audit import query
 from app.monitoring import rollup
@@ -15,7 +16,6 @@ from app.timeutil import utcnow
 
 bp = Blueprint("ops", __name__)
 EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-requires = access.guard(lambda: g.actor)  # the API blueprint's token check sets g.actor
 ROLE = "The caller's role may not do this"
 
 

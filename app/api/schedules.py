@@ -7,8 +7,9 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
-from app import access, db
+from app import db
 from app.api import body
+from app.api.auth import requires
 from app.api.openapi import Operation, Reply, documented
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
@@ -25,7 +26,6 @@ from app.timeutil import utcnow
 bp = Blueprint("schedules", __name__)
 
 
-requires = access.guard(lambda: g.actor)  # the API blueprint's token check sets g.actor
 SCHEDULE = Reply("The schedule", ScheduleOut)
 ADMINS = {403: "Only admins manage schedules"}
 UNKNOWN = {**ADMINS, 404: "No such schedule"}

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, g, jsonify, request
 
-from app import access, db
+from app import db
 from app.api import body
+from app.api.auth import requires
 from app.api.openapi import Operation, Reply, documented
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
@@ -18,7 +19,6 @@ from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 
 bp = Blueprint("types", __name__)
-requires = access.guard(lambda: g.actor)  # the API blueprint's token check sets g.actor
 ADMINS = {403: "Only admins manage job types"}
 
 

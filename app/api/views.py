@@ -7,11 +7,10 @@ from typing import Any, TypeVar
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
-from app import access, db, ticks
-from app.api import body, longpoll, ops
+from app import db, ticks
+from app.api import auth, body, longpoll, ops
 from app.api import schedules as schedules_api
 from app.api import types as types_api
-from app.api.auth import Unauthorized, authenticate
 from app.api.openapi import Operation, Reply, documented
 from app.api.problems import problem
 from app.audit import hooks as audit
@@ -44,18 +43,19 @@ bp.register_blueprint(types_api.bp)
 Model = TypeVar("Model", bound=RequestModel)
 
 
-# Each route names its policy action: checked before the body is read, with the token's actor.
-requires = access.guard(lambda: g.actor)
+# Each route names its policy action, checked in its transaction with the token's actor.
+requires = auth.requires
 
 
 @bp.before_request
 def require_token() -> None:
-    """Every API route needs a valid bearer token (the route's decorator checks its action)."""
-    authenticate()
+    """Every API route needs a valid bearer token: each route's transaction authenticates it
+    and checks the action the route declares with ``requires``."""
+    auth.read_credential()
 
 
-@bp.errorhandler(Unauthorized)
-def unauthorized(exc: Unauthorized) -> Response:
+@bp.errorhandler(auth.Unauthorized)
+def unauthorized(exc: auth.Unauthorized) -> Response:
     return problem(401, str(exc), headers={"WWW-Authenticate": "Bearer"})
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import ColumnElement, Connection, delete, func, select
 
 from app.queue.models import Job
 from app.queue.states import TERMINAL
-from app.queue.store import JOB_COLUMNS
+from app.queue.store import JOB_COLUMNS, job_of
 from app.schema import jobs
 
 # Rows fetched per round trip while reading a set (a server-side cursor on PostgreSQL), so a
@@ -39,7 +39,7 @@ def count(conn: Connection, conditions: Sequence[ColumnElement[bool]]) -> int:
 def newest(conn: Connection, conditions: Sequence[ColumnElement[bool]], limit: int) -> list[Job]:
     """The newest ``limit`` matching jobs."""
     query = select(*JOB_COLUMNS).where(*conditions).order_by(jobs.c.id.desc()).limit(limit)
-    return [Job.from_row(row._mapping) for row in conn.execute(query)]
+    return [job_of(row) for row in conn.execute(query)]
 
 
 def ids(conn: Connection, conditions: Sequence[ColumnElement[bool]], limit: int) -> Iterator[int]:
@@ -60,9 +60,9 @@ def lock(
     for the caller to try again. SQLite has one writer at a time: nothing is ever busy."""
     query = select(*JOB_COLUMNS).where(jobs.c.id.in_(ids), *conditions).order_by(jobs.c.id)
     if conn.dialect.name != "postgresql":
-        return [Job.from_row(row._mapping) for row in conn.execute(query)], []
+        return [job_of(row) for row in conn.execute(query)], []
     taken = [
-        Job.from_row(row._mapping) for row in conn.execute(query.with_for_update(skip_locked=True))
+        job_of(row) for row in conn.execute(query.with_for_update(skip_locked=True))
     ]
     seen = {job.id for job in taken}
     rest = [job_id for job_id in ids if job_id not in seen]

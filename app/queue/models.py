@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
@@ -18,6 +18,8 @@ def iso(value: datetime | None) -> str | None:
     if value is None:
         return None
     # isoformat, not strftime("%Y"): glibc writes year 1 as "1", which is not ISO 8601.
+    if value.tzinfo is UTC:  # what the database hands back: only "+00:00" becomes "Z"
+        return value.isoformat(timespec="microseconds")[:-6] + "Z"
     return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
@@ -158,9 +160,12 @@ class Job:
     finished_at: datetime | None
 
     @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> Job:
-        """Build a job from a ``jobs`` row mapping."""
-        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+    def from_values(cls, values: Sequence[Any]) -> Job:
+        """Build a job from its field values in order (a row of the store's job columns).
+        Lists build many: this skips the frozen ``__init__``'s ``__setattr__`` per field."""
+        job = object.__new__(cls)
+        job.__dict__.update(zip(_JOB_FIELDS, values, strict=True))
+        return job
 
     @property
     def priority_label(self) -> str:
@@ -197,6 +202,9 @@ class Job:
         return body
 
 
+_JOB_FIELDS = tuple(Job.__dataclass_fields__)
+
+
 @dataclass(frozen=True)
 class Event:
     """One row of ``job_events``: a transition of a job."""
@@ -211,11 +219,6 @@ class Event:
     kind: str
     error: str | None
     note: str | None
-
-    @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> Event:
-        """Build an event from a ``job_events`` row mapping."""
-        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
     def as_seen_by(self, actor: Actor) -> Event:
         """The event as ``actor`` may see it: without the error text unless they may read it."""

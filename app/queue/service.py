@@ -26,14 +26,19 @@ MAX_MESSAGE_BYTES = 500  # the progress_message column
 _system_random = random.SystemRandom()
 
 
-def visibility(actor: Actor) -> ColumnElement[bool] | None:
-    """The condition selecting the jobs ``actor`` may see (None: all of them)."""
+def viewer(actor: Actor) -> store.Viewer:
+    """Whose jobs ``actor`` may see, as the store's reads take it."""
     seen = scope(actor)
     if seen is Scope.ALL:
-        return None
+        return store.Viewer()
     if seen is Scope.HELD:
-        return store.visible_to_worker(actor.name)
-    return store.visible_to_owner(actor.id)
+        return store.Viewer(holder=actor.name)
+    return store.Viewer(owner=actor.id)
+
+
+def visibility(actor: Actor) -> ColumnElement[bool] | None:
+    """The condition selecting the jobs ``actor`` may see (None: all of them)."""
+    return viewer(actor).condition()
 
 
 def enqueue(
@@ -92,7 +97,7 @@ def _same_request(existing: Job, request: EnqueueRequest) -> Job:
 
 def get_job(conn: Connection, actor: Actor, job_id: int) -> Job:
     """A job the actor may see; NotFound for missing and invisible alike."""
-    job = store.get_job(conn, job_id, visibility(actor))
+    job = store.get_visible_job(conn, job_id, viewer(actor))
     if job is None:
         raise NotFound(f"job {job_id} does not exist")
     return job
@@ -100,7 +105,7 @@ def get_job(conn: Connection, actor: Actor, job_id: int) -> Job:
 
 def list_jobs(conn: Connection, actor: Actor, filters: JobFilters) -> JobPage:
     """A page of the jobs the actor may see, newest first, with keyset cursors."""
-    found, more = store.list_jobs(conn, filters, visibility(actor))
+    found, more = store.list_jobs(conn, filters, viewer(actor))
     going_newer = filters.after_id is not None
     next_cursor = prev_cursor = None
     if found and (more or going_newer):
@@ -215,7 +220,7 @@ def _holds(actor: Actor, job: Job | None, attempt: int | None) -> bool:
 def _refusal(conn: Connection, actor: Actor, job_id: int, attempt: int | None) -> QueueError:
     """Why a worker's call on a job it does not hold was refused: 404 for an id that does not
     exist, 409 otherwise. A job the caller cannot see answers without its state."""
-    job = store.get_job(conn, job_id, visibility(actor))
+    job = store.get_visible_job(conn, job_id, viewer(actor))
     if job is None:
         if store.get_job(conn, job_id) is None:
             return NotFound(f"job {job_id} does not exist")

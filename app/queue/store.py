@@ -3,13 +3,17 @@ move a job between states live in ``store_transitions``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Integer,
+    String,
     and_,
     bindparam,
     delete,
@@ -21,33 +25,69 @@ from sqlalchemy import (
     type_coerce,
 )
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.elements import BindParameter
 
+from app.prepared import Prepared
 from app.queue.models import Event, Job, JobFilters
 from app.queue.states import EventKind, JobStatus
 from app.schema import UTCDateTime, job_events, jobs
 
 JOB_COLUMNS = [jobs.c[name] for name in Job.__dataclass_fields__]
-# Built once: the hottest statements skip per-call construction and cache-key work.
-_INSERT_JOB = insert(jobs).returning(*JOB_COLUMNS)
-_SELECT_JOB = select(*JOB_COLUMNS).where(jobs.c.id == bindparam("job_id"))
-_INSERT_EVENT = insert(job_events)
+EVENT_COLUMNS = [job_events.c[name] for name in Event.__dataclass_fields__]
 # Set in a connection's info when a statement made a job pending: the transaction helper wakes
 # long-polling claims once the transaction commits.
 JOB_DUE = "queuelog_wake"
 
 
+def job_of(row: Sequence[Any]) -> Job:
+    """A job from a row of ``JOB_COLUMNS``."""
+    return Job.from_values(row)
+
+
+@lru_cache(maxsize=16)
+def _insert_job(columns: tuple[str, ...]) -> Prepared:
+    """The job INSERT of one set of columns (what an enqueue sets; the rest are defaults)."""
+    values = {name: bindparam(name, type_=jobs.c[name].type) for name in columns}
+    return Prepared(insert(jobs).values(values).returning(*JOB_COLUMNS))
+
+
+_SELECT_JOB = select(*JOB_COLUMNS).where(jobs.c.id == bindparam("job_id"))
+_GET_JOB = Prepared(_SELECT_JOB)
+_INSERT_EVENT = Prepared(
+    insert(job_events).values(
+        {
+            name: bindparam(name, type_=job_events.c[name].type)
+            for name in Event.__dataclass_fields__
+            if name != "id"
+        }
+    )
+)
+_BY_IDEMPOTENCY_KEY = Prepared(
+    select(*JOB_COLUMNS).where(
+        jobs.c.created_by == bindparam("owner_id"), jobs.c.idempotency_key == bindparam("key")
+    )
+)
+_EVENTS = Prepared(
+    select(*EVENT_COLUMNS)
+    .where(job_events.c.job_id == bindparam("job_id"))
+    .order_by(job_events.c.id)
+)
+
+
 def insert_job(conn: Connection, values: Mapping[str, Any], *, actor: str) -> Job | None:
     """Insert a job and its ``enqueued`` event; None when its (owner, idempotency key) exists."""
+    statement = _insert_job(tuple(sorted(values)))
     if values.get("idempotency_key") is None:  # nothing to collide on: no savepoint needed
-        row = conn.execute(_INSERT_JOB, dict(values)).one()
+        row = statement.row(conn, values)
     else:
         try:
             with conn.begin_nested():
-                row = conn.execute(_INSERT_JOB, dict(values)).one()
+                row = statement.row(conn, values)
         except IntegrityError:
             return None
+    assert row is not None  # INSERT ... RETURNING
     conn.info[JOB_DUE] = True
-    job = Job.from_row(row._mapping)
+    job = job_of(row)
     append_event(
         conn, job=job, at=job.created_at, from_status=None, kind=EventKind.ENQUEUED, actor=actor
     )
@@ -81,33 +121,28 @@ def event_row(
 def append_event(conn: Connection, **event: Any) -> None:
     """Append the event that brought a job to its current status (``event_row``'s arguments).
     Only ``insert_job`` and the named transitions call it, so no state change goes unrecorded."""
-    conn.execute(_INSERT_EVENT, event_row(**event))
+    _INSERT_EVENT.run(conn, event_row(**event))
 
 
 def append_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Append many ``event_row`` rows in one executemany (a claim of many jobs)."""
-    if rows:
-        conn.execute(_INSERT_EVENT, rows)
+    """Append many ``event_row`` rows (a claim of many jobs)."""
+    for row in rows:
+        _INSERT_EVENT.run(conn, row)
 
 
 def find_by_idempotency_key(conn: Connection, owner_id: int, key: str) -> Job | None:
     """The job ``owner_id`` enqueued with ``key``, if any."""
-    row = conn.execute(
-        select(*JOB_COLUMNS).where(jobs.c.created_by == owner_id, jobs.c.idempotency_key == key)
-    ).first()
-    return Job.from_row(row._mapping) if row else None
+    row = _BY_IDEMPOTENCY_KEY.row(conn, {"owner_id": owner_id, "key": key})
+    return job_of(row) if row else None
 
 
-def get_job(
-    conn: Connection, job_id: int, visible: ColumnElement[bool] | None = None
-) -> Job | None:
-    """One job by id, optionally restricted by a visibility condition."""
-    query = _SELECT_JOB if visible is None else _SELECT_JOB.where(visible)
-    row = conn.execute(query, {"job_id": job_id}).first()
-    return Job.from_row(row._mapping) if row else None
+def get_job(conn: Connection, job_id: int) -> Job | None:
+    """One job by id."""
+    row = _GET_JOB.row(conn, {"job_id": job_id})
+    return job_of(row) if row else None
 
 
-def visible_to_worker(name: str) -> ColumnElement[bool]:
+def visible_to_worker(name: str | BindParameter[str]) -> ColumnElement[bool]:
     """Jobs a worker holds now or held in any earlier attempt."""
     # Every claim writes a running event with the worker as actor, so the events alone say
     # which jobs a worker holds or held (and their index answers it).
@@ -117,50 +152,159 @@ def visible_to_worker(name: str) -> ColumnElement[bool]:
     return jobs.c.id.in_(held)
 
 
-def visible_to_owner(user_id: int) -> ColumnElement[bool]:
+def visible_to_owner(user_id: int | BindParameter[int]) -> ColumnElement[bool]:
     """Jobs a producer enqueued."""
     return jobs.c.created_by == user_id
 
 
+@dataclass(frozen=True)
+class Viewer:
+    """Whose jobs a read may return: those a producer enqueued (``owner``, a user id), those a
+    worker holds or held (``holder``, its name), or everyone's (neither)."""
+
+    owner: int | None = None
+    holder: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """``owner``, ``holder`` or ``all``: which rule applies."""
+        if self.owner is not None:
+            return "owner"
+        return "all" if self.holder is None else "holder"
+
+    def condition(self) -> ColumnElement[bool] | None:
+        """The rule as a condition on ``jobs`` (None: every job)."""
+        if self.owner is not None:
+            return visible_to_owner(self.owner)
+        return None if self.holder is None else visible_to_worker(self.holder)
+
+    @property
+    def value(self) -> int | str | None:
+        """The parameter of the rule: the owner's id or the holder's name."""
+        return self.owner if self.owner is not None else self.holder
+
+
+# The rules with the viewer as the parameter ``viewer``, for the prebuilt reads.
+_VIEWER_RULES: dict[str, ColumnElement[bool] | None] = {
+    "owner": visible_to_owner(bindparam("viewer", type_=Integer())),
+    "holder": visible_to_worker(bindparam("viewer", type_=String())),
+    "all": None,
+}
+_GET_VISIBLE = {
+    kind: Prepared(_SELECT_JOB if rule is None else _SELECT_JOB.where(rule))
+    for kind, rule in _VIEWER_RULES.items()
+}
+
+
+def get_visible_job(conn: Connection, job_id: int, viewer: Viewer) -> Job | None:
+    """One job by id, if ``viewer`` may see it."""
+    row = _GET_VISIBLE[viewer.kind].row(conn, {"job_id": job_id, "viewer": viewer.value})
+    return job_of(row) if row else None
+
+
+def search_as_id(search: str) -> int | None:
+    """The search text read as a job id, when it is one."""
+    # isascii: str.isdigit() is also true for "¹" or "٣", which int() refuses.
+    by_id = search.isascii() and search.isdigit() and len(search) < 18
+    return int(search) if by_id else None
+
+
 def matching(filters: JobFilters, visible: ColumnElement[bool] | None) -> list[ColumnElement[bool]]:
-    """The conditions of the status, type, priority and search filters (a listing, a bulk
-    operation), within what ``visible`` lets the caller see."""
+    """The conditions of the status, type, priority and search filters as values (a bulk
+    operation's selection), within what ``visible`` lets the caller see."""
     conditions: list[ColumnElement[bool]] = [] if visible is None else [visible]
-    if filters.status:
-        conditions.append(jobs.c.status == filters.status)
-    if filters.type:
-        conditions.append(jobs.c.type == filters.type)
-    if filters.priority is not None:
-        conditions.append(jobs.c.priority == filters.priority)
-    if filters.search:
-        matches = [jobs.c.idempotency_key == filters.search]
-        # isascii: str.isdigit() is also true for "¹" or "٣", which int() refuses.
-        if filters.search.isascii() and filters.search.isdigit() and len(filters.search) < 18:
-            matches.append(jobs.c.id == int(filters.search))
+    return conditions + filter_conditions(
+        status=filters.status or None,
+        job_type=filters.type or None,
+        priority=filters.priority,
+        search=filters.search or None,
+        search_id=search_as_id(filters.search) if filters.search else None,
+    )
+
+
+def filter_conditions(
+    *,
+    status: Any = None,
+    job_type: Any = None,
+    priority: Any = None,
+    search: Any = None,
+    search_id: Any = None,
+) -> list[ColumnElement[bool]]:
+    """The list filters as conditions on ``jobs``: each a value or a bound parameter, None when
+    that filter is not set (``search_id``: the search text read as a job id, when it is one)."""
+    conditions: list[ColumnElement[bool]] = []
+    if status is not None:
+        conditions.append(jobs.c.status == status)
+    if job_type is not None:
+        conditions.append(jobs.c.type == job_type)
+    if priority is not None:
+        conditions.append(jobs.c.priority == priority)
+    if search is not None:
+        matches = [jobs.c.idempotency_key == search]
+        if search_id is not None:
+            matches.append(jobs.c.id == search_id)
         conditions.append(or_(*matches))
     return conditions
 
 
-def list_jobs(
-    conn: Connection, filters: JobFilters, visible: ColumnElement[bool] | None
-) -> tuple[list[Job], bool]:
-    """A page of jobs, newest first, and whether more lie beyond it in the paging direction."""
-    conditions = matching(filters, visible)
-    if filters.before_id is not None:
-        conditions.append(jobs.c.id < filters.before_id)
-    if filters.after_id is not None:
-        conditions.append(jobs.c.id > filters.after_id)
-    newer_first = filters.after_id is None
-    query = (
+ListShape = tuple[str, bool, bool, bool, int, bool, bool]
+
+
+@lru_cache(maxsize=256)
+def _list_statement(shape: ListShape) -> Prepared:
+    """The page query of one shape: viewer rule, which filters are set, how many ways the search
+    matches (0: no search, 1: idempotency key, 2: key or id) and the paging direction."""
+    kind, status, job_type, priority, search, before, after = shape
+    rule = _VIEWER_RULES[kind]
+    conditions = [] if rule is None else [rule]
+    conditions += filter_conditions(
+        status=bindparam("status") if status else None,
+        job_type=bindparam("type") if job_type else None,
+        priority=bindparam("priority") if priority else None,
+        search=bindparam("search") if search else None,
+        search_id=bindparam("search_id") if search == 2 else None,
+    )
+    if before:
+        conditions.append(jobs.c.id < bindparam("before_id"))
+    if after:
+        conditions.append(jobs.c.id > bindparam("after_id"))
+    return Prepared(
         select(*JOB_COLUMNS)
         .where(and_(True, *conditions))
-        .order_by(jobs.c.id.desc() if newer_first else jobs.c.id.asc())
-        .limit(filters.limit + 1)
+        .order_by(jobs.c.id.asc() if after else jobs.c.id.desc())
+        .limit(bindparam("limit"))
     )
-    found = [Job.from_row(row._mapping) for row in conn.execute(query)]
+
+
+def list_jobs(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[list[Job], bool]:
+    """A page of jobs ``viewer`` may see, newest first, and whether more lie beyond it in the
+    paging direction."""
+    search = filters.search or ""
+    search_id = search_as_id(search)
+    shape: ListShape = (
+        viewer.kind,
+        bool(filters.status),
+        bool(filters.type),
+        filters.priority is not None,
+        (1 if search_id is None else 2) if search else 0,
+        filters.before_id is not None,
+        filters.after_id is not None,
+    )
+    params = {
+        "viewer": viewer.value,
+        "status": filters.status,
+        "type": filters.type,
+        "priority": filters.priority,
+        "search": search,
+        "search_id": search_id or 0,
+        "before_id": filters.before_id,
+        "after_id": filters.after_id,
+        "limit": filters.limit + 1,
+    }
+    found = [job_of(row) for row in _list_statement(shape).rows(conn, params)]
     more = len(found) > filters.limit
     page = found[: filters.limit]
-    return (page if newer_first else page[::-1]), more
+    return (page if filters.after_id is None else page[::-1]), more
 
 
 # A literal status condition: a partial index (WHERE status = 'pending') only serves a query
@@ -170,8 +314,7 @@ PENDING = jobs.c.status == literal_column("'pending'")
 
 def list_events(conn: Connection, job_id: int) -> list[Event]:
     """A job's transitions, oldest first."""
-    query = select(job_events).where(job_events.c.job_id == job_id).order_by(job_events.c.id)
-    return [Event.from_row(row._mapping) for row in conn.execute(query)]
+    return [Event(*row) for row in _EVENTS.rows(conn, {"job_id": job_id})]
 
 
 def prune_batch(conn: Connection, finished_before: datetime, batch: int) -> int:
@@ -254,4 +397,4 @@ def latest_failures(conn: Connection, limit: int) -> list[Job]:
         .order_by(jobs.c.finished_at.desc())
         .limit(limit)
     )
-    return [Job.from_row(row._mapping) for row in conn.execute(query)]
+    return [job_of(row) for row in conn.execute(query)]

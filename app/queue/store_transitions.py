@@ -20,9 +20,18 @@ from sqlalchemy import (
     update,
 )
 
+from app.prepared import Prepared
 from app.queue.models import Job
 from app.queue.states import EventKind, JobStatus
-from app.queue.store import JOB_COLUMNS, JOB_DUE, PENDING, append_event, append_events, event_row
+from app.queue.store import (
+    JOB_COLUMNS,
+    JOB_DUE,
+    PENDING,
+    append_event,
+    append_events,
+    event_row,
+    job_of,
+)
 from app.schema import UTCDateTime, jobs
 
 
@@ -47,25 +56,35 @@ _SQLITE_HEAD = (
     "SELECT id FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' AND run_at <= :now"
     "{types} ORDER BY priority DESC, run_at, id LIMIT :limit"
 )
-# A claim's type condition: any type, only ``:types``, or any but ``:types`` (the types flow
+# A claim's type condition: any type, only the listed types, or any but them (the types flow
 # control holds back, see ``flow_claim``).
 TypeFilter = Literal["any", "only", "except"]
-_SQLITE_TYPES = {"any": "", "only": " AND type IN :types", "except": " AND type NOT IN :types"}
+_SQLITE_TYPES = {
+    "any": "",
+    "only": " AND type IN ({listed})",
+    "except": " AND type NOT IN ({listed})",
+}
 
 
-def _claim_head(backend: str, type_filter: TypeFilter) -> Any:
-    """The ids of the next ``:limit`` due jobs (of ``:types``, or not of them), in claim order."""
-    types: Any = bindparam("types", expanding=True)
-    typed = type_filter != "any"
+def _type_binds(count: int) -> list[Any]:
+    """One parameter per listed type (``type_0``...): a statement per list length, not an
+    expanding parameter, so it is compiled once."""
+    return [bindparam(f"type_{i}") for i in range(count)]
+
+
+def _claim_head(backend: str, type_filter: TypeFilter, count: int) -> Any:
+    """The ids of the next ``:limit`` due jobs (of the ``count`` listed types, or not of them),
+    in claim order."""
+    names = _type_binds(count)
     if backend == "sqlite":
-        sql = text(_SQLITE_HEAD.format(types=_SQLITE_TYPES[type_filter]))
-        sql = sql.bindparams(_now(), bindparam("limit"), *([types] if typed else []))
-        return sql.columns(jobs.c.id)
+        listed = ", ".join(f":type_{i}" for i in range(count))
+        sql = text(_SQLITE_HEAD.format(types=_SQLITE_TYPES[type_filter].format(listed=listed)))
+        return sql.bindparams(_now(), bindparam("limit"), *names).columns(jobs.c.id)
     query = select(jobs.c.id).where(PENDING, jobs.c.run_at <= _now())
     if type_filter == "only":
-        query = query.where(jobs.c.type.in_(types))
+        query = query.where(jobs.c.type.in_(names))
     elif type_filter == "except":
-        query = query.where(jobs.c.type.not_in(types))
+        query = query.where(jobs.c.type.not_in(names))
     query = query.order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
     head = query.limit(bindparam("limit")).with_for_update(skip_locked=True).cte("head")
     return select(head.c.id)
@@ -84,8 +103,11 @@ _EXPIRED_IDS = {
     .limit(bindparam("limit"))
     .with_for_update(skip_locked=True),
 }
+# Every claim first looks for expired leases: prebuilt, like the claim itself.
 _EXPIRED = {
-    backend: select(*JOB_COLUMNS).where(jobs.c.id.in_(ids)).order_by(jobs.c.lease_expires_at)
+    backend: Prepared(
+        select(*JOB_COLUMNS).where(jobs.c.id.in_(ids)).order_by(jobs.c.lease_expires_at)
+    )
     for backend, ids in _EXPIRED_IDS.items()
 }
 TypeLeases = tuple[tuple[str, int], ...]
@@ -93,10 +115,15 @@ TypeLeases = tuple[tuple[str, int], ...]
 
 @lru_cache(maxsize=64)
 def _claim_statement(
-    backend: str, sources: frozenset[str], type_leases: TypeLeases, type_filter: TypeFilter
-) -> Any:
+    backend: str,
+    sources: frozenset[str],
+    type_leases: TypeLeases,
+    type_filter: TypeFilter,
+    count: int,
+) -> Prepared:
     """The claim UPDATE of up to ``:limit`` jobs, built once per backend, per-type lease table
-    and shape (the hottest statement of all). Per-type leases are a CASE on the job's type."""
+    and number of named types (the hottest statement of all). Per-type leases are a CASE on the
+    job's type."""
     lease: Any = bindparam("lease")
     expires: Any = bindparam("expires", type_=UTCDateTime())
     if type_leases:
@@ -111,9 +138,9 @@ def _claim_statement(
             ),
             else_=expires,
         )
-    return (
+    return Prepared(
         update(jobs)
-        .where(jobs.c.id.in_(_claim_head(backend, type_filter)), _status_in(sources))
+        .where(jobs.c.id.in_(_claim_head(backend, type_filter, count)), _status_in(sources))
         .values(
             status=literal_column("'running'"),
             worker_id=bindparam("worker"),
@@ -154,14 +181,19 @@ def claim_due(
         "limit": limit,
     }
     type_filter: TypeFilter = "any"
+    listed: tuple[str, ...] = ()
     if types is not None:
-        params["types"], type_filter = list(types), "only"
+        listed, type_filter = types, "only"
     elif except_types:
-        params["types"], type_filter = list(except_types), "except"
+        listed, type_filter = except_types, "except"
+    if type_filter == "only" and not listed:
+        return []  # no type asked for: nothing to claim
+    for i, name in enumerate(listed):
+        params[f"type_{i}"] = name
     for i, (_, seconds) in enumerate(type_leases):
         params[f"expires_{i}"] = now + timedelta(seconds=seconds)
-    statement = _claim_statement(conn.dialect.name, sources, type_leases, type_filter)
-    claimed = [Job.from_row(row._mapping) for row in conn.execute(statement, params)]
+    statement = _claim_statement(conn.dialect.name, sources, type_leases, type_filter, len(listed))
+    claimed = [job_of(row) for row in statement.rows(conn, params)]
     claimed.sort(key=lambda job: (-job.priority, job.run_at, job.id))  # RETURNING has no order
     append_events(
         conn,
@@ -175,14 +207,14 @@ def claim_due(
 
 def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Job]:
     """Running jobs whose lease ended before ``now``, oldest first."""
-    rows = conn.execute(_EXPIRED[conn.dialect.name], {"now": now, "limit": limit})
-    return [Job.from_row(row._mapping) for row in rows]
+    rows = _EXPIRED[conn.dialect.name].rows(conn, {"now": now, "limit": limit})
+    return [job_of(row) for row in rows]
 
 
 @lru_cache(maxsize=128)
 def _move_statement(
     sources: frozenset[str], expect: tuple[str, ...], values: tuple[str, ...], lease_end: bool
-) -> Any:
+) -> Prepared:
     """The compare-and-set UPDATE of one shape (its columns; the values are parameters), built
     once: finishing a batch of jobs runs it per job."""
     conditions = [jobs.c.id == bindparam("job_id"), _status_in(sources)]
@@ -192,7 +224,7 @@ def _move_statement(
             jobs.c.lease_expires_at < bindparam("lease_ended_before", type_=UTCDateTime())
         )
     assignments = {name: bindparam(f"set_{name}", type_=jobs.c[name].type) for name in values}
-    return (
+    return Prepared(
         update(jobs)
         .where(*conditions)
         .values(**assignments, updated_at=bindparam("at", type_=UTCDateTime()))
@@ -231,10 +263,10 @@ def move(
     params |= {"job_id": job_id, "at": at}
     if lease_ended_before is not None:
         params["lease_ended_before"] = lease_ended_before
-    row = conn.execute(statement, params).first()
+    row = statement.row(conn, params)
     if row is None:
         return None
-    job = Job.from_row(row._mapping)
+    job = job_of(row)
     if job.status == JobStatus.PENDING:  # claimable again: wake long-polls after the commit
         conn.info[JOB_DUE] = True
     if kind is not None:

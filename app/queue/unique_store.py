@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import Connection, bindparam, literal_column, select, text
 
 from app.queue.models import Job
-from app.queue.store import JOB_COLUMNS
+from app.queue.store import JOB_COLUMNS, job_of
 from app.schema import UTCDateTime, jobs
 
 _LOCK = text("SELECT pg_advisory_xact_lock(:key)")
@@ -40,4 +40,4 @@ def newest_active(
     enqueued at or after ``since`` (one probe of ix_jobs_unique)."""
     params = {"owner": owner_id, "type": job_type, "key": key, "since": since}
     row = conn.execute(_NEWEST_ACTIVE, params).first()
-    return Job.from_row(row._mapping) if row else None
+    return job_of(row) if row else None

@@ -36,12 +36,12 @@ def test_a_worker_sees_what_it_holds_or_held(queue: Queue, backend: str) -> None
     held, never = queue.enqueue(), queue.enqueue()
     queue.claim()
     with db.read(queue.app) as conn:
-        mine = store.visible_to_worker(queue.worker.name)
-        theirs = store.visible_to_worker(queue.other_worker.name)
-        assert store.get_job(conn, held.id, mine) is not None
-        assert store.get_job(conn, never.id, mine) is None
-        assert store.get_job(conn, held.id, theirs) is None
-        assert store.get_job(conn, never.id, store.visible_to_owner(queue.producer.id))
+        mine = store.Viewer(holder=queue.worker.name)
+        theirs = store.Viewer(holder=queue.other_worker.name)
+        assert store.get_visible_job(conn, held.id, mine) is not None
+        assert store.get_visible_job(conn, never.id, mine) is None
+        assert store.get_visible_job(conn, held.id, theirs) is None
+        assert store.get_visible_job(conn, never.id, store.Viewer(owner=queue.producer.id))
 
 
 def test_move_is_a_compare_and_set(queue: Queue, backend: str) -> None:
