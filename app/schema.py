@@ -190,9 +190,8 @@ Index(
 Index("ix_jobs_status_id", jobs.c.status, jobs.c.id)
 Index("ix_jobs_owner_id", jobs.c.created_by, jobs.c.id)
 Index("ix_jobs_type_id", jobs.c.type, jobs.c.id)
-# Dashboard counts from covering indexes: all jobs, and one producer's.
-Index("ix_jobs_priority_status", jobs.c.priority, jobs.c.status)
-Index("ix_jobs_owner_status", jobs.c.created_by, jobs.c.status, jobs.c.priority)
+# A producer's oldest due job (one probe) and its jobs of a rare status.
+Index("ix_jobs_owner_status_run_at", jobs.c.created_by, jobs.c.status, jobs.c.run_at)
 # Latest failures and pruning: finished jobs by status and age.
 Index("ix_jobs_status_finished", jobs.c.status, jobs.c.finished_at)
 # Metrics: jobs per status and type from the index alone; the oldest due job of each type.
@@ -339,4 +338,63 @@ type_claim_windows = Table(
     Column("type", String(200), primary_key=True),
     Column("window_started_at", UTCDateTime(), nullable=False),
     Column("claims", Integer, nullable=False, server_default=text("0")),
+)
+
+
+# The figures below are kept by database triggers (migration 0009) in the transaction of every
+# statement that inserts, moves or deletes a job or appends an event, so no code path can forget
+# them. A scope is whose figures they are: '*' (everyone's), 'owner:<user id>' (a producer's
+# jobs), 'holder:<worker name>' (the jobs a worker holds or held). PostgreSQL writers each add to
+# a shard no other running transaction holds; readers sum the shards (SQLite writes shard 0).
+job_counts = Table(
+    "job_counts",
+    metadata,
+    Column("scope", String(80), primary_key=True),
+    Column("type", String(200), primary_key=True),
+    Column("status", String(16), primary_key=True),
+    Column("priority", SmallInteger, primary_key=True, autoincrement=False),
+    Column("shard", SmallInteger, primary_key=True, autoincrement=False),
+    Column("n", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+# Every worker that ever claimed a job, with the job's current status: a worker's lists walk
+# its own rows. No foreign key: the jobs delete trigger removes them after counting them.
+job_holders = Table(
+    "job_holders",
+    metadata,
+    Column("worker", String(64), primary_key=True),
+    Column("job_id", BigId, primary_key=True, autoincrement=False),
+    Column("status", String(16), nullable=False),
+    Index(None, "job_id"),
+    Index(None, "worker", "status", "job_id"),
+    sqlite_with_rowid=False,
+)
+
+# Rings of 60 minute slots (slot = minute of the hour; a newer minute restarts its slot):
+# completions and final failures per scope for the dashboard chart, and what each worker
+# claimed, completed and failed for the workers page.
+finished_per_minute = Table(
+    "finished_per_minute",
+    metadata,
+    Column("scope", String(80), primary_key=True),
+    Column("status", String(16), primary_key=True),
+    Column("slot", SmallInteger, primary_key=True, autoincrement=False),
+    Column("shard", SmallInteger, primary_key=True, autoincrement=False),
+    Column("minute", UTCDateTime(), nullable=False),
+    Column("n", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+worker_activity = Table(
+    "worker_activity",
+    metadata,
+    Column("worker", String(64), primary_key=True),
+    Column("kind", String(16), primary_key=True),
+    Column("slot", SmallInteger, primary_key=True, autoincrement=False),
+    Column("shard", SmallInteger, primary_key=True, autoincrement=False),
+    Column("minute", UTCDateTime(), nullable=False),
+    Column("n", BigInteger, nullable=False),
+    Column("last_at", UTCDateTime(), nullable=False),
+    sqlite_with_rowid=False,
 )

@@ -7,13 +7,11 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, func, select
 
+from app.queue import count_store
 from app.queue.states import JobStatus
-from app.schema import job_events, jobs
+from app.schema import jobs
 
 WINDOW = timedelta(hours=1)
-# Event kinds a worker causes, and the statuses they lead to (the (to_status, at) index).
-_KINDS = {"claimed": "claimed", "completed": "completed", "failed": "failed"}
-_TO_STATUSES = (JobStatus.RUNNING, JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.PENDING)
 
 
 @dataclass
@@ -51,18 +49,10 @@ def workers(conn: Connection, *, now: datetime) -> list[WorkerRow]:
         row = rows.setdefault(name, WorkerRow(name))
         row.running, row.next_lease_expiry = int(running), expiry
         row.seen(touched)
-    recent = (
-        select(job_events.c.actor, job_events.c.kind, func.count(), func.max(job_events.c.at))
-        .where(
-            job_events.c.to_status.in_(_TO_STATUSES),
-            job_events.c.at >= now - WINDOW,
-            job_events.c.kind.in_(_KINDS),
-            job_events.c.actor.is_not(None),
-        )
-        .group_by(job_events.c.actor, job_events.c.kind)
-    )
-    for name, kind, count, last in conn.execute(recent):
+    # The last hour in whole minutes, from the activity the database counts per worker.
+    since = now.replace(second=0, microsecond=0) - WINDOW + timedelta(minutes=1)
+    for name, kind, count, last in count_store.worker_activity_since(conn, since):
         row = rows.setdefault(name, WorkerRow(name))
-        setattr(row, _KINDS[kind], int(count))
+        setattr(row, kind, count)
         row.seen(last)
     return sorted(rows.values(), key=lambda r: (-r.running, -r.claimed, r.name))

@@ -92,7 +92,10 @@ def get_job(conn: Connection, actor: Actor, job_id: int) -> Job:
 
 def list_jobs(conn: Connection, actor: Actor, filters: JobFilters) -> JobPage:
     """A page of the jobs the actor may see, newest first, with keyset cursors."""
-    found, more = store.list_jobs(conn, filters, visibility(actor))
+    if scope(actor) is Scope.HELD:  # walk the worker's holder rows, not every job
+        found, more = store.list_jobs(conn, filters, None, held_by=actor.name)
+    else:
+        found, more = store.list_jobs(conn, filters, visibility(actor))
     going_newer = filters.after_id is not None
     next_cursor = prev_cursor = None
     if found and (more or going_newer):

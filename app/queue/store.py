@@ -18,13 +18,12 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
-    type_coerce,
 )
 from sqlalchemy.exc import IntegrityError
 
 from app.queue.models import Event, Job, JobFilters
 from app.queue.states import EventKind, JobStatus
-from app.schema import UTCDateTime, job_events, jobs
+from app.schema import job_events, job_holders, jobs
 
 JOB_COLUMNS = [jobs.c[name] for name in Job.__dataclass_fields__]
 # Built once: the hottest statements skip per-call construction and cache-key work.
@@ -109,12 +108,12 @@ def get_job(
 
 def visible_to_worker(name: str) -> ColumnElement[bool]:
     """Jobs a worker holds now or held in any earlier attempt."""
-    # Every claim writes a running event with the worker as actor, so the events alone say
-    # which jobs a worker holds or held (and their index answers it).
-    held = select(job_events.c.job_id).where(
-        job_events.c.actor == name, job_events.c.to_status == JobStatus.RUNNING
+    # Every claim makes the worker one of the job's holders (a trigger, migration 0009): one
+    # probe of job_holders' primary key per job.
+    held = select(job_holders.c.job_id).where(
+        job_holders.c.worker == name, job_holders.c.job_id == jobs.c.id
     )
-    return jobs.c.id.in_(held)
+    return held.exists()
 
 
 def visible_to_owner(user_id: int) -> ColumnElement[bool]:
@@ -123,12 +122,22 @@ def visible_to_owner(user_id: int) -> ColumnElement[bool]:
 
 
 def list_jobs(
-    conn: Connection, filters: JobFilters, visible: ColumnElement[bool] | None
+    conn: Connection,
+    filters: JobFilters,
+    visible: ColumnElement[bool] | None,
+    *,
+    held_by: str | None = None,
 ) -> tuple[list[Job], bool]:
-    """A page of jobs, newest first, and whether more lie beyond it in the paging direction."""
+    """A page of jobs, newest first, and whether more lie beyond it in the paging direction.
+    ``held_by``: the jobs that worker holds or held, walked through its holder rows (by its
+    index) rather than through every job."""
     conditions: list[ColumnElement[bool]] = [] if visible is None else [visible]
+    key, status = jobs.c.id, jobs.c.status
+    if held_by is not None:
+        key, status = job_holders.c.job_id, job_holders.c.status
+        conditions.append(job_holders.c.worker == held_by)
     if filters.status:
-        conditions.append(jobs.c.status == filters.status)
+        conditions.append(status == filters.status)
     if filters.type:
         conditions.append(jobs.c.type == filters.type)
     if filters.priority is not None:
@@ -140,22 +149,27 @@ def list_jobs(
             matches.append(jobs.c.id == int(filters.search))
         conditions.append(or_(*matches))
     if filters.before_id is not None:
-        conditions.append(jobs.c.id < filters.before_id)
+        conditions.append(key < filters.before_id)
     if filters.after_id is not None:
-        conditions.append(jobs.c.id > filters.after_id)
+        conditions.append(key > filters.after_id)
     newer_first = filters.after_id is None
     query = (
         select(*JOB_COLUMNS)
         .where(and_(True, *conditions))
-        .order_by(jobs.c.id.desc() if newer_first else jobs.c.id.asc())
+        .order_by(key.desc() if newer_first else key.asc())
         .limit(filters.limit + 1)
     )
+    if held_by is not None:
+        query = query.select_from(_HELD)
     found = [Job.from_row(row._mapping) for row in conn.execute(query)]
     more = len(found) > filters.limit
     page = found[: filters.limit]
     return (page if newer_first else page[::-1]), more
 
 
+# A worker's jobs through its holder rows (ordered by the holder's job_id: the planner does not
+# carry an ORDER BY over the join's equality).
+_HELD = job_holders.join(jobs, jobs.c.id == job_holders.c.job_id)
 # A literal status condition: a partial index (WHERE status = 'pending') only serves a query
 # whose own WHERE clause names the same literal, not a bound parameter.
 PENDING = jobs.c.status == literal_column("'pending'")
@@ -193,50 +207,24 @@ def prune_batch(conn: Connection, finished_before: datetime, batch: int) -> int:
     return len(deleted)
 
 
-def count_by(conn: Connection, column: str, visible: ColumnElement[bool] | None) -> dict[Any, int]:
-    """Job counts grouped by ``status`` or ``priority``, read from a covering index."""
-    col = jobs.c[column]
-    query = select(col, func.count()).group_by(col)
-    if visible is not None:
-        query = query.where(visible)
-    return {key: count for key, count in conn.execute(query).all()}
-
-
 def oldest_pending_run_at(
-    conn: Connection, now: datetime, visible: ColumnElement[bool] | None
+    conn: Connection,
+    now: datetime,
+    visible: ColumnElement[bool] | None,
+    *,
+    held_by: str | None = None,
 ) -> datetime | None:
-    """When the longest-waiting claimable job became due (one probe of ix_jobs_pending)."""
+    """When the longest-waiting claimable job became due (one probe of ix_jobs_pending, or of
+    ix_jobs_owner_status_run_at for an owner); ``held_by``: among the pending jobs that worker
+    held, through its holder rows."""
     query = select(func.min(jobs.c.run_at)).where(PENDING, jobs.c.run_at <= now)
     if visible is not None:
         query = query.where(visible)
-    return conn.execute(query).scalar()
-
-
-def _minute(conn: Connection) -> Any:
-    """An event's time truncated to the minute, in the backend's own SQL."""
-    if conn.dialect.name == "postgresql":
-        minute = func.date_trunc("minute", job_events.c.at)
-    else:
-        minute = func.strftime("%Y-%m-%d %H:%M:00.000000", job_events.c.at)
-    return type_coerce(minute, UTCDateTime())
-
-
-def finished_per_minute(
-    conn: Connection, since: datetime, visible: ColumnElement[bool] | None
-) -> list[tuple[datetime, str, int]]:
-    """``(minute, status, count)`` of completions and final failures since ``since``."""
-    minute = _minute(conn).label("minute")
-    query = (
-        select(minute, job_events.c.to_status, func.count())
-        .where(
-            job_events.c.to_status.in_([JobStatus.COMPLETED, JobStatus.FAILED]),
-            job_events.c.at >= since,
+    if held_by is not None:
+        query = query.select_from(_HELD).where(
+            job_holders.c.worker == held_by, job_holders.c.status == literal_column("'pending'")
         )
-        .group_by(minute, job_events.c.to_status)
-    )
-    if visible is not None:
-        query = query.where(job_events.c.job_id.in_(select(jobs.c.id).where(visible)))
-    return [(at, status, count) for at, status, count in conn.execute(query).all()]
+    return conn.execute(query).scalar()
 
 
 def latest_failures(conn: Connection, limit: int) -> list[Job]:
