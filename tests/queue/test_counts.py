@@ -80,6 +80,12 @@ def test_every_edge_keeps_the_counts_exact(queue: Queue, backend: str) -> None:
         service.retry(conn, queue.admin, again.id, now=at[15])
         service.retry(conn, queue.admin, first[2].id, now=at[15])
     _exact(queue, at[15])
+    with queue.tx() as conn:  # a new holder of a job that failed sees that failure too
+        taken = service.claim_many(
+            conn, queue.admin, now=at[16], settings=queue.settings, max_jobs=20
+        )
+    assert again.id in {job.id for job in taken}
+    _exact(queue, at[16])
     with db.read(queue.app) as conn:
         kinds = conn.execute(text("SELECT DISTINCT kind FROM job_events")).scalars().all()
     assert set(kinds) >= {

@@ -39,6 +39,7 @@ class Dialect(NamedTuple):
     shard: str  # the counter shard the current transaction writes
     minute: Callable[[str], str]  # a timestamp truncated to its minute
     slot: Callable[[str], str]  # a timestamp's minute of the hour (0..59): its ring slot
+    minutes: Callable[[str, int], str]  # a timestamp's minute moved by n minutes
     stamp: Callable[[datetime], str]  # a naive UTC timestamp literal
 
 
@@ -47,12 +48,14 @@ DIALECTS = {
         shard="0",  # one writer at a time: nothing to spread
         minute=lambda at: f"strftime('%Y-%m-%d %H:%M:00.000000', {at})",
         slot=lambda at: f"CAST(strftime('%M', {at}) AS INTEGER)",
+        minutes=lambda at, n: f"strftime('%Y-%m-%d %H:%M:00.000000', {at}, '{n:+d} minutes')",
         stamp=lambda at: f"'{at:%Y-%m-%d %H:%M:%S}.000000'",
     ),
     "postgresql": Dialect(
         shard="queuelog_counter_shard()",
         minute=lambda at: f"date_trunc('minute', {at})",
         slot=lambda at: f"CAST(extract(minute FROM {at}) AS integer)",
+        minutes=lambda at, n: f"date_trunc('minute', {at}) + INTERVAL '{n} minutes'",
         stamp=lambda at: f"TIMESTAMP '{at:%Y-%m-%d %H:%M:%S}'",
     ),
 }
@@ -98,11 +101,11 @@ def _count(d: Dialect, rows: str) -> str:
 
 
 # A claim by a worker that never held the job makes it one of that worker's jobs.
-_NEW_HOLDER = (
-    "SELECT 'holder:' || NEW.worker_id, NEW.type, NEW.status, NEW.priority, 1 "
-    "WHERE NEW.status = 'running' AND NOT EXISTS "
+_IS_NEW_HOLDER = (
+    "NEW.status = 'running' AND NOT EXISTS "
     "(SELECT 1 FROM job_holders WHERE worker = NEW.worker_id AND job_id = NEW.id)"
 )
+_NEW_HOLDER = f"SELECT 'holder:' || NEW.worker_id, NEW.type, NEW.status, NEW.priority, 1 WHERE {_IS_NEW_HOLDER}"
 
 
 def _ring(table: str, keys: str, last_at: bool = False) -> str:
@@ -124,6 +127,22 @@ def _ring(table: str, keys: str, last_at: bool = False) -> str:
     )
 
 
+def _earlier_finishes(d: Dialect) -> str:
+    """A new holder also sees the job's finishes of the hour around its claim (a failed job an
+    admin retried), as the charts of the jobs a worker holds or held always did. The hour
+    reaches a minute past the claim, for a finish stamped by a slightly faster clock; 60
+    minutes, so each falls in a slot of its own."""
+    return (
+        "INSERT INTO finished_per_minute (scope, status, slot, shard, minute, n) "
+        f"SELECT 'holder:' || NEW.worker_id, to_status, {d.slot('m')}, {d.shard}, m, count(*) "
+        f"FROM (SELECT to_status, {d.minute('at')} AS m FROM job_events "
+        "WHERE job_id = NEW.id AND to_status IN ('completed', 'failed')) AS earlier "
+        f"WHERE {_IS_NEW_HOLDER} AND m >= {d.minutes('NEW.updated_at', -58)} "
+        f"AND m <= {d.minutes('NEW.updated_at', 1)} GROUP BY to_status, m "
+        + _ring("finished_per_minute", "scope, status, slot, shard")
+    )
+
+
 def _triggers(d: Dialect) -> list[tuple[str, str, str, str, list[str]]]:
     """(name, event, table, condition, statements) of every trigger."""
     m, slot = d.minute("NEW.at"), d.slot("NEW.at")
@@ -138,8 +157,10 @@ def _triggers(d: Dialect) -> list[tuple[str, str, str, str, list[str]]]:
             "jobs",
             jobs_changed,
             [
-                _count(d, f"{_scopes('OLD', -1)} UNION ALL {_scopes('NEW', 1)} "
-                f"UNION ALL {_NEW_HOLDER}"),
+                _count(
+                    d, f"{_scopes('OLD', -1)} UNION ALL {_scopes('NEW', 1)} UNION ALL {_NEW_HOLDER}"
+                ),
+                _earlier_finishes(d),
                 "INSERT INTO job_holders (worker, job_id, status) "
                 "SELECT NEW.worker_id, NEW.id, NEW.status WHERE NEW.status = 'running' "
                 "ON CONFLICT (worker, job_id) DO NOTHING",
@@ -277,7 +298,9 @@ def upgrade() -> None:
     op.create_index(
         "ix_job_holders_worker_status_job_id", "job_holders", ["worker", "status", "job_id"]
     )
-    _ring_table("finished_per_minute", sa.Column("scope", sa.String(length=80), nullable=False), "status")
+    _ring_table(
+        "finished_per_minute", sa.Column("scope", sa.String(length=80), nullable=False), "status"
+    )
     _ring_table(
         "worker_activity",
         sa.Column("worker", sa.String(length=64), nullable=False),
