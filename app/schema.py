@@ -358,17 +358,26 @@ job_counts = Table(
     sqlite_with_rowid=False,
 )
 
-# Every worker that ever claimed a job, with the job's current status: a worker's lists walk
-# its own rows. No foreign key: the jobs delete trigger removes them after counting them.
+# Every worker that ever claimed a job, with the job's current status and run_at: a worker's
+# lists and oldest due job walk its own rows. No foreign key: the jobs delete trigger removes
+# them after counting them.
 job_holders = Table(
     "job_holders",
     metadata,
     Column("worker", String(64), primary_key=True),
     Column("job_id", BigId, primary_key=True, autoincrement=False),
     Column("status", String(16), nullable=False),
+    Column("run_at", UTCDateTime(), nullable=False),
     Index(None, "job_id"),
     Index(None, "worker", "status", "job_id"),
     sqlite_with_rowid=False,
+)
+Index(
+    "ix_job_holders_pending",
+    job_holders.c.worker,
+    job_holders.c.run_at,
+    sqlite_where=job_holders.c.status == "pending",
+    postgresql_where=job_holders.c.status == "pending",
 )
 
 # Rings of 60 minute slots (slot = minute of the hour; a newer minute restarts its slot):

@@ -2,7 +2,8 @@
 and (when its server binaries are installed) PostgreSQL.
 
 The queue is loaded as ``bench.scale_load`` describes, then each page, list (with filters and
-paging), job page, /metrics scrape and the claim is requested ``SAMPLES`` times. Goals: p95 at
+paging), job page, /metrics scrape and the claim is requested ``SAMPLES`` times, each size in
+turn with the others (every size has its own server, all running at once). Goals: p95 at
 the large size at most 100 ms, p50 at most twice the small size's (the claim: 1.2 times).
 ``BENCH_SCALE_SIZES=2000,50000`` runs it quickly at other sizes.
 """
@@ -19,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,16 +92,9 @@ class Session:
         return self
 
 
-def timings(call: Callable[[], int]) -> tuple[float, float]:
-    """p50 and p95 in milliseconds of ``SAMPLES`` calls (after one warm-up call)."""
-    call()
-    samples = []
-    for _ in range(SAMPLES):
-        start = time.perf_counter()
-        status = call()
-        samples.append((time.perf_counter() - start) * 1000)
-        assert status < 400, f"answered {status}"
-    samples.sort()
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    """p50 and p95 of millisecond samples."""
+    samples = sorted(samples)
     return statistics.median(samples), samples[int(len(samples) * 0.95) - 1]
 
 
@@ -198,8 +193,17 @@ def _schedules(port: int, token: str) -> None:
         assert status == 201, status
 
 
-def measure(backend: str, url: str, size: int) -> tuple[Timings, list[int]]:
-    """Load ``size`` jobs into the empty database at ``url``, upgrade, serve and time."""
+@dataclass
+class Loaded:
+    """A database loaded with one size of queue, and what its probes need."""
+
+    url: str
+    tokens: dict[str, str]
+    ids: dict[str, dict[str, str]]
+
+
+def load_queue(backend: str, url: str, size: int) -> Loaded:
+    """Load ``size`` jobs into the empty database at ``url`` and upgrade it."""
     app = create_app({"SECRET_KEY": SECRET, "DATABASE_URL": url})
     ids = load.prepare(app)
     started = time.perf_counter()
@@ -221,15 +225,37 @@ def measure(backend: str, url: str, size: int) -> tuple[Timings, list[int]]:
         tokens = {
             n: accounts.create_token(conn, accounts.OPERATOR, n, now=utcnow())[1] for n in names
         }
-    ids_seen = targets(app, size)
+    seen = targets(app, size)
     db.engine(app).dispose()
-    with serve(url) as (port, rss):
-        _schedules(port, tokens["admin"])
-        results = {name: timings(call) for name, call in probes(port, tokens, ids_seen).items()}
-    return results, rss
+    return Loaded(url, tokens, seen)
 
 
-def report(backend: str, results: dict[int, Timings], rss: list[int]) -> None:
+def measure(queues: dict[int, Loaded]) -> tuple[dict[int, Timings], dict[int, list[int]]]:
+    """Serve every size at once and take the samples of each probe in turns, size after size,
+    so a busy moment of the machine falls on all of them alike."""
+    with ExitStack() as stack:
+        served = {size: stack.enter_context(serve(queue.url)) for size, queue in queues.items()}
+        calls = {}
+        for size, (port, _) in served.items():
+            _schedules(port, queues[size].tokens["admin"])
+            calls[size] = probes(port, queues[size].tokens, queues[size].ids)
+        results: dict[int, Timings] = {size: {} for size in queues}
+        for name in calls[min(queues)]:
+            samples: dict[int, list[float]] = {size: [] for size in queues}
+            for size in queues:
+                calls[size][name]()  # warm up
+            for _ in range(SAMPLES):
+                for size in queues:
+                    started = time.perf_counter()
+                    status = calls[size][name]()
+                    samples[size].append((time.perf_counter() - started) * 1000)
+                    assert status < 400, f"{name} answered {status}"
+            for size in queues:
+                results[size][name] = percentiles(samples[size])
+    return results, {size: rss for size, (_, rss) in served.items()}
+
+
+def report(backend: str, results: dict[int, Timings], rss: dict[int, list[int]]) -> None:
     """The scale table of one engine, with ratios and goals."""
     small, large = min(results), max(results)
     pad = " " * (len(backend) + 1)
@@ -246,22 +272,21 @@ def report(backend: str, results: dict[int, Timings], rss: list[int]) -> None:
             f"  {pad} {name:<42} {p50_small:>7.1f}ms {p50_large:>7.1f}ms "
             f"{p95_large:>7.1f}ms {ratio:6.2f}  {'ok' if ok else 'MISSED'}"
         )
-    print(
-        f"  {backend}: {len(results[large]) - misses} of {len(results[large])} within goals; "
-        f"server RSS per worker after the run: {', '.join(f'{mb} MB' for mb in rss)}"
-    )
+    print(f"  {backend}: {len(results[large]) - misses} of {len(results[large])} within goals")
+    for size, sizes in rss.items():
+        mbs = ", ".join(f"{mb} MB" for mb in sizes)
+        print(f"  {backend}: server RSS per worker after the run, {size:,} jobs: {mbs}")
 
 
 def run_scale(base: Path) -> None:
     """The scale tables: SQLite, then PostgreSQL when a server can be started."""
     sizes = [int(n) for n in os.environ.get("BENCH_SCALE_SIZES", "10000,1000000").split(",")]
-    results: dict[int, Timings] = {}
-    rss: list[int] = []
+    queues = {}
     for size in sizes:
         path = base / f"sqlite-{size}" / "queuelog.sqlite3"
         path.parent.mkdir(parents=True)
-        results[size], rss = measure("sqlite", f"sqlite:///{path}", size)
-    report("SQLite", results, rss)
+        queues[size] = load_queue("sqlite", f"sqlite:///{path}", size)
+    report("SQLite", *measure(queues))
     with ExitStack() as stack:
         try:
             server = stack.enter_context(postgres_server(durable=True))
@@ -272,5 +297,5 @@ def run_scale(base: Path) -> None:
             dsn = f"{server.replace('+psycopg', '')}/postgres"
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute(f"CREATE DATABASE scale_{size}")
-            results[size], rss = measure("postgresql", f"{server}/scale_{size}", size)
-        report("PostgreSQL", results, rss)
+            queues[size] = load_queue("postgresql", f"{server}/scale_{size}", size)
+        report("PostgreSQL", *measure(queues))

@@ -60,13 +60,16 @@ def recounted(conn: Connection) -> Counter[Key]:
     return expected
 
 
-def kept_holders(conn: Connection) -> set[tuple[str, int, str]]:
+def kept_holders(conn: Connection) -> set[tuple[str, int, str, datetime]]:
     return {tuple(row) for row in conn.execute(select(job_holders))}  # type: ignore[misc]
 
 
-def recounted_holders(conn: Connection) -> set[tuple[str, int, str]]:
-    status = dict(conn.execute(select(jobs.c.id, jobs.c.status)).all())
-    return {(worker, job_id, status[job_id]) for worker, job_id in _holders(conn)}
+def recounted_holders(conn: Connection) -> set[tuple[str, int, str, datetime]]:
+    job = {
+        i: (status, run_at)
+        for i, status, run_at in conn.execute(select(jobs.c.id, jobs.c.status, jobs.c.run_at))
+    }
+    return {(worker, job_id, *job[job_id]) for worker, job_id in _holders(conn)}
 
 
 def window_start(end: datetime) -> datetime:

@@ -66,7 +66,7 @@ def _oldest_due(conn: Connection, actor: Actor, now: datetime) -> datetime | Non
     """When the longest-waiting due job ``actor`` may see became due (a worker's through its
     holder rows)."""
     if scope(actor) is Scope.HELD:
-        return store.oldest_pending_run_at(conn, now, None, held_by=actor.name)
+        return store.oldest_held_pending_run_at(conn, now, actor.name)
     return store.oldest_pending_run_at(conn, now, visibility(actor))
 
 

@@ -208,22 +208,24 @@ def prune_batch(conn: Connection, finished_before: datetime, batch: int) -> int:
 
 
 def oldest_pending_run_at(
-    conn: Connection,
-    now: datetime,
-    visible: ColumnElement[bool] | None,
-    *,
-    held_by: str | None = None,
+    conn: Connection, now: datetime, visible: ColumnElement[bool] | None
 ) -> datetime | None:
     """When the longest-waiting claimable job became due (one probe of ix_jobs_pending, or of
-    ix_jobs_owner_status_run_at for an owner); ``held_by``: among the pending jobs that worker
-    held, through its holder rows."""
+    ix_jobs_owner_status_run_at for an owner)."""
     query = select(func.min(jobs.c.run_at)).where(PENDING, jobs.c.run_at <= now)
     if visible is not None:
         query = query.where(visible)
-    if held_by is not None:
-        query = query.select_from(_HELD).where(
-            job_holders.c.worker == held_by, job_holders.c.status == literal_column("'pending'")
-        )
+    return conn.execute(query).scalar()
+
+
+def oldest_held_pending_run_at(conn: Connection, now: datetime, worker: str) -> datetime | None:
+    """The same among the pending jobs ``worker`` held (one probe of ix_job_holders_pending:
+    holder rows keep their job's status and run_at)."""
+    query = select(func.min(job_holders.c.run_at)).where(
+        job_holders.c.worker == worker,
+        job_holders.c.status == literal_column("'pending'"),
+        job_holders.c.run_at <= now,
+    )
     return conn.execute(query).scalar()
 
 

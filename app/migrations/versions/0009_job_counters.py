@@ -146,14 +146,13 @@ def _earlier_finishes(d: Dialect) -> str:
 def _triggers(d: Dialect) -> list[tuple[str, str, str, str, list[str]]]:
     """(name, event, table, condition, statements) of every trigger."""
     m, slot = d.minute("NEW.at"), d.slot("NEW.at")
-    jobs_changed = " OR ".join(
-        f"OLD.{column} <> NEW.{column}" for column in ("status", "priority", "type", "created_by")
-    )
+    counted = ("status", "priority", "type", "created_by", "run_at")  # holders keep run_at
+    jobs_changed = " OR ".join(f"OLD.{column} <> NEW.{column}" for column in counted)
     return [
         ("jobs_count_insert", "INSERT", "jobs", "true", [_count(d, _scopes("NEW", 1))]),
         (
             "jobs_count_update",
-            "UPDATE OF status, priority, type, created_by",
+            f"UPDATE OF {', '.join(counted)}",
             "jobs",
             jobs_changed,
             [
@@ -161,11 +160,11 @@ def _triggers(d: Dialect) -> list[tuple[str, str, str, str, list[str]]]:
                     d, f"{_scopes('OLD', -1)} UNION ALL {_scopes('NEW', 1)} UNION ALL {_NEW_HOLDER}"
                 ),
                 _earlier_finishes(d),
-                "INSERT INTO job_holders (worker, job_id, status) "
-                "SELECT NEW.worker_id, NEW.id, NEW.status WHERE NEW.status = 'running' "
-                "ON CONFLICT (worker, job_id) DO NOTHING",
-                "UPDATE job_holders SET status = NEW.status "
-                "WHERE job_id = NEW.id AND status <> NEW.status",
+                "INSERT INTO job_holders (worker, job_id, status, run_at) "
+                "SELECT NEW.worker_id, NEW.id, NEW.status, NEW.run_at "
+                "WHERE NEW.status = 'running' ON CONFLICT (worker, job_id) DO NOTHING",
+                "UPDATE job_holders SET status = NEW.status, run_at = NEW.run_at "
+                "WHERE job_id = NEW.id AND (status <> NEW.status OR run_at <> NEW.run_at)",
             ],
         ),
         (
@@ -228,8 +227,8 @@ def _backfill(d: Dialect, now: datetime) -> list[str]:
     finished = f"e.to_status IN ('completed', 'failed') AND {recent}"
     em = d.minute("e.at")
     return [
-        "INSERT INTO job_holders (worker, job_id, status) "
-        "SELECT DISTINCT e.actor, e.job_id, j.status FROM job_events e "
+        "INSERT INTO job_holders (worker, job_id, status, run_at) "
+        "SELECT DISTINCT e.actor, e.job_id, j.status, j.run_at FROM job_events e "
         "JOIN jobs j ON j.id = e.job_id WHERE e.to_status = 'running' AND e.actor IS NOT NULL",
         "INSERT INTO job_counts (scope, type, status, priority, shard, n) "
         "SELECT '*', type, status, priority, 0, count(*) FROM jobs "
@@ -291,12 +290,20 @@ def upgrade() -> None:
         sa.Column("worker", sa.String(length=64), nullable=False),
         sa.Column("job_id", BigId, nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("run_at", UTCDateTime(), nullable=False),
         sa.PrimaryKeyConstraint("worker", "job_id", name=op.f("pk_job_holders")),
         sqlite_with_rowid=False,
     )
     op.create_index("ix_job_holders_job_id", "job_holders", ["job_id"])
     op.create_index(
         "ix_job_holders_worker_status_job_id", "job_holders", ["worker", "status", "job_id"]
+    )
+    op.create_index(
+        "ix_job_holders_pending",
+        "job_holders",
+        ["worker", "run_at"],
+        sqlite_where=PENDING,
+        postgresql_where=PENDING,
     )
     _ring_table(
         "finished_per_minute", sa.Column("scope", sa.String(length=80), nullable=False), "status"
@@ -335,6 +342,7 @@ def downgrade() -> None:
     op.create_index("ix_jobs_priority_status", "jobs", ["priority", "status"])
     op.drop_table("worker_activity")
     op.drop_table("finished_per_minute")
+    op.drop_index("ix_job_holders_pending", table_name="job_holders")
     op.drop_index("ix_job_holders_worker_status_job_id", table_name="job_holders")
     op.drop_index("ix_job_holders_job_id", table_name="job_holders")
     op.drop_table("job_holders")
