@@ -163,12 +163,14 @@ jobs = Table(
     sqlite_autoincrement=True,
 )
 
-# The claim order, served by a partial index so a claim reads the head of the queue only.
+# The claim order, served by a partial index so a claim reads the head of the queue only
+# (status too, so SQLite counts the jobs ahead of one from the index alone).
 Index(
     "ix_jobs_claim",
     jobs.c.priority.desc(),
     jobs.c.run_at,
     jobs.c.id,
+    jobs.c.status,
     sqlite_where=jobs.c.status == "pending",
     postgresql_where=jobs.c.status == "pending",
 )
@@ -203,13 +205,27 @@ Index(
     sqlite_where=jobs.c.status == "pending",
     postgresql_where=jobs.c.status == "pending",
 )
-# The workers page: what each worker holds now, by identity.
+# The workers page: each worker's next lease expiry and last heartbeat, one probe each.
 Index(
     "ix_jobs_running_worker",
     jobs.c.worker_id,
     jobs.c.lease_expires_at,
     sqlite_where=jobs.c.status == "running",
     postgresql_where=jobs.c.status == "running",
+)
+Index(
+    "ix_jobs_running_seen",
+    jobs.c.worker_id,
+    jobs.c.updated_at,
+    sqlite_where=jobs.c.status == "running",
+    postgresql_where=jobs.c.status == "running",
+)
+# Searching by idempotency key without its owner (admins, workers).
+Index(
+    "ix_jobs_idempotency_key",
+    jobs.c.idempotency_key,
+    sqlite_where=jobs.c.idempotency_key.is_not(None),
+    postgresql_where=jobs.c.idempotency_key.is_not(None),
 )
 
 # The active job holding a uniqueness key: one probe per enqueue with ``unique_key``.
@@ -344,7 +360,8 @@ type_claim_windows = Table(
 # The figures below are kept by database triggers (migration 0009) in the transaction of every
 # statement that inserts, moves or deletes a job or appends an event, so no code path can forget
 # them. A scope is whose figures they are: '*' (everyone's), 'owner:<user id>' (a producer's
-# jobs), 'holder:<worker name>' (the jobs a worker holds or held). PostgreSQL writers each add to
+# jobs), 'holder:<worker name>' (the jobs a worker holds or held), 'worker:<worker name>' (the
+# jobs running for a worker now, for the workers page). PostgreSQL writers each add to
 # a shard no other running transaction holds; readers sum the shards (SQLite writes shard 0).
 job_counts = Table(
     "job_counts",

@@ -28,12 +28,15 @@ def _holders(conn: Connection) -> set[tuple[str, int]]:
     return {(actor, job_id) for actor, job_id in conn.execute(claims)}
 
 
-def _scopes(conn: Connection) -> dict[int, list[str]]:
-    """Every job's scopes: everyone's, its owner's, each of its holders'."""
-    scopes = {
-        job_id: ["*", f"owner:{owner}"]
-        for job_id, owner in conn.execute(select(jobs.c.id, jobs.c.created_by))
-    }
+def _scopes(conn: Connection, *, running: bool = False) -> dict[int, list[str]]:
+    """Every job's scopes: everyone's, its owner's, each of its holders' (and, ``running``, its
+    worker's while it runs)."""
+    query = select(jobs.c.id, jobs.c.created_by, jobs.c.status, jobs.c.worker_id)
+    scopes = {}
+    for job_id, owner, status, worker in conn.execute(query):
+        scopes[job_id] = ["*", f"owner:{owner}"]
+        if running and status == "running":
+            scopes[job_id].append(f"worker:{worker}")
     for worker, job_id in _holders(conn):
         scopes[job_id].append(f"holder:{worker}")
     return scopes
@@ -50,7 +53,7 @@ def kept_counts(conn: Connection) -> Counter[Key]:
 
 def recounted(conn: Connection) -> Counter[Key]:
     """The same counts from the jobs themselves."""
-    scopes = _scopes(conn)
+    scopes = _scopes(conn, running=True)
     expected: Counter[Key] = Counter()
     for job_id, job_type, status, priority in conn.execute(
         select(jobs.c.id, jobs.c.type, jobs.c.status, jobs.c.priority)

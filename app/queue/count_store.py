@@ -35,6 +35,12 @@ _FINISHED = (
     )
     .group_by(finished_per_minute.c.minute, finished_per_minute.c.status)
 )
+# The 'worker:<name>' scopes: a range of the primary key (':' is followed by ';').
+_RUNNING = (
+    select(job_counts.c.scope, func.sum(job_counts.c.n))
+    .where(job_counts.c.scope >= "worker:", job_counts.c.scope < "worker;")
+    .group_by(job_counts.c.scope)
+)
 _ACTIVITY = (
     select(
         worker_activity.c.worker,
@@ -67,6 +73,12 @@ def counts(conn: Connection, of: str) -> list[tuple[str, int, int]]:
 def counts_by_status_type(conn: Connection) -> list[tuple[str, str, int]]:
     """``(status, type, jobs)`` of every job."""
     return [(status, job_type, int(n)) for status, job_type, n in conn.execute(_BY_STATUS_TYPE)]
+
+
+def running_by_worker(conn: Connection) -> dict[str, int]:
+    """How many jobs run for each worker now (workers running none are left out)."""
+    rows = conn.execute(_RUNNING)
+    return {scope.removeprefix("worker:"): int(n) for scope, n in rows if n}
 
 
 def finished_since(conn: Connection, of: str, since: datetime) -> list[tuple[datetime, str, int]]:

@@ -132,9 +132,10 @@ def list_jobs(
     ``held_by``: the jobs that worker holds or held, walked through its holder rows (by its
     index) rather than through every job."""
     conditions: list[ColumnElement[bool]] = [] if visible is None else [visible]
-    key, status = jobs.c.id, jobs.c.status
+    key, status, ranged = jobs.c.id, jobs.c.status, [jobs.c.id]
     if held_by is not None:
         key, status = job_holders.c.job_id, job_holders.c.status
+        ranged.append(key)  # a page's range on both sides of the join, where a merge join starts
         conditions.append(job_holders.c.worker == held_by)
     if filters.status:
         conditions.append(status == filters.status)
@@ -149,9 +150,9 @@ def list_jobs(
             matches.append(jobs.c.id == int(filters.search))
         conditions.append(or_(*matches))
     if filters.before_id is not None:
-        conditions.append(key < filters.before_id)
+        conditions += [column < filters.before_id for column in ranged]
     if filters.after_id is not None:
-        conditions.append(key > filters.after_id)
+        conditions += [column > filters.after_id for column in ranged]
     newer_first = filters.after_id is None
     query = (
         select(*JOB_COLUMNS)

@@ -28,6 +28,8 @@ depends_on = None
 
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 PENDING = sa.text("status = 'pending'")
+RUNNING = sa.text("status = 'running'")
+KEYED = sa.text("idempotency_key IS NOT NULL")
 HOME_SHARDS = 16  # a backend starts looking for a free shard at its pid modulo this
 SHARD_LOCKS = 29036  # the advisory lock class of counter shards ("ql")
 
@@ -78,13 +80,15 @@ $$"""
 
 def _scopes(row: str, sign: int) -> str:
     """The count rows job ``row`` (OLD or NEW) adds ``sign`` to: everyone's figures, its
-    owner's and each holder's (a worker sees the jobs it holds or held)."""
+    owner's, each holder's (a worker sees the jobs it holds or held) and, while it runs, its
+    worker's (the workers page)."""
     rest = f"{row}.type, {row}.status, {row}.priority, {sign}"
     return (
         f"SELECT '*' AS scope, {row}.type AS type, {row}.status AS status, "
         f"{row}.priority AS priority, {sign} AS n "
         f"UNION ALL SELECT 'owner:' || {row}.created_by, {rest} "
-        f"UNION ALL SELECT 'holder:' || worker, {rest} FROM job_holders WHERE job_id = {row}.id"
+        f"UNION ALL SELECT 'holder:' || worker, {rest} FROM job_holders WHERE job_id = {row}.id "
+        f"UNION ALL SELECT 'worker:' || {row}.worker_id, {rest} WHERE {row}.status = 'running'"
     )
 
 
@@ -237,7 +241,9 @@ def _backfill(d: Dialect, now: datetime) -> list[str]:
         "GROUP BY created_by, type, status, priority "
         "UNION ALL SELECT 'holder:' || h.worker, j.type, j.status, j.priority, 0, count(*) "
         "FROM job_holders h JOIN jobs j ON j.id = h.job_id "
-        "GROUP BY h.worker, j.type, j.status, j.priority",
+        "GROUP BY h.worker, j.type, j.status, j.priority "
+        "UNION ALL SELECT 'worker:' || worker_id, type, status, priority, 0, count(*) FROM jobs "
+        "WHERE status = 'running' GROUP BY worker_id, type, status, priority",
         "INSERT INTO finished_per_minute (scope, status, slot, shard, minute, n) "
         f"SELECT scope, status, {d.slot('m')}, 0, m, count(*) FROM ("
         f"SELECT '*' AS scope, e.to_status AS status, {em} AS m FROM job_events e "
@@ -267,6 +273,18 @@ def _ring_table(name: str, key: sa.Column[str], what: str, *extra: sa.Column[obj
         *extra,
         sa.PrimaryKeyConstraint(key.name, what, "slot", "shard", name=op.f(f"pk_{name}")),
         sqlite_with_rowid=False,
+    )
+
+
+def _claim_index(extra: list[str]) -> None:
+    """The claim order's partial index, with ``extra`` trailing columns."""
+    op.drop_index("ix_jobs_claim", table_name="jobs")
+    op.create_index(
+        "ix_jobs_claim",
+        "jobs",
+        [sa.literal_column("priority DESC"), "run_at", "id", *extra],
+        sqlite_where=PENDING,
+        postgresql_where=PENDING,
     )
 
 
@@ -315,10 +333,27 @@ def upgrade() -> None:
         sa.Column("last_at", UTCDateTime(), nullable=False),
     )
     # The counts replace the dashboards' covering indexes; a producer's oldest due job is one
-    # probe of (owner, status, run_at).
+    # probe of (owner, status, run_at), a worker's last heartbeat one of (worker, updated_at),
+    # a search by idempotency key one of the key; the claim index covers the explainer's count
+    # of the jobs ahead (SQLite reads a partial index alone only when it holds every column).
     op.drop_index("ix_jobs_priority_status", table_name="jobs")
     op.drop_index("ix_jobs_owner_status", table_name="jobs")
     op.create_index("ix_jobs_owner_status_run_at", "jobs", ["created_by", "status", "run_at"])
+    op.create_index(
+        "ix_jobs_running_seen",
+        "jobs",
+        ["worker_id", "updated_at"],
+        sqlite_where=RUNNING,
+        postgresql_where=RUNNING,
+    )
+    op.create_index(
+        "ix_jobs_idempotency_key",
+        "jobs",
+        ["idempotency_key"],
+        sqlite_where=KEYED,
+        postgresql_where=KEYED,
+    )
+    _claim_index(["status"])
     # Triggers first, then the backfill: on PostgreSQL creating them locks out writers of jobs
     # and job_events until this transaction commits, so nothing is counted twice or missed.
     for statement in _create_triggers(bind.dialect.name):
@@ -337,6 +372,9 @@ def downgrade() -> None:
             bind.exec_driver_sql(f"DROP FUNCTION queuelog_{name}()")
     if bind.dialect.name != "sqlite":
         bind.exec_driver_sql("DROP FUNCTION queuelog_counter_shard()")
+    _claim_index([])
+    op.drop_index("ix_jobs_idempotency_key", table_name="jobs")
+    op.drop_index("ix_jobs_running_seen", table_name="jobs")
     op.drop_index("ix_jobs_owner_status_run_at", table_name="jobs")
     op.create_index("ix_jobs_owner_status", "jobs", ["created_by", "status", "priority"])
     op.create_index("ix_jobs_priority_status", "jobs", ["priority", "status"])
