@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 
-from app.queue.states import EventKind
+from app.queue.states import EventKind, JobStatus
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -363,15 +363,16 @@ type_claim_windows = Table(
 # jobs), 'holder:<worker name>' (the jobs a worker holds or held), 'worker:<worker name>' (the
 # jobs running for a worker now, for the workers page). PostgreSQL writers each add to
 # a shard no other running transaction holds; readers sum the shards (SQLite writes shard 0).
+# One column per status, so a move is one row per scope. The counts hold because a job's type,
+# priority and owner never change (a trigger refuses it).
 job_counts = Table(
     "job_counts",
     metadata,
     Column("scope", String(80), primary_key=True),
     Column("type", String(200), primary_key=True),
-    Column("status", String(16), primary_key=True),
     Column("priority", SmallInteger, primary_key=True, autoincrement=False),
     Column("shard", SmallInteger, primary_key=True, autoincrement=False),
-    Column("n", BigInteger, nullable=False),
+    *(Column(status.value, BigInteger, nullable=False) for status in JobStatus),
     sqlite_with_rowid=False,
 )
 

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, func, select
 
+from app.queue.states import JobStatus
 from app.schema import (
     finished_per_minute,
     job_counts,
@@ -45,10 +46,16 @@ def _scopes(conn: Connection, *, running: bool = False) -> dict[int, list[str]]:
 def kept_counts(conn: Connection) -> Counter[Key]:
     """What ``job_counts`` says, shards summed, zeros left out."""
     c = job_counts.c
-    query = select(c.scope, c.type, c.status, c.priority, func.sum(c.n)).group_by(
-        c.scope, c.type, c.status, c.priority
+    statuses = [status.value for status in JobStatus]
+    query = select(c.scope, c.type, c.priority, *(func.sum(c[s]) for s in statuses)).group_by(
+        c.scope, c.type, c.priority
     )
-    return Counter({(s, t, st, str(p)): int(n) for s, t, st, p, n in conn.execute(query) if n})
+    kept: Counter[Key] = Counter()
+    for scope, job_type, priority, *ns in conn.execute(query):
+        for status, n in zip(statuses, ns, strict=True):
+            if n:
+                kept[(scope, job_type, status, str(priority))] = int(n)
+    return kept
 
 
 def recounted(conn: Connection) -> Counter[Key]:

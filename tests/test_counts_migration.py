@@ -1,54 +1,37 @@
 """Migration 0009 on a database that already holds jobs: the upgrade fills the counts, holders
-and minute rings from the jobs and their events, and a downgrade takes it all away again."""
+and minute rings from the jobs and their events; a downgrade takes them away again."""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
 from flask import Flask
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import inspect
 
-from app import create_app, db, migrate
+from app import db, migrate
 from app.queue import service
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_job, make_user
-from tests.conftest import base_config
 from tests.recount import assert_exact
 
 BEFORE = "0008"
-_databases = itertools.count(1)
-
-
-def _server_sql(server: str, statement: str) -> None:
-    engine = create_engine(f"{server}/postgres", isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text(statement))
-    engine.dispose()
 
 
 @pytest.fixture
-def old_app(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[Flask]:
-    """An app on a database migrated to the revision before the counters."""
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'old.sqlite3'}"
-    else:
-        server = request.getfixturevalue("postgres_server_url")
-        name = f"before_counts_{next(_databases)}"
-        _server_sql(server, f"CREATE DATABASE {name}")
-        url = f"{server}/{name}"
-    app = create_app(base_config(url, BACKOFF_BASE_SECONDS=0))
-    migrate.upgrade(app, BEFORE)
-    yield app
-    db.engine(app).dispose()
-    if backend != "sqlite":
-        _server_sql(server, f"DROP DATABASE {name} WITH (FORCE)")
+def app_config() -> dict[str, Any]:
+    return {"BACKOFF_BASE_SECONDS": 0}
+
+
+def _downgrade(app: Flask) -> None:
+    config = migrate.alembic_config()
+    with db.engine(app).begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, BEFORE)
 
 
 def _work(app: Flask) -> None:
@@ -73,18 +56,15 @@ def _work(app: Flask) -> None:
 
 
 def test_the_upgrade_counts_what_is_there_and_the_downgrade_undoes_it(
-    old_app: Flask, backend: str
+    app: Flask, backend: str
 ) -> None:
-    _work(old_app)
-    migrate.upgrade(old_app)
-    with db.read(old_app) as conn:
+    _downgrade(app)  # the database as it was before the counters, then a day's work
+    assert "job_counts" not in inspect(db.engine(app)).get_table_names()
+    _work(app)
+    migrate.upgrade(app)
+    with db.read(app) as conn:
         assert_exact(conn, utcnow())
-    config = migrate.alembic_config()
-    with db.engine(old_app).begin() as conn:
-        config.attributes["connection"] = conn
-        command.downgrade(config, BEFORE)
-    tables = set(inspect(db.engine(old_app)).get_table_names())
-    assert "job_counts" not in tables and "jobs" in tables
-    migrate.upgrade(old_app)  # and again, from the same jobs
-    with db.read(old_app) as conn:
+    _downgrade(app)  # and again, from the same jobs
+    migrate.upgrade(app)
+    with db.read(app) as conn:
         assert_exact(conn, utcnow())

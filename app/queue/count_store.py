@@ -4,25 +4,35 @@ job counts per scope, finishes per minute and worker activity, each summed over 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select
 
 from app.queue.models import Actor
 from app.queue.policy import Scope, scope
+from app.queue.states import JobStatus
 from app.schema import UTCDateTime, finished_per_minute, job_counts, worker_activity
 
 EVERYONE = "*"
 _SINCE = bindparam("since", type_=UTCDateTime())
+_STATUSES = [status.value for status in JobStatus]
+_SUMS = [func.sum(job_counts.c[status]) for status in _STATUSES]
 # Built once: every dashboard and scrape runs them.
 _COUNTS = (
-    select(job_counts.c.status, job_counts.c.priority, func.sum(job_counts.c.n))
+    select(job_counts.c.priority, *_SUMS)
     .where(job_counts.c.scope == bindparam("scope"))
-    .group_by(job_counts.c.status, job_counts.c.priority)
+    .group_by(job_counts.c.priority)
 )
-_BY_STATUS_TYPE = (
-    select(job_counts.c.status, job_counts.c.type, func.sum(job_counts.c.n))
+_BY_TYPE = (
+    select(job_counts.c.type, *_SUMS)
     .where(job_counts.c.scope == EVERYONE)
-    .group_by(job_counts.c.status, job_counts.c.type)
+    .group_by(job_counts.c.type)
+)
+# The 'worker:<name>' scopes: a range of the primary key (':' is followed by ';').
+_RUNNING = (
+    select(job_counts.c.scope, func.sum(job_counts.c.running))
+    .where(job_counts.c.scope >= "worker:", job_counts.c.scope < "worker;")
+    .group_by(job_counts.c.scope)
 )
 _FINISHED = (
     select(
@@ -34,12 +44,6 @@ _FINISHED = (
         finished_per_minute.c.scope == bindparam("scope"), finished_per_minute.c.minute >= _SINCE
     )
     .group_by(finished_per_minute.c.minute, finished_per_minute.c.status)
-)
-# The 'worker:<name>' scopes: a range of the primary key (':' is followed by ';').
-_RUNNING = (
-    select(job_counts.c.scope, func.sum(job_counts.c.n))
-    .where(job_counts.c.scope >= "worker:", job_counts.c.scope < "worker;")
-    .group_by(job_counts.c.scope)
 )
 _ACTIVITY = (
     select(
@@ -63,16 +67,24 @@ def scope_of(actor: Actor) -> str:
     return f"owner:{actor.id}"
 
 
+def _by_status(rows: Any) -> list[tuple[str, Any, int]]:
+    """``(status, key, jobs)`` of rows ``(key, jobs per status...)``, zeros left out."""
+    return [
+        (status, key, int(n))
+        for key, *ns in rows
+        for status, n in zip(_STATUSES, ns, strict=True)
+        if n
+    ]
+
+
 def counts(conn: Connection, of: str) -> list[tuple[str, int, int]]:
     """``(status, priority, jobs)`` of scope ``of``; keys without jobs may be missing."""
-    return [
-        (status, priority, int(n)) for status, priority, n in conn.execute(_COUNTS, {"scope": of})
-    ]
+    return _by_status(conn.execute(_COUNTS, {"scope": of}))
 
 
 def counts_by_status_type(conn: Connection) -> list[tuple[str, str, int]]:
     """``(status, type, jobs)`` of every job."""
-    return [(status, job_type, int(n)) for status, job_type, n in conn.execute(_BY_STATUS_TYPE)]
+    return _by_status(conn.execute(_BY_TYPE))
 
 
 def running_by_worker(conn: Connection) -> dict[str, int]:

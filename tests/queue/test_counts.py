@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from flask import Flask
 from sqlalchemy import Connection, select, text
+from sqlalchemy.exc import DatabaseError
 
 from app import db
 from app.queue import batches, count_store, service, stats
@@ -187,3 +188,13 @@ def test_concurrent_writers_never_wait_on_a_counter_row(queue: Queue, backend: s
 
 def _request(queue: Queue) -> Any:
     return EnqueueBody.parse({"type": "email.send"}, queue.settings).to_request()
+
+
+def test_a_jobs_type_priority_and_owner_never_change(queue: Queue, backend: str) -> None:
+    """The counts rely on it, so the database refuses it, whoever asks."""
+    job = queue.enqueue()
+    for change in ("priority = 30", "type = 'report.build'", f"created_by = {queue.admin.id}"):
+        with pytest.raises(DatabaseError, match="never change"), queue.tx() as conn:
+            conn.execute(text(f"UPDATE jobs SET {change} WHERE id = :id"), {"id": job.id})  # noqa: S608
+    with db.read(queue.app) as conn:
+        assert_exact(conn, T0)
