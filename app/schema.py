@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 
-from app.queue.states import EventKind
+from app.queue.states import EventKind, JobStatus
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -163,12 +163,14 @@ jobs = Table(
     sqlite_autoincrement=True,
 )
 
-# The claim order, served by a partial index so a claim reads the head of the queue only.
+# The claim order, served by a partial index so a claim reads the head of the queue only
+# (status too, so SQLite counts the jobs ahead of one from the index alone).
 Index(
     "ix_jobs_claim",
     jobs.c.priority.desc(),
     jobs.c.run_at,
     jobs.c.id,
+    jobs.c.status,
     sqlite_where=jobs.c.status == "pending",
     postgresql_where=jobs.c.status == "pending",
 )
@@ -190,9 +192,8 @@ Index(
 Index("ix_jobs_status_id", jobs.c.status, jobs.c.id)
 Index("ix_jobs_owner_id", jobs.c.created_by, jobs.c.id)
 Index("ix_jobs_type_id", jobs.c.type, jobs.c.id)
-# Dashboard counts from covering indexes: all jobs, and one producer's.
-Index("ix_jobs_priority_status", jobs.c.priority, jobs.c.status)
-Index("ix_jobs_owner_status", jobs.c.created_by, jobs.c.status, jobs.c.priority)
+# A producer's oldest due job (one probe) and its jobs of a rare status.
+Index("ix_jobs_owner_status_run_at", jobs.c.created_by, jobs.c.status, jobs.c.run_at)
 # Latest failures and pruning: finished jobs by status and age.
 Index("ix_jobs_status_finished", jobs.c.status, jobs.c.finished_at)
 # Metrics: jobs per status and type from the index alone; the oldest due job of each type.
@@ -204,13 +205,27 @@ Index(
     sqlite_where=jobs.c.status == "pending",
     postgresql_where=jobs.c.status == "pending",
 )
-# The workers page: what each worker holds now, by identity.
+# The workers page: each worker's next lease expiry and last heartbeat, one probe each.
 Index(
     "ix_jobs_running_worker",
     jobs.c.worker_id,
     jobs.c.lease_expires_at,
     sqlite_where=jobs.c.status == "running",
     postgresql_where=jobs.c.status == "running",
+)
+Index(
+    "ix_jobs_running_seen",
+    jobs.c.worker_id,
+    jobs.c.updated_at,
+    sqlite_where=jobs.c.status == "running",
+    postgresql_where=jobs.c.status == "running",
+)
+# Searching by idempotency key without its owner (admins, workers).
+Index(
+    "ix_jobs_idempotency_key",
+    jobs.c.idempotency_key,
+    sqlite_where=jobs.c.idempotency_key.is_not(None),
+    postgresql_where=jobs.c.idempotency_key.is_not(None),
 )
 
 # The active job holding a uniqueness key: one probe per enqueue with ``unique_key``.
@@ -339,4 +354,74 @@ type_claim_windows = Table(
     Column("type", String(200), primary_key=True),
     Column("window_started_at", UTCDateTime(), nullable=False),
     Column("claims", Integer, nullable=False, server_default=text("0")),
+)
+
+
+# The figures below are kept by database triggers (migration 0009) in the transaction of every
+# statement that inserts, moves or deletes a job or appends an event, so no code path can forget
+# them. A scope is whose figures they are: '*' (everyone's), 'owner:<user id>' (a producer's
+# jobs), 'holder:<worker name>' (the jobs a worker holds or held), 'worker:<worker name>' (the
+# jobs running for a worker now, for the workers page). PostgreSQL writers each add to
+# a shard no other running transaction holds; readers sum the shards (SQLite writes shard 0).
+# One column per status, so a move is one row per scope. The counts hold because a job's type,
+# priority and owner never change (a trigger refuses it).
+job_counts = Table(
+    "job_counts",
+    metadata,
+    Column("scope", String(80), primary_key=True),
+    Column("type", String(200), primary_key=True),
+    Column("priority", SmallInteger, primary_key=True, autoincrement=False),
+    Column("shard", SmallInteger, primary_key=True, autoincrement=False),
+    *(Column(status.value, BigInteger, nullable=False) for status in JobStatus),
+    sqlite_with_rowid=False,
+)
+
+# Every worker that ever claimed a job, with the job's current status and run_at: a worker's
+# lists and oldest due job walk its own rows. No foreign key: the jobs delete trigger removes
+# them after counting them.
+job_holders = Table(
+    "job_holders",
+    metadata,
+    Column("worker", String(64), primary_key=True),
+    Column("job_id", BigId, primary_key=True, autoincrement=False),
+    Column("status", String(16), nullable=False),
+    Column("run_at", UTCDateTime(), nullable=False),
+    Index(None, "job_id"),
+    Index(None, "worker", "status", "job_id"),
+    sqlite_with_rowid=False,
+)
+Index(
+    "ix_job_holders_pending",
+    job_holders.c.worker,
+    job_holders.c.run_at,
+    sqlite_where=job_holders.c.status == "pending",
+    postgresql_where=job_holders.c.status == "pending",
+)
+
+# Rings of 60 minute slots (slot = minute of the hour; a newer minute restarts its slot):
+# completions and final failures per scope for the dashboard chart, and what each worker
+# claimed, completed and failed for the workers page.
+finished_per_minute = Table(
+    "finished_per_minute",
+    metadata,
+    Column("scope", String(80), primary_key=True),
+    Column("status", String(16), primary_key=True),
+    Column("slot", SmallInteger, primary_key=True, autoincrement=False),
+    Column("shard", SmallInteger, primary_key=True, autoincrement=False),
+    Column("minute", UTCDateTime(), nullable=False),
+    Column("n", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+worker_activity = Table(
+    "worker_activity",
+    metadata,
+    Column("worker", String(64), primary_key=True),
+    Column("kind", String(16), primary_key=True),
+    Column("slot", SmallInteger, primary_key=True, autoincrement=False),
+    Column("shard", SmallInteger, primary_key=True, autoincrement=False),
+    Column("minute", UTCDateTime(), nullable=False),
+    Column("n", BigInteger, nullable=False),
+    Column("last_at", UTCDateTime(), nullable=False),
+    sqlite_with_rowid=False,
 )

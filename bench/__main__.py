@@ -302,7 +302,7 @@ def http_section(base: Path) -> None:
 
 def scale_section(base: Path) -> None:
     """Pages and lists at 10k and 1M jobs, per role."""
-    print("pages and lists at scale (gunicorn -w 4, SQLite; p50/p95 of 15 requests):")
+    print("pages and lists at scale (gunicorn -w 4; p50/p95 of 15 requests after one warm-up):")
     run_scale(base)
 
 

@@ -10,6 +10,7 @@ from app.api.openapi import Operation, Reply, documented
 from app.audit import query
 from app.monitoring import rollup
 from app.monitoring.exposition import JobFigures, exposition
+from app.queue import count_store
 from app.queue.policy import Action
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
@@ -41,7 +42,7 @@ def metrics() -> Response:
         figures = JobFigures(
             now=now,
             job_types=job_types,
-            counts=rollup.job_counts(conn),
+            counts=count_store.counts_by_status_type(conn),
             oldest_due=rollup.oldest_due(conn, job_types, now),
             totals=rollup.totals(conn),
         )

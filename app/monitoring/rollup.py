@@ -143,12 +143,6 @@ def totals(conn: Connection) -> dict[Key, float]:
     return {(r.name, r.type, r.label): r.value for r in conn.execute(select(metric_counters))}
 
 
-def job_counts(conn: Connection) -> list[tuple[str, str, int]]:
-    """(status, type, count) of every job, from the (status, type) index alone."""
-    query = select(jobs.c.status, jobs.c.type, func.count()).group_by(jobs.c.status, jobs.c.type)
-    return [(status, job_type, int(count)) for status, job_type, count in conn.execute(query)]
-
-
 def oldest_due(conn: Connection, job_types: Iterable[str], now: datetime) -> dict[str, datetime]:
     """The run_at of the oldest due pending job of each type: one index probe per type."""
     found = {}

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, bindparam, func, literal_column, select
 
-from app.queue.states import JobStatus
-from app.schema import job_events, jobs
+from app.queue import count_store
+from app.schema import jobs
 
 WINDOW = timedelta(hours=1)
-# Event kinds a worker causes, and the statuses they lead to (the (to_status, at) index).
-_KINDS = {"claimed": "claimed", "completed": "completed", "failed": "failed"}
-_TO_STATUSES = (JobStatus.RUNNING, JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.PENDING)
 
 
 @dataclass
@@ -37,32 +35,32 @@ class WorkerRow:
 def workers(conn: Connection, *, now: datetime) -> list[WorkerRow]:
     """Every worker that holds a job or acted in the last hour, busiest first."""
     rows: dict[str, WorkerRow] = {}
-    held = (
-        select(
-            jobs.c.worker_id,
-            func.count(),
-            func.min(jobs.c.lease_expires_at),
-            func.max(jobs.c.updated_at),
-        )
-        .where(jobs.c.status == JobStatus.RUNNING)
-        .group_by(jobs.c.worker_id)
-    )
-    for name, running, expiry, touched in conn.execute(held):
-        row = rows.setdefault(name, WorkerRow(name))
-        row.running, row.next_lease_expiry = int(running), expiry
+    # From the counts the database keeps, then two index probes per worker that runs jobs.
+    for name, running in count_store.running_by_worker(conn).items():
+        row = rows.setdefault(name, WorkerRow(name, running=running))
+        row.next_lease_expiry, touched = conn.execute(_HELD, {"worker": name}).one()
         row.seen(touched)
-    recent = (
-        select(job_events.c.actor, job_events.c.kind, func.count(), func.max(job_events.c.at))
-        .where(
-            job_events.c.to_status.in_(_TO_STATUSES),
-            job_events.c.at >= now - WINDOW,
-            job_events.c.kind.in_(_KINDS),
-            job_events.c.actor.is_not(None),
-        )
-        .group_by(job_events.c.actor, job_events.c.kind)
-    )
-    for name, kind, count, last in conn.execute(recent):
+    # The last hour in whole minutes, from the activity the database counts per worker.
+    since = now.replace(second=0, microsecond=0) - WINDOW + timedelta(minutes=1)
+    for name, kind, count, last in count_store.worker_activity_since(conn, since):
         row = rows.setdefault(name, WorkerRow(name))
-        setattr(row, _KINDS[kind], int(count))
+        setattr(row, kind, count)
         row.seen(last)
     return sorted(rows.values(), key=lambda r: (-r.running, -r.claimed, r.name))
+
+
+def _of_worker(column: Any, worker: Any) -> Any:
+    """A scalar subquery over the running jobs of ``worker`` (literal status: partial index)."""
+    return (
+        select(column)
+        .where(jobs.c.status == literal_column("'running'"), jobs.c.worker_id == worker)
+        .scalar_subquery()
+    )
+
+
+_WORKER: Any = bindparam("worker")
+# Its next lease expiry (ix_jobs_running_worker) and last heartbeat (ix_jobs_running_seen).
+_HELD = select(
+    _of_worker(func.min(jobs.c.lease_expires_at), _WORKER),
+    _of_worker(func.max(jobs.c.updated_at), _WORKER),
+)

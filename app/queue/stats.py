@@ -1,14 +1,17 @@
-"""The dashboard use case: queue figures an actor may see, from index-served store queries."""
+"""The dashboard use case: queue figures an actor may see, from the counts the database keeps
+and index probes."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, Connection
+from sqlalchemy import Connection
 
-from app.queue import store
+from app.queue import count_store, store
 from app.queue.models import Actor, Job
+from app.queue.policy import Scope, scope
 from app.queue.service import visibility
 from app.queue.states import PRIORITIES, JobStatus
 
@@ -37,33 +40,43 @@ class Dashboard:
 
 
 def dashboard(conn: Connection, actor: Actor, *, now: datetime) -> Dashboard:
-    """The figures of the jobs ``actor`` may see (the same visibility as the job list)."""
-    visible = visibility(actor)
-    statuses = store.count_by(conn, "status", visible)
-    priorities = store.count_by(conn, "priority", visible)
-    oldest = store.oldest_pending_run_at(conn, now, visible)
+    """The figures of the jobs ``actor`` may see (the same visibility as the job list), read
+    from the counts the database keeps rather than from the jobs themselves."""
+    of = count_store.scope_of(actor)
+    statuses: Counter[str] = Counter()
+    priorities: Counter[int] = Counter()
+    for status, priority, n in count_store.counts(conn, of):
+        statuses[status] += n
+        priorities[priority] += n
+    oldest = _oldest_due(conn, actor, now) if statuses[JobStatus.PENDING] else None
     return Dashboard(
-        by_status={status.value: statuses.get(status.value, 0) for status in JobStatus},
+        by_status={status.value: statuses[status.value] for status in JobStatus},
         by_priority={
-            label: priorities.get(number, 0)
+            label: priorities[number]
             for label, number in sorted(PRIORITIES.items(), key=lambda item: -item[1])
         },
         oldest_pending_age=max(now - oldest, timedelta(0)) if oldest else None,
-        per_minute=_per_minute(conn, now, visible),
+        per_minute=_per_minute(conn, now, of),
         # Failures carry error texts, which only admins may read.
         latest_failures=store.latest_failures(conn, LATEST_FAILURES) if actor.sees_errors else [],
     )
 
 
-def _per_minute(
-    conn: Connection, now: datetime, visible: ColumnElement[bool] | None
-) -> list[MinuteCount]:
+def _oldest_due(conn: Connection, actor: Actor, now: datetime) -> datetime | None:
+    """When the longest-waiting due job ``actor`` may see became due (a worker's through its
+    holder rows)."""
+    if scope(actor) is Scope.HELD:
+        return store.oldest_held_pending_run_at(conn, now, actor.name)
+    return store.oldest_pending_run_at(conn, now, visibility(actor))
+
+
+def _per_minute(conn: Connection, now: datetime, of: str) -> list[MinuteCount]:
     """Completions and final failures per minute over the last hour, oldest minute first."""
     current_minute = now.replace(second=0, microsecond=0)
     start = current_minute - timedelta(minutes=WINDOW_MINUTES - 1)
     completed = [0] * WINDOW_MINUTES
     failed = [0] * WINDOW_MINUTES
-    for at, status, count in store.finished_per_minute(conn, start, visible):
+    for at, status, count in count_store.finished_since(conn, of, start):
         index = int((at - start).total_seconds() // 60)
         if 0 <= index < WINDOW_MINUTES:
             (completed if status == JobStatus.COMPLETED else failed)[index] += count

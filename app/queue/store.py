@@ -22,7 +22,6 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
-    type_coerce,
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import BindParameter
@@ -30,7 +29,7 @@ from sqlalchemy.sql.elements import BindParameter
 from app.prepared import Prepared
 from app.queue.models import Event, Job, JobFilters
 from app.queue.states import EventKind, JobStatus
-from app.schema import UTCDateTime, job_events, jobs
+from app.schema import job_events, job_holders, jobs
 
 JOB_COLUMNS = [jobs.c[name] for name in Job.__dataclass_fields__]
 EVENT_COLUMNS = [job_events.c[name] for name in Event.__dataclass_fields__]
@@ -144,12 +143,12 @@ def get_job(conn: Connection, job_id: int) -> Job | None:
 
 def visible_to_worker(name: str | BindParameter[str]) -> ColumnElement[bool]:
     """Jobs a worker holds now or held in any earlier attempt."""
-    # Every claim writes a running event with the worker as actor, so the events alone say
-    # which jobs a worker holds or held (and their index answers it).
-    held = select(job_events.c.job_id).where(
-        job_events.c.actor == name, job_events.c.to_status == JobStatus.RUNNING
+    # Every claim makes the worker one of the job's holders (a trigger, migration 0009): one
+    # probe of job_holders' primary key per job.
+    held = select(job_holders.c.job_id).where(
+        job_holders.c.worker == name, job_holders.c.job_id == jobs.c.id
     )
-    return jobs.c.id.in_(held)
+    return held.exists()
 
 
 def visible_to_owner(user_id: int | BindParameter[int]) -> ColumnElement[bool]:
@@ -224,6 +223,7 @@ def matching(filters: JobFilters, visible: ColumnElement[bool] | None) -> list[C
 
 def filter_conditions(
     *,
+    status_column: ColumnElement[str] = jobs.c.status,
     status: Any = None,
     job_type: Any = None,
     priority: Any = None,
@@ -231,10 +231,11 @@ def filter_conditions(
     search_id: Any = None,
 ) -> list[ColumnElement[bool]]:
     """The list filters as conditions on ``jobs``: each a value or a bound parameter, None when
-    that filter is not set (``search_id``: the search text read as a job id, when it is one)."""
+    that filter is not set (``search_id``: the search text read as a job id, when it is one;
+    ``status_column``: where the status is read)."""
     conditions: list[ColumnElement[bool]] = []
     if status is not None:
-        conditions.append(jobs.c.status == status)
+        conditions.append(status_column == status)
     if job_type is not None:
         conditions.append(jobs.c.type == job_type)
     if priority is not None:
@@ -250,14 +251,27 @@ def filter_conditions(
 ListShape = tuple[str, bool, bool, bool, int, bool, bool]
 
 
+# A worker's jobs through its holder rows (ordered by the holder's job_id: the planner does not
+# carry an ORDER BY over the join's equality).
+_HELD = job_holders.join(jobs, jobs.c.id == job_holders.c.job_id)
+
+
 @lru_cache(maxsize=256)
 def _list_statement(shape: ListShape) -> Prepared:
     """The page query of one shape: viewer rule, which filters are set, how many ways the search
-    matches (0: no search, 1: idempotency key, 2: key or id) and the paging direction."""
+    matches (0: no search, 1: idempotency key, 2: key or id) and the paging direction. A
+    worker's page walks its holder rows (by their index) rather than every job, its range on
+    both sides of the join, where a merge join starts."""
     kind, status, job_type, priority, search, before, after = shape
-    rule = _VIEWER_RULES[kind]
+    held = kind == "holder"
+    key = job_holders.c.job_id if held else jobs.c.id
+    ranged = [jobs.c.id, key] if held else [jobs.c.id]
+    rule = (
+        job_holders.c.worker == bindparam("viewer", type_=String()) if held else _VIEWER_RULES[kind]
+    )
     conditions = [] if rule is None else [rule]
     conditions += filter_conditions(
+        status_column=job_holders.c.status if held else jobs.c.status,
         status=bindparam("status") if status else None,
         job_type=bindparam("type") if job_type else None,
         priority=bindparam("priority") if priority else None,
@@ -265,15 +279,16 @@ def _list_statement(shape: ListShape) -> Prepared:
         search_id=bindparam("search_id") if search == 2 else None,
     )
     if before:
-        conditions.append(jobs.c.id < bindparam("before_id"))
+        conditions += [column < bindparam("before_id") for column in ranged]
     if after:
-        conditions.append(jobs.c.id > bindparam("after_id"))
-    return Prepared(
+        conditions += [column > bindparam("after_id") for column in ranged]
+    query = (
         select(*JOB_COLUMNS)
         .where(and_(True, *conditions))
-        .order_by(jobs.c.id.asc() if after else jobs.c.id.desc())
+        .order_by(key.asc() if after else key.desc())
         .limit(bindparam("limit"))
     )
+    return Prepared(query.select_from(_HELD) if held else query)
 
 
 def list_jobs(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[list[Job], bool]:
@@ -343,50 +358,26 @@ def prune_batch(conn: Connection, finished_before: datetime, batch: int) -> int:
     return len(deleted)
 
 
-def count_by(conn: Connection, column: str, visible: ColumnElement[bool] | None) -> dict[Any, int]:
-    """Job counts grouped by ``status`` or ``priority``, read from a covering index."""
-    col = jobs.c[column]
-    query = select(col, func.count()).group_by(col)
-    if visible is not None:
-        query = query.where(visible)
-    return {key: count for key, count in conn.execute(query).all()}
-
-
 def oldest_pending_run_at(
     conn: Connection, now: datetime, visible: ColumnElement[bool] | None
 ) -> datetime | None:
-    """When the longest-waiting claimable job became due (one probe of ix_jobs_pending)."""
+    """When the longest-waiting claimable job became due (one probe of ix_jobs_pending, or of
+    ix_jobs_owner_status_run_at for an owner)."""
     query = select(func.min(jobs.c.run_at)).where(PENDING, jobs.c.run_at <= now)
     if visible is not None:
         query = query.where(visible)
     return conn.execute(query).scalar()
 
 
-def _minute(conn: Connection) -> Any:
-    """An event's time truncated to the minute, in the backend's own SQL."""
-    if conn.dialect.name == "postgresql":
-        minute = func.date_trunc("minute", job_events.c.at)
-    else:
-        minute = func.strftime("%Y-%m-%d %H:%M:00.000000", job_events.c.at)
-    return type_coerce(minute, UTCDateTime())
-
-
-def finished_per_minute(
-    conn: Connection, since: datetime, visible: ColumnElement[bool] | None
-) -> list[tuple[datetime, str, int]]:
-    """``(minute, status, count)`` of completions and final failures since ``since``."""
-    minute = _minute(conn).label("minute")
-    query = (
-        select(minute, job_events.c.to_status, func.count())
-        .where(
-            job_events.c.to_status.in_([JobStatus.COMPLETED, JobStatus.FAILED]),
-            job_events.c.at >= since,
-        )
-        .group_by(minute, job_events.c.to_status)
+def oldest_held_pending_run_at(conn: Connection, now: datetime, worker: str) -> datetime | None:
+    """The same among the pending jobs ``worker`` held (one probe of ix_job_holders_pending:
+    holder rows keep their job's status and run_at)."""
+    query = select(func.min(job_holders.c.run_at)).where(
+        job_holders.c.worker == worker,
+        job_holders.c.status == literal_column("'pending'"),
+        job_holders.c.run_at <= now,
     )
-    if visible is not None:
-        query = query.where(job_events.c.job_id.in_(select(jobs.c.id).where(visible)))
-    return [(at, status, count) for at, status, count in conn.execute(query).all()]
+    return conn.execute(query).scalar()
 
 
 def latest_failures(conn: Connection, limit: int) -> list[Job]:

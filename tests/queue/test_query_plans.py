@@ -14,7 +14,8 @@ from flask import Flask
 from sqlalchemy import event
 
 from app import db
-from app.queue import service, stats
+from app.queue import count_store, service, stats
+from app.queue.cursors import encode_cursor
 from app.queue.models import Actor, JobFilters
 from app.queue.requests import EnqueueBody, ListQuery
 from app.queue_settings import queue_settings
@@ -141,8 +142,10 @@ def test_listing_reads_indexes_only(app: Flask) -> None:
 
 
 def _small_table(sql: str) -> bool:
-    """The metric totals: one row per (family, type, label), a few hundred at most."""
-    return "FROM metric_counters" in sql and "WHERE" not in sql
+    """The metric totals (one row per family, type and label: a few hundred at most) and the
+    workers' activity rings (60 minute slots per worker, kind and shard: bounded by the fleet,
+    never by the jobs)."""
+    return ("FROM metric_counters" in sql and "WHERE" not in sql) or "FROM worker_activity" in sql
 
 
 def test_metrics_scrape_reads_indexes_only(app: Flask) -> None:
@@ -156,7 +159,7 @@ def test_metrics_scrape_reads_indexes_only(app: Flask) -> None:
                 rollup.roll_up(conn)
             with db.read() as conn:
                 return (
-                    rollup.job_counts(conn),
+                    count_store.counts_by_status_type(conn),
                     rollup.oldest_due(conn, queue_settings().job_types, utcnow()),
                 )
 
@@ -176,7 +179,40 @@ def test_workers_page_reads_indexes_only(app: Flask) -> None:
             with db.read() as conn:
                 return workers(conn, now=utcnow())
 
-        assert_index_served(app, page)
+        with recorded(app) as statements:
+            page()
+        assert any("FROM worker_activity" in sql for sql, _ in statements)
+        assert [s for s in table_scans(app, statements) if not _small_table(s)] == []
+
+
+def test_a_workers_views_walk_its_holder_rows(app: Flask) -> None:
+    with app.app_context():
+        _, worker, _ = seed(app)
+        with db.transaction() as conn:  # a pending retry: the dashboard looks for its age
+            job = service.claim(conn, worker, now=utcnow(), settings=queue_settings())
+            assert job is not None
+            service.fail(conn, worker, job.id, now=utcnow(), settings=queue_settings(), error="x")
+        older = {"cursor": encode_cursor("before", job.id)}
+        for args in [{}, {"status": "failed"}, {"type": "email.send"}, older]:
+
+            def page(args: dict[str, str] = args) -> object:
+                with db.read() as conn:
+                    filters = ListQuery.from_args(args, queue_settings()).to_filters()
+                    return service.list_jobs(conn, worker, filters)
+
+            assert_index_served(app, page)
+
+        def views() -> object:
+            with db.read() as conn:
+                return (
+                    stats.dashboard(conn, worker, now=utcnow()),
+                    service.get_job(conn, worker, job.id),
+                )
+
+        with recorded(app) as statements:
+            views()
+        assert sum("job_holders" in sql for sql, _ in statements) == 2
+        assert table_scans(app, statements) == []
 
 
 def test_audit_pages_read_indexes_only(app: Flask) -> None:

@@ -1,0 +1,70 @@
+"""Migration 0009 on a database that already holds jobs: the upgrade fills the counts, holders
+and minute rings from the jobs and their events; a downgrade takes them away again."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from alembic import command
+from flask import Flask
+from sqlalchemy import inspect
+
+from app import db, migrate
+from app.queue import service
+from app.queue_settings import queue_settings
+from app.timeutil import utcnow
+from tests.backends import every_backend  # noqa: F401 (run on both engines)
+from tests.builders import make_job, make_user
+from tests.recount import assert_exact
+
+BEFORE = "0008"
+
+
+@pytest.fixture
+def app_config() -> dict[str, Any]:
+    return {"BACKOFF_BASE_SECONDS": 0}
+
+
+def _downgrade(app: Flask) -> None:
+    config = migrate.alembic_config()
+    with db.engine(app).begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, BEFORE)
+
+
+def _work(app: Flask) -> None:
+    """Jobs in every status, one of them held by two workers, finished a moment ago."""
+    producer = make_user(app, "old-producer", "producer").actor()
+    workers = [make_user(app, f"old-worker-{i}", "worker").actor() for i in range(2)]
+    admin = make_user(app, "old-admin", "admin").actor()
+    now = utcnow() - timedelta(seconds=5)
+    with app.app_context(), db.transaction(app) as conn:
+        settings = queue_settings()
+        jobs = [make_job(conn, producer, settings, now=now) for _ in range(6)]
+        make_job(conn, admin, settings, now=now, priority="critical", type="report.build")
+        first = service.claim_many(conn, workers[0], now=now, settings=settings, max_jobs=4)
+        service.complete(conn, workers[0], first[0].id, now=now)
+        service.fail(conn, workers[0], first[1].id, now=now, settings=settings, error="x")
+        service.fail(
+            conn, workers[0], first[2].id, now=now, settings=settings, error="x", retryable=False
+        )
+        service.cancel(conn, admin, jobs[5].id, now=now)
+        service.retry(conn, admin, first[2].id, now=now)
+        service.claim_many(conn, workers[1], now=now, settings=settings, max_jobs=2)
+
+
+def test_the_upgrade_counts_what_is_there_and_the_downgrade_undoes_it(
+    app: Flask, backend: str
+) -> None:
+    _downgrade(app)  # the database as it was before the counters, then a day's work
+    assert "job_counts" not in inspect(db.engine(app)).get_table_names()
+    _work(app)
+    migrate.upgrade(app)
+    with db.read(app) as conn:
+        assert_exact(conn, utcnow())
+    _downgrade(app)  # and again, from the same jobs
+    migrate.upgrade(app)
+    with db.read(app) as conn:
+        assert_exact(conn, utcnow())
