@@ -14,9 +14,9 @@ from flask import Flask
 from sqlalchemy import event
 
 from app import db
-from app.queue import service, stats
-from app.queue.models import Actor
-from app.queue.requests import ListQuery
+from app.queue import batches, service, stats
+from app.queue.models import Actor, Outcome
+from app.queue.requests import EnqueueBody, ListQuery
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.builders import make_job, make_user
@@ -220,3 +220,29 @@ def test_typed_claims_of_many_jobs_read_indexes_only(app: Flask) -> None:
         assert claimed, "the typed claim found nothing to claim"
         assert any("INDEXED BY ix_jobs_claim" in sql and "type IN" in sql for sql, _ in statements)
         assert table_scans(app, statements) == []
+
+
+def test_batch_enqueue_and_finish_read_indexes_only(app: Flask) -> None:
+    with app.app_context():
+        producer, worker, _ = seed(app)
+        settings = queue_settings()
+        requests = [
+            EnqueueBody.parse({"type": "email.send", "idempotency_key": f"k{i}"}, settings)
+            for i in range(3)
+        ]
+        with recorded(app) as statements, db.transaction() as conn:
+            batches.enqueue_many(conn, producer, [r.to_request() for r in requests], now=utcnow())
+            claimed = service.claim_many(conn, worker, now=utcnow(), settings=settings, max_jobs=3)
+            outcomes = [Outcome(job.id, job.attempts, True, {"n": 1}) for job in claimed]
+            finished = batches.finish(conn, worker, outcomes, now=utcnow(), settings=settings)
+        assert [job.status for job in finished] == ["completed"] * 3  # type: ignore[union-attr]
+        assert table_scans(app, statements) == []
+        (move,) = [(sql, params) for sql, params in statements if "json_each" in sql]
+        raw = db.engine(app).raw_connection()
+        try:
+            plan = [str(row[-1]) for row in raw.execute(f"EXPLAIN QUERY PLAN {move[0]}", move[1])]
+        finally:
+            raw.close()
+        # The items lead and each finds its job by id (not: the worker's jobs, items per job).
+        assert plan[0].startswith("SCAN json_each"), plan
+        assert plan[1].startswith("SEARCH jobs USING INTEGER PRIMARY KEY"), plan
