@@ -5,42 +5,60 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, literal, literal_column, select
+from sqlalchemy import Connection, bindparam, column, text
 
-from app.schema import jobs
+from app.schema import UTCDateTime
 
-# Literal statuses so the partial indexes (ix_jobs_pending, ix_jobs_lease) serve both probes.
-_NEXT_RUN = select(func.min(jobs.c.run_at)).where(
-    jobs.c.status == literal_column("'pending'"), jobs.c.run_at > bindparam("now")
+_NOW = bindparam("now", type_=UTCDateTime())
+_INSTANT = column("instant", UTCDateTime())
+
+
+def _on_jobs(select_list: str, index: str, where: str, *params: Any) -> dict[str, Any]:
+    """``SELECT select_list FROM jobs WHERE where`` (module constants) per backend. SQLite is
+    told the partial index to read: its planner would walk every job of the status through
+    ix_jobs_status_id."""
+    return {
+        backend: text(f"SELECT {select_list} FROM jobs{hint} WHERE {where}").bindparams(*params)  # noqa: S608
+        for backend, hint in (("sqlite", f" INDEXED BY {index}"), ("postgresql", ""))
+    }
+
+
+def _instant(statements: dict[str, Any]) -> dict[str, Any]:
+    """The statements, their one column read back as an aware UTC instant."""
+    return {backend: sql.columns(_INSTANT) for backend, sql in statements.items()}
+
+
+_NEXT_RUN = _instant(
+    _on_jobs(
+        "min(run_at) AS instant", "ix_jobs_pending", "status = 'pending' AND run_at > :now", _NOW
+    )
 )
-_NEXT_LEASE_END = select(func.min(jobs.c.lease_expires_at)).where(
-    jobs.c.status == literal_column("'running'")
+_NEXT_LEASE_END = _instant(
+    _on_jobs("min(lease_expires_at) AS instant", "ix_jobs_lease", "status = 'running'")
 )
 
 
 def next_due_at(conn: Connection, now: datetime) -> datetime | None:
     """The earliest instant after ``now`` at which a job becomes claimable without any write:
     a pending job's ``run_at`` (scheduled, backing off) or a running job's lease end."""
-    run_at = conn.execute(_NEXT_RUN, {"now": now}).scalar()
-    lease_end = conn.execute(_NEXT_LEASE_END).scalar()
+    run_at = conn.execute(_NEXT_RUN[conn.dialect.name], {"now": now}).scalar()
+    lease_end = conn.execute(_NEXT_LEASE_END[conn.dialect.name]).scalar()
     instants = [t for t in (run_at, lease_end) if t is not None]
     return min(instants) if instants else None
 
 
-def _due_pending(typed: bool) -> Any:
-    query = select(literal(1)).where(
-        jobs.c.status == literal_column("'pending'"), jobs.c.run_at <= bindparam("now")
-    )
-    if typed:
-        query = query.where(jobs.c.type.in_(bindparam("types", expanding=True)))
-    return query.limit(1)
-
-
-_DUE_PENDING = {typed: _due_pending(typed) for typed in (False, True)}
-_LEASE_ENDED = (
-    select(literal(1))
-    .where(jobs.c.status == literal_column("'running'"), jobs.c.lease_expires_at < bindparam("now"))
-    .limit(1)
+_DUE = {
+    False: _on_jobs("1", "ix_jobs_pending", "status = 'pending' AND run_at <= :now LIMIT 1", _NOW),
+    True: _on_jobs(
+        "1",
+        "ix_jobs_pending_type",
+        "status = 'pending' AND type IN :types AND run_at <= :now LIMIT 1",
+        _NOW,
+        bindparam("types", expanding=True),
+    ),
+}
+_LEASE_ENDED = _on_jobs(
+    "1", "ix_jobs_lease", "status = 'running' AND lease_expires_at < :now LIMIT 1", _NOW
 )
 
 
@@ -51,6 +69,7 @@ def claimable_now(conn: Connection, now: datetime, types: tuple[str, ...] | None
     params: dict[str, Any] = {"now": now}
     if types is not None:
         params["types"] = list(types)
-    if conn.execute(_DUE_PENDING[types is not None], params).first() is not None:
+    backend = conn.dialect.name
+    if conn.execute(_DUE[types is not None][backend], params).first() is not None:
         return True
-    return conn.execute(_LEASE_ENDED, {"now": now}).first() is not None
+    return conn.execute(_LEASE_ENDED[backend], {"now": now}).first() is not None
