@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from datetime import datetime, timedelta
+from typing import cast
 
 from flask import g
 
@@ -32,40 +34,51 @@ def claim(
     (``run_at``, lease end) arrives, or the wait ends.
     """
     deadline = time.monotonic() + wait_seconds
-    bell = db.wakeups()
-    woken = False
+    wakeups = db.wakeups()
+    bell, turn = wakeups.bell, wakeups.turn(types)
+    rung = False
     while True:
         # Read before looking, so a job committed after our look still rings a newer generation.
         seen = bell.generation() if wait_seconds else 0
-        now = utcnow()
-        claimed: list[Job] = []
-        # A commit wakes every waiting claim and most find the job taken: a woken claim first
-        # looks without the write lock (SQLite has one for the whole database).
-        ready, next_due = _look(now, types) if woken else (True, None)
-        if ready:
-            with db.transaction() as conn:
-                claimed = service.claim_many(
-                    conn,
-                    g.actor,
-                    now=now,
-                    settings=settings,
-                    max_jobs=max_jobs,
-                    lease_seconds=lease,
-                    types=types,
-                )
-                next_due = due.next_due_at(conn, now) if not claimed and wait_seconds else None
+        # A ring wakes every waiting claim of the process. They look one at a time, and once
+        # one that looked after this ring found nothing, the others go back to sleep at once.
+        with turn.gate if rung else contextlib.nullcontext():
+            found_nothing, note = turn.nothing_since(seen) if rung else (False, None)
+            claimed: list[Job] = []
+            if found_nothing:
+                next_due = cast("datetime | None", note)
+            else:
+                claimed, next_due = _try(settings, lease, max_jobs, types, waiting=wait_seconds > 0)
+                if not claimed and wait_seconds:
+                    turn.found_nothing(seen, next_due)
         remaining = deadline - time.monotonic()
         if claimed or remaining <= 0:
             return claimed
         if next_due is not None:
             remaining = min(remaining, (next_due + _AFTER_DUE - utcnow()).total_seconds())
-        bell.wait(seen, remaining)
-        woken = True
+        rung = bell.wait(seen, remaining)
 
 
-def _look(now: datetime, types: tuple[str, ...] | None) -> tuple[bool, datetime | None]:
-    """Whether a claim may find work now; if not, when the clock next makes some due."""
-    with db.read() as conn:
-        if due.claimable_now(conn, now, types):
-            return True, None
-        return False, due.next_due_at(conn, now)
+def _try(
+    settings: QueueSettings,
+    lease: int | None,
+    max_jobs: int,
+    types: tuple[str, ...] | None,
+    *,
+    waiting: bool,
+) -> tuple[list[Job], datetime | None]:
+    """One claim; when it finds nothing and the caller waits, also when the clock next makes a
+    job due."""
+    now = utcnow()
+    with db.transaction() as conn:
+        claimed = service.claim_many(
+            conn,
+            g.actor,
+            now=now,
+            settings=settings,
+            max_jobs=max_jobs,
+            lease_seconds=lease,
+            types=types,
+        )
+        next_due = due.next_due_at(conn, now) if not claimed and waiting else None
+    return claimed, next_due

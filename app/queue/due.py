@@ -45,31 +45,3 @@ def next_due_at(conn: Connection, now: datetime) -> datetime | None:
     lease_end = conn.execute(_NEXT_LEASE_END[conn.dialect.name]).scalar()
     instants = [t for t in (run_at, lease_end) if t is not None]
     return min(instants) if instants else None
-
-
-_DUE = {
-    False: _on_jobs("1", "ix_jobs_pending", "status = 'pending' AND run_at <= :now LIMIT 1", _NOW),
-    True: _on_jobs(
-        "1",
-        "ix_jobs_pending_type",
-        "status = 'pending' AND type IN :types AND run_at <= :now LIMIT 1",
-        _NOW,
-        bindparam("types", expanding=True),
-    ),
-}
-_LEASE_ENDED = _on_jobs(
-    "1", "ix_jobs_lease", "status = 'running' AND lease_expires_at < :now LIMIT 1", _NOW
-)
-
-
-def claimable_now(conn: Connection, now: datetime, types: tuple[str, ...] | None) -> bool:
-    """Whether a claim at ``now`` may find work: a due pending job (of ``types``, when given) or
-    an expired lease to recover. Read-only, so a claim woken with many others looks before it
-    takes the write lock."""
-    params: dict[str, Any] = {"now": now}
-    if types is not None:
-        params["types"] = list(types)
-    backend = conn.dialect.name
-    if conn.execute(_DUE[types is not None][backend], params).first() is not None:
-        return True
-    return conn.execute(_LEASE_ENDED[backend], {"now": now}).first() is not None
