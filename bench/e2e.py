@@ -291,6 +291,23 @@ def load() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
 
+def fsync_ms(folder: Path, samples: int = 30) -> str:
+    """The median time of writing 4 KiB and fsyncing it here: what every durable commit (of
+    either system) waits for at least once."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "fsync-probe"
+    times = []
+    with path.open("wb") as file:
+        for _ in range(samples):
+            file.write(b"x" * 4096)
+            file.flush()
+            start = time.perf_counter()
+            os.fsync(file.fileno())
+            times.append((time.perf_counter() - start) * 1000)
+    path.unlink()
+    return f"{statistics.median(times):.1f} ms"
+
+
 def line(name: str, ours: list[float], theirs: list[float], unit: str, peer: str) -> None:
     """The median (and best) of each side and the ratio of the medians (above 1: queuelog does
     better)."""
@@ -312,7 +329,7 @@ def run(base: Path) -> None:
             f"end to end, SQLite synchronous={level}, {jobs} no-op jobs, 4 worker processes, "
             f"median (best) of {rounds} rounds:"
         )
-        started = load()
+        started, fsync = load(), fsync_ms(base)
         systems: dict[str, Any] = {}
         try:
             systems["queuelog"] = Queuelog(base / f"queuelog-{level}", SQLITE_SYNCHRONOUS=level)
@@ -326,4 +343,4 @@ def run(base: Path) -> None:
         line("trickle (4 producers)", ours["trickle"], theirs["trickle"], "jobs/s", "huey")
         line("pickup p50", ours["p50"], theirs["p50"], "ms", "huey")
         line("pickup p99 (goal: <= 50 ms)", ours["p99"], theirs["p99"], "ms", "huey")
-        print(f"  load average {started} at the start, {load()} at the end")
+        print(f"  load average {started} at the start, {load()} at the end; fsync {fsync}")

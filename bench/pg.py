@@ -21,6 +21,7 @@ from bench.e2e import (
     WARM_UP,
     Queuelog,
     bulk,
+    fsync_ms,
     jobs_per_section,
     line,
     load,
@@ -130,7 +131,7 @@ def run(base: Path) -> None:
             f"end to end, PostgreSQL (fsync, synchronous_commit on), {jobs} no-op jobs, "
             f"median (best) of {rounds} rounds:"
         )
-        started = load()
+        started, fsync = load(), fsync_ms(base)
         dsn = _create(server, "pgqueuer").replace("+psycopg", "")
         asyncio.run(_install(dsn))
         system = Queuelog(base / "queuelog", url=_create(server, "queuelog"))
@@ -156,4 +157,4 @@ def run(base: Path) -> None:
         line(f"bulk (batches of {BATCH})", ours["bulk"], theirs["bulk"], "jobs/s", "pgqueuer")
         line("pickup p50", ours["p50"], theirs["p50"], "ms", "pgqueuer")
         line("pickup p99 (goal: <= 50 ms)", ours["p99"], theirs["p99"], "ms", "pgqueuer")
-        print(f"  load average {started} at the start, {load()} at the end")
+        print(f"  load average {started} at the start, {load()} at the end; fsync {fsync}")
