@@ -20,7 +20,7 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from pathlib import Path
 
 from sqlalchemy import Connection
@@ -56,11 +56,41 @@ class Bell:
             return self._condition.wait_for(lambda: self._generation != seen, max(timeout, 0))
 
 
+class Turn:
+    """Waiters of one kind that the same ring woke take turns to look (``gate``); one that
+    finds nothing leaves a note, so the others need not look again before the next ring: a ring
+    then costs a process one or two looks, however many of its waiters sleep."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Lock()
+        self._lock = threading.Lock()
+        self._empty_at = -1
+        self._note: object = None
+
+    def found_nothing(self, generation: int, note: object) -> None:
+        """A look that began at ``generation`` found nothing; ``note`` is what else it learned."""
+        with self._lock:
+            if generation >= self._empty_at:
+                self._empty_at, self._note = generation, note
+
+    def nothing_since(self, generation: int) -> tuple[bool, object]:
+        """Whether a look that began at ``generation`` or later found nothing, and its note."""
+        with self._lock:
+            return self._empty_at >= generation, self._note
+
+
 class Wakeup:
     """In-process only (an in-memory database): commits ring this process's bell."""
 
     def __init__(self) -> None:
         self.bell = Bell()
+        self._turns: dict[Hashable, Turn] = {}
+        self._turns_lock = threading.Lock()
+
+    def turn(self, kind: Hashable) -> Turn:
+        """This process's turn for waiters of ``kind``."""
+        with self._turns_lock:
+            return self._turns.setdefault(kind, Turn())
 
     def listening(self) -> bool:
         """Start this process's listener if needed; True when no wake-up can be missed."""

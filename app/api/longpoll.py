@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import cast
 
 from flask import g
 
@@ -32,25 +34,51 @@ def claim(
     (``run_at``, lease end) arrives, or the wait ends.
     """
     deadline = time.monotonic() + wait_seconds
-    bell = db.wakeups()
+    wakeups = db.wakeups()
+    bell, turn = wakeups.bell, wakeups.turn(types)
+    rung = False
     while True:
         # Read before looking, so a job committed after our look still rings a newer generation.
         seen = bell.generation() if wait_seconds else 0
-        now = utcnow()
-        with db.transaction() as conn:
-            claimed = service.claim_many(
-                conn,
-                g.actor,
-                now=now,
-                settings=settings,
-                max_jobs=max_jobs,
-                lease_seconds=lease,
-                types=types,
-            )
-            next_due = due.next_due_at(conn, now) if not claimed and wait_seconds else None
+        # A ring wakes every waiting claim of the process. They look one at a time, and once
+        # one that looked after this ring found nothing, the others go back to sleep at once.
+        with turn.gate if rung else contextlib.nullcontext():
+            found_nothing, note = turn.nothing_since(seen) if rung else (False, None)
+            claimed: list[Job] = []
+            if found_nothing:
+                next_due = cast("datetime | None", note)
+            else:
+                claimed, next_due = _try(settings, lease, max_jobs, types, waiting=wait_seconds > 0)
+                if not claimed and wait_seconds:
+                    turn.found_nothing(seen, next_due)
         remaining = deadline - time.monotonic()
         if claimed or remaining <= 0:
             return claimed
         if next_due is not None:
             remaining = min(remaining, (next_due + _AFTER_DUE - utcnow()).total_seconds())
-        bell.wait(seen, remaining)
+        rung = bell.wait(seen, remaining)
+
+
+def _try(
+    settings: QueueSettings,
+    lease: int | None,
+    max_jobs: int,
+    types: tuple[str, ...] | None,
+    *,
+    waiting: bool,
+) -> tuple[list[Job], datetime | None]:
+    """One claim; when it finds nothing and the caller waits, also when the clock next makes a
+    job due."""
+    now = utcnow()
+    with db.transaction() as conn:
+        claimed = service.claim_many(
+            conn,
+            g.actor,
+            now=now,
+            settings=settings,
+            max_jobs=max_jobs,
+            lease_seconds=lease,
+            types=types,
+        )
+        next_due = due.next_due_at(conn, now) if not claimed and waiting else None
+    return claimed, next_due

@@ -3,12 +3,14 @@ caller's one transaction (enqueue all or nothing; finish and heartbeat answered 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import IntegrityError
 
-from app.queue import service, uniqueness
+from app.queue import service, store_batches, transitions, uniqueness
 from app.queue.errors import InvalidInput, QueueError
 from app.queue.models import Actor, Beat, EnqueueRequest, Job, Outcome, QueueSettings
 from app.queue.policy import Action, require
@@ -30,9 +32,58 @@ def enqueue_many(
 ) -> list[tuple[Job, bool]]:
     """Enqueue every request in order, each as ``service.enqueue`` would (idempotency keys
     included); returns ``(job, created)`` per request. The first refused item raises, naming
-    it (``jobs[3]``), and the caller's transaction rolls the others back."""
+    it (``jobs[3]``), and the caller's transaction rolls the others back.
+
+    The rules are the single enqueue's; the SQL is batched: one lookup of the batch's keys and
+    one insert of its new jobs. Should another transaction commit one of the keys meanwhile
+    (the insert collides), the batch is redone item by item through ``service.enqueue``. So is
+    a batch with unique keys: each such item looks for its active job after the ones before it."""
     actor = require(actor, Action.ENQUEUE)
-    uniqueness.wait_for_turns(conn, actor.id, requests)  # every unique key, in one order
+    if any(request.unique_key is not None for request in requests):
+        uniqueness.wait_for_turns(conn, actor.id, requests)  # every unique key, in one order
+        return _one_by_one(conn, actor, requests, now=now)
+    keys = {r.idempotency_key for r in requests if r.idempotency_key is not None}
+    stored = {
+        j.idempotency_key: j for j in store_batches.jobs_by_idempotency_keys(conn, actor.id, keys)
+    }
+    first_with: dict[str, int] = {}  # the new item a key came with first in this batch
+    plan: list[Job | int] = []  # per item: the stored job it replays, or the new item it is
+    fresh: list[int] = []  # the new items, in order
+    for index, request in enumerate(requests):
+        key = request.idempotency_key
+        try:
+            service.admit(actor, request)
+            if key in stored:
+                plan.append(service.replay(stored[key], request))
+                continue
+            if key is not None and key in first_with:
+                service.same_request(requests[first_with[key]].fingerprint, request)
+                plan.append(first_with[key])
+                continue
+        except QueueError as exc:
+            raise _about_item("jobs", index, exc) from None
+        if key is not None:
+            first_with[key] = index
+        plan.append(index)
+        fresh.append(index)
+    rows = [service.new_job_row(actor, requests[index], now=now) for index in fresh]
+    try:
+        with conn.begin_nested():
+            new = dict(
+                zip(fresh, store_batches.insert_jobs(conn, rows, actor=actor.name), strict=True)
+            )
+    except IntegrityError:
+        return _one_by_one(conn, actor, requests, now=now)
+    return [
+        (step, False) if isinstance(step, Job) else (new[step], step == index)
+        for index, step in enumerate(plan)
+    ]
+
+
+def _one_by_one(
+    conn: Connection, actor: Actor, requests: Sequence[EnqueueRequest], *, now: datetime
+) -> list[tuple[Job, bool]]:
+    """Every request through the single enqueue, naming the first refused item."""
     added = []
     for index, request in enumerate(requests):
         try:
@@ -94,15 +145,35 @@ def finish(
     settings: QueueSettings,
 ) -> list[Job | QueueError]:
     """Apply each outcome as the single complete or fail route would; per outcome, the job it
-    left or the refusal (a refused item changes nothing, the others still apply)."""
+    left or the refusal (a refused item changes nothing, the others still apply).
+
+    Completions of jobs named once in the request go in one compare-and-set statement (the
+    jobs are distinct, so their order does not matter); the rest one by one, in order."""
     actor = require(actor, Action.WORK)
-    answers: list[Job | QueueError] = []
-    for outcome in outcomes:
+    named = Counter(outcome.job_id for outcome in outcomes)
+    together = [
+        index
+        for index, outcome in enumerate(outcomes)
+        if outcome.completed and named[outcome.job_id] == 1 and _mismatch(outcome) is None
+    ]
+    completed = transitions.complete_many(
+        conn,
+        [(outcomes[i].job_id, outcomes[i].attempt, outcomes[i].result) for i in together],
+        worker=actor.name,
+        now=now,
+    )
+    # A completion refused there goes again through the single use case, which says why.
+    answers: dict[int, Job | QueueError] = {
+        index: job for index, job in zip(together, completed, strict=True) if job is not None
+    }
+    for index, outcome in enumerate(outcomes):
+        if index in answers:
+            continue
         try:
-            answers.append(_finish_one(conn, actor, outcome, now=now, settings=settings))
+            answers[index] = _finish_one(conn, actor, outcome, now=now, settings=settings)
         except QueueError as exc:
-            answers.append(exc)
-    return answers
+            answers[index] = exc
+    return [answers[index] for index in range(len(outcomes))]
 
 
 def heartbeat_many(

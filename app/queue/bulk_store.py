@@ -61,9 +61,7 @@ def lock(
     query = select(*JOB_COLUMNS).where(jobs.c.id.in_(ids), *conditions).order_by(jobs.c.id)
     if conn.dialect.name != "postgresql":
         return [job_of(row) for row in conn.execute(query)], []
-    taken = [
-        job_of(row) for row in conn.execute(query.with_for_update(skip_locked=True))
-    ]
+    taken = [job_of(row) for row in conn.execute(query.with_for_update(skip_locked=True))]
     seen = {job.id for job in taken}
     rest = [job_id for job_id in ids if job_id not in seen]
     if not rest:

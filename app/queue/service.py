@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import ColumnElement, Connection
 
@@ -47,51 +48,62 @@ def enqueue(
     """Add a job; returns ``(job, created)``. A repeated idempotency key returns the original;
     then a unique key returns its active job (``uniqueness``), and nothing is added."""
     actor = require(actor, Action.ENQUEUE)
-    if request.priority > actor.priority_cap():
-        raise Forbidden("priority is above your cap")
+    admit(actor, request)
     if request.unique_key is not None:  # before any look, so concurrent enqueues take turns
         uniqueness.wait_for_turns(conn, actor.id, [request])
     if request.idempotency_key is not None:
         existing = store.find_by_idempotency_key(conn, actor.id, request.idempotency_key)
         if existing is not None:
-            return _same_request(existing, request), False
+            return replay(existing, request), False
     if request.unique_key is not None:
         active = uniqueness.active_job(conn, actor.id, request, now=now)
         if active is not None:
             return active, False
-    run_at = request.run_at or now + timedelta(seconds=request.delay_seconds or 0)
-    job = store.insert_job(
-        conn,
-        {
-            "type": request.type,
-            "payload": request.payload,
-            "priority": request.priority,
-            "max_retries": request.max_retries,
-            "idempotency_key": request.idempotency_key,
-            "request_fingerprint": request.fingerprint if request.idempotency_key else None,
-            "created_by": actor.id,
-            "run_at": run_at,
-            "created_at": now,
-            "updated_at": now,
-            **({"unique_key": request.unique_key} if request.unique_key is not None else {}),
-        },
-        actor=actor.name,
-    )
+    job = store.insert_job(conn, new_job_row(actor, request, now=now), actor=actor.name)
     if job is None:  # a concurrent request with the same key won the insert
         assert request.idempotency_key is not None
         winner = store.find_by_idempotency_key(conn, actor.id, request.idempotency_key)
         if winner is None:
             raise Conflict("a concurrent request with this idempotency key did not finish")
-        return _same_request(winner, request), False
+        return replay(winner, request), False
     return job, True
 
 
-def _same_request(existing: Job, request: EnqueueRequest) -> Job:
-    if existing.request_fingerprint != request.fingerprint:
+def admit(actor: Actor, request: EnqueueRequest) -> None:
+    """Refuse an enqueue above the caller's priority cap."""
+    if request.priority > actor.priority_cap():
+        raise Forbidden("priority is above your cap")
+
+
+def new_job_row(actor: Actor, request: EnqueueRequest, *, now: datetime) -> dict[str, Any]:
+    """The ``jobs`` row that enqueueing ``request`` adds."""
+    return {
+        "type": request.type,
+        "payload": request.payload,
+        "priority": request.priority,
+        "max_retries": request.max_retries,
+        "idempotency_key": request.idempotency_key,
+        "request_fingerprint": request.fingerprint if request.idempotency_key else None,
+        "created_by": actor.id,
+        "run_at": request.run_at or now + timedelta(seconds=request.delay_seconds or 0),
+        "created_at": now,
+        "updated_at": now,
+        **({"unique_key": request.unique_key} if request.unique_key is not None else {}),
+    }
+
+
+def same_request(fingerprint: str | None, request: EnqueueRequest) -> None:
+    """Refuse a repeated idempotency key whose first request (``fingerprint``) was another."""
+    if fingerprint != request.fingerprint:
         raise InvalidInput(
             {"idempotency_key": "was already used with a different request"},
             "this idempotency key was already used with a different request",
         )
+
+
+def replay(existing: Job, request: EnqueueRequest) -> Job:
+    """The job a repeated idempotency key answers, if the request is the same."""
+    same_request(existing.request_fingerprint, request)
     return existing
 
 

@@ -3,12 +3,14 @@ compare-and-set that writes its own event, so no caller can forget either."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection
 
+from app.queue import store_batches as many
 from app.queue import store_transitions as sql
 from app.queue.models import Job
 from app.queue.states import EventKind, JobStatus
@@ -130,15 +132,40 @@ def complete(
     result: dict[str, object] | None,
 ) -> Job | None:
     """running -> completed, if ``worker`` holds the job (at ``attempt``)."""
-    values = {"result": result, "progress": 100, "lease_expires_at": None, "finished_at": now}
     return _move(
         "complete",
         conn,
         job_id,
         expect=_holder(worker, attempt),
-        values=values,
+        values={"result": result, **_completed(now)},
         now=now,
         actor=worker,
+    )
+
+
+def _completed(now: datetime) -> dict[str, Any]:
+    """What completing sets besides the result."""
+    return {"progress": 100, "lease_expires_at": None, "finished_at": now}
+
+
+def complete_many(
+    conn: Connection,
+    done: Sequence[tuple[int, int, dict[str, object] | None]],
+    *,
+    worker: str,
+    now: datetime,
+) -> list[Job | None]:
+    """running -> completed for each ``(job id, attempt, result)`` that ``worker`` holds at
+    that attempt, in one compare-and-set; None where it does not. The job ids must differ."""
+    edge = EDGES["complete"]
+    return many.move_many(
+        conn,
+        done,
+        sources=edge.sources,
+        worker=worker,
+        values={"status": edge.target, **_completed(now)},
+        at=now,
+        kind=edge.kind,
     )
 
 

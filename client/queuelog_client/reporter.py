@@ -17,6 +17,9 @@ from queuelog_client.transport import backoff
 log = logging.getLogger("queuelog_client.worker")
 
 TICK = 0.5  # how often the reporter looks for due heartbeats and progress
+# How long a ready outcome may wait for those of other held jobs, so that handlers returning
+# one after the other are reported in one request.
+OUTCOME_LINGER = 0.01
 MAX_HEARTBEAT_INTERVAL = 10.0  # heartbeat at least this often, whatever the lease
 DEFAULT_LEASE = 300.0  # assumed when a claimed job does not say when its lease ends
 MAX_BATCH = 1000  # items per request, the server's default MAX_BATCH
@@ -73,6 +76,7 @@ class Reporter:
         self.stats = Stats()
         self._held: dict[int, Held] = {}
         self._lock = threading.Lock()
+        self._outcome = threading.Condition(self._lock)  # notified with each new outcome
         self._stop = threading.Event()
         self._ready = threading.Event()  # an outcome waits to be sent
         self._failures = 0
@@ -94,6 +98,7 @@ class Reporter:
         """Queue a handler's outcome for the next batch."""
         with self._lock:
             held.outcome = outcome
+            self._outcome.notify_all()
         self._ready.set()
 
     def released(self, held: Held, *, ok: bool) -> None:
@@ -119,10 +124,12 @@ class Reporter:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self._ready.wait(TICK)
-            self._ready.clear()
+            outcome_ready = self._ready.wait(TICK)
             if self._stop.is_set():
                 return
+            if outcome_ready:
+                self._linger()
+            self._ready.clear()
             try:
                 self._send_outcomes()
                 self._send_heartbeats()
@@ -133,6 +140,14 @@ class Reporter:
                 self._stop.wait(delay)
                 continue
             self._failures = 0
+
+    def _linger(self) -> None:
+        """Give held jobs still without an outcome ``OUTCOME_LINGER`` to add theirs."""
+        with self._outcome:
+            self._outcome.wait_for(
+                lambda: all(held.outcome is not None for held in self._held.values()),
+                timeout=OUTCOME_LINGER,
+            )
 
     def _send_outcomes(self) -> None:
         with self._lock:

@@ -21,6 +21,9 @@ from queuelog_client.transport import backoff
 log = logging.getLogger("queuelog_client.worker")
 
 MAX_CLAIM = 100  # the server's largest max_jobs
+# With only a few handler slots free, how long to wait for half of them before claiming: jobs
+# end one by one, and a claim per freed slot would cost a request per job.
+CLAIM_LINGER = 0.02
 FLUSH_SECONDS = 10.0  # after the grace, how long outcomes may still take to be acknowledged
 TRANSIENT = (Unreachable, ServerError, RateLimited)  # claim again later; anything else is fatal
 
@@ -130,7 +133,12 @@ class Worker:
         with self._slots:
             if self._busy >= self.concurrency and not self._stopping.is_set():
                 self._slots.wait(timeout=1.0)
+            if self._busy and not self._half_free():
+                self._slots.wait_for(self._half_free, timeout=CLAIM_LINGER)
             return 0 if self._stopping.is_set() else self.concurrency - self._busy
+
+    def _half_free(self) -> bool:
+        return self._stopping.is_set() or 2 * (self.concurrency - self._busy) >= self.concurrency
 
     def _work(self) -> None:
         while (held := self._queue.get()) is not None:

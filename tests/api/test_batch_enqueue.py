@@ -62,6 +62,38 @@ def test_per_item_idempotency(app: Flask, producer: Api) -> None:
     assert again.status_code == 200 and again.get_json()["created"] == [False]
 
 
+def test_replays_new_jobs_and_repeats_keep_request_order(app: Flask, producer: Api) -> None:
+    stored = producer.enqueue(idempotency_key="old", payload={"n": 0})
+    items = [
+        {"type": "email.send", "payload": {"n": 1}},
+        {"type": "email.send", "payload": {"n": 0}, "idempotency_key": "old"},
+        {"type": "email.send", "payload": {"n": 2}, "idempotency_key": "new"},
+        {"type": "email.send", "payload": {"n": 3}},
+        {"type": "email.send", "payload": {"n": 2}, "idempotency_key": "new"},
+    ]
+    body = _batch(producer, items).get_json()
+    assert body["created"] == [True, False, True, True, False]
+    assert [job["payload"]["n"] for job in body["jobs"]] == [1, 0, 2, 3, 2]
+    assert body["jobs"][1] == stored and body["jobs"][4] == body["jobs"][2]
+    for job in body["jobs"]:
+        assert producer.get(f"/jobs/{job['id']}").get_json() == job
+        assert [e["kind"] for e in event_rows(app, job["id"])] == ["enqueued"]
+    assert job_count(app) == 4
+
+
+def test_a_key_repeated_in_one_batch_with_another_request_is_named(
+    app: Flask, producer: Api
+) -> None:
+    items = [
+        {"type": "email.send", "idempotency_key": "k"},
+        {"type": "email.send"},
+        {"type": "report.build", "idempotency_key": "k"},
+    ]
+    body = assert_problem(_batch(producer, items), 422)
+    assert list(body["errors"]) == ["jobs[2].idempotency_key"]
+    assert job_count(app) == 0
+
+
 def test_a_key_reused_with_a_different_request_refuses_the_whole_batch(
     app: Flask, producer: Api
 ) -> None:

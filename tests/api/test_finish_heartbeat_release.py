@@ -67,6 +67,20 @@ def test_finish_answers_each_item_in_request_order(
     assert job_row(app, theirs["id"])["status"] == "running"
 
 
+def test_a_job_named_twice_in_one_finish_is_answered_in_order(
+    app: Flask, producer: Api, worker: Api
+) -> None:
+    a, b = _claimed(producer, worker, 2)
+    done = {"id": a["id"], "attempt": 1, "outcome": "completed"}
+    retried = {"id": b["id"], "attempt": 1, "outcome": "failed", "error": "x", "retry_in": 60}
+    response = worker.post(
+        "/jobs/finish", {"results": [done, done, retried, done | {"id": b["id"]}]}
+    )
+    assert _statuses(response) == [(a["id"], 200), (a["id"], 409), (b["id"], 200), (b["id"], 409)]
+    assert [e["kind"] for e in event_rows(app, a["id"])] == ["enqueued", "claimed", "completed"]
+    assert job_row(app, b["id"])["status"] == "pending"
+
+
 def test_finish_with_retries_goes_back_to_pending(producer: Api, worker: Api) -> None:
     (job,) = _claimed(producer, worker, 1)
     item = {"id": job["id"], "attempt": 1, "outcome": "failed", "error": "x", "retry_in": 0}

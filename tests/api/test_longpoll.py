@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from flask import Flask
+from sqlalchemy import event
 
 from app import db
 from tests.api.conftest import assert_problem
@@ -99,3 +100,32 @@ def test_a_retry_made_due_by_an_admin_wakes_a_waiting_claim(
     claimed, at = result()
     assert claimed is not None and claimed["id"] == job["id"]
     assert at - retried < 1.0
+
+
+def _claims_run(app: Flask) -> Callable[[], int]:
+    """Count the claim UPDATEs the app's engine runs from now on."""
+    counted = [0]
+
+    def count(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
+        counted[0] += "UPDATE jobs SET status='running'" in sql
+
+    event.listen(db.engine(app), "before_cursor_execute", count)
+    return lambda: counted[0]
+
+
+def test_a_ring_costs_one_or_two_claims_however_many_wait(
+    app: Flask, producer: Api, worker: Api
+) -> None:
+    waiting = [_waiting_claim(app, worker, wait_seconds=20) for _ in range(8)]
+    time.sleep(0.5)
+    claims = _claims_run(app)
+    first = producer.enqueue()
+    deadline = time.monotonic() + 10
+    while claims() < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)  # the other woken claims are back asleep: none of them claimed
+    assert claims() == 2  # the winner, and one that found nothing for the rest
+    # Nothing is lost: seven more jobs reach the seven claims still waiting.
+    more = producer.post("/jobs/batch", {"jobs": [{"type": "email.send"}] * 7}).get_json()
+    claimed = sorted(result()[0]["id"] for result in waiting)
+    assert claimed == sorted([first["id"]] + [job["id"] for job in more["jobs"]])

@@ -14,9 +14,9 @@ from flask import Flask
 from sqlalchemy import event
 
 from app import db
-from app.queue import count_store, service, stats
+from app.queue import batches, count_store, due, service, stats
 from app.queue.cursors import encode_cursor
-from app.queue.models import Actor, JobFilters
+from app.queue.models import Actor, JobFilters, Outcome
 from app.queue.requests import EnqueueBody, ListQuery
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
@@ -384,3 +384,36 @@ def test_every_api_call_of_a_job_life_reads_indexes_only(app: Flask) -> None:
                 service.list_jobs(conn, actor, JobFilters(limit=2, after_id=1))
     assert any("api_tokens" in sql for sql, _ in statements)
     assert table_scans(app, statements) == []
+
+
+def test_batch_enqueue_and_finish_read_indexes_only(app: Flask) -> None:
+    with app.app_context():
+        producer, worker, _ = seed(app)
+        settings = queue_settings()
+        requests = [
+            EnqueueBody.parse({"type": "email.send", "idempotency_key": f"k{i}"}, settings)
+            for i in range(3)
+        ]
+        with recorded(app) as statements, db.transaction() as conn:
+            batches.enqueue_many(conn, producer, [r.to_request() for r in requests], now=utcnow())
+            claimed = service.claim_many(conn, worker, now=utcnow(), settings=settings, max_jobs=3)
+            outcomes = [Outcome(job.id, job.attempts, True, {"n": 1}) for job in claimed]
+            finished = batches.finish(conn, worker, outcomes, now=utcnow(), settings=settings)
+        assert [job.status for job in finished] == ["completed"] * 3  # type: ignore[union-attr]
+        assert table_scans(app, statements) == []
+        plan = _plan_lines(app, [(sql, p) for sql, p in statements if "json_each" in sql])
+        # The items lead and each finds its job by id (not: the worker's jobs, items per job).
+        assert plan[0].startswith("SCAN json_each"), plan
+        assert plan[1].startswith("SEARCH jobs USING INTEGER PRIMARY KEY"), plan
+
+
+def test_a_waiting_claims_alarm_reads_partial_indexes(app: Flask) -> None:
+    """When the clock next makes a job due: one entry of a partial index each, never a walk of
+    every pending or running job."""
+    with app.app_context():
+        seed(app)
+        with recorded(app) as statements, db.read() as conn:
+            due.next_due_at(conn, utcnow())
+        lines = _plan_lines(app, statements)
+        assert len(lines) == 2, lines
+        assert [line.split()[4] for line in lines] == ["ix_jobs_pending", "ix_jobs_lease"], lines

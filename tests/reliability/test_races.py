@@ -5,6 +5,7 @@ exactly one transition wins, and the state and the event log agree with the winn
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -12,9 +13,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
-from app.queue import service
+from app import db
+from app.queue import batches, service
 from app.queue.errors import Conflict
+from app.queue.models import Job
+from app.queue.requests import EnqueueBody
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue
 
@@ -125,3 +130,36 @@ def test_two_claims_never_take_the_same_job(queue: Queue) -> None:
         )
         taken += [job.id for job in (first, second) if job is not None]
     assert sorted(taken) == [job.id for job in jobs]
+
+
+def _blocked_on_a_lock(queue: Queue, backend: str) -> None:
+    """Wait (bounded) until another transaction waits for a lock (PostgreSQL; SQLite's second
+    writer waits in BEGIN, which needs no proof)."""
+    deadline = time.monotonic() + 10
+    while backend == "postgresql" and time.monotonic() < deadline:
+        with db.read(queue.app) as conn:
+            if conn.execute(text("SELECT count(*) FROM pg_locks WHERE NOT granted")).scalar():
+                return
+        time.sleep(0.01)
+    time.sleep(0.2)
+
+
+def test_a_batch_that_collides_on_a_key_answers_the_winner(queue: Queue, backend: str) -> None:
+    """The batch looked the key up before the single enqueue committed it: its insert collides,
+    and the batch is redone item by item, replaying the winner."""
+    keyed = EnqueueBody.parse({"type": "email.send", "idempotency_key": "k"}, queue.settings)
+    other = EnqueueBody.parse({"type": "email.send"}, queue.settings)
+    batch = [keyed.to_request(), other.to_request()]
+    with ThreadPoolExecutor(1) as pool, queue.tx() as conn:
+        winner, _ = service.enqueue(conn, queue.producer, keyed.to_request(), now=T0)
+
+        def enqueue_batch() -> list[tuple[Job, bool]]:
+            with queue.tx() as batch_conn:
+                return batches.enqueue_many(batch_conn, queue.producer, batch, now=T0)
+
+        answer = pool.submit(enqueue_batch)
+        _blocked_on_a_lock(queue, backend)
+    (replayed, created), (new, new_created) = answer.result(timeout=30)
+    assert (replayed.id, created) == (winner.id, False)
+    assert new_created and new.id != winner.id
+    assert [e.kind for e in queue.events(winner.id)] == ["enqueued"]
