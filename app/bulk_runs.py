@@ -17,8 +17,10 @@ from app.queue.models import Actor
 from app.timeutil import utcnow
 
 # PostgreSQL skips jobs another transaction holds at that instant; they are tried again after a
-# pause (a worker's transaction lasts milliseconds), this many times at most.
-BUSY_PASSES = 5
+# pause (a worker's transaction lasts milliseconds), this many times, and a job still busy then
+# (one a worker keeps claiming at the head of the queue) waits for its lock, alone in its own
+# transaction: one that holds no other lock cannot be part of a deadlock.
+BUSY_PASSES = 2
 BUSY_PAUSE_SECONDS = 0.05
 
 
@@ -58,23 +60,35 @@ def apply(actor: Actor, selection: bulk.Selection, *, reason: str, expect_count:
     size = int(current_app.config["BULK_BATCH_SIZE"])
     affected = 0
     batches: Iterable[list[int]] = job_set.batches(size)  # lazily: a set may be large
+    busy: list[int] = []
     for passes in range(1 + BUSY_PASSES):
         if passes:  # jobs a worker was changing at that instant: again once it is done
             time.sleep(BUSY_PAUSE_SECONDS)
-        busy: list[int] = []
+        busy = []
         for batch in batches:
             done = _apply_batch(actor, selection, batch, operation=operation, reason=reason)
             affected, busy = affected + done.changed, busy + done.busy
         if not busy:
             break
         batches = [busy[start : start + size] for start in range(0, len(busy), size)]
+    for job_id in busy:
+        done = _apply_batch(
+            actor, selection, [job_id], operation=operation, reason=reason, wait=True
+        )
+        affected += done.changed
     return Applied(operation, affected)
 
 
 def _apply_batch(
-    actor: Actor, selection: bulk.Selection, ids: list[int], *, operation: int, reason: str
+    actor: Actor,
+    selection: bulk.Selection,
+    ids: list[int],
+    *,
+    operation: int,
+    reason: str,
+    wait: bool = False,
 ) -> bulk.BatchResult:
     with db.transaction() as conn:
         return bulk.apply_batch(
-            conn, actor, selection, ids, operation=operation, reason=reason, now=utcnow()
+            conn, actor, selection, ids, operation=operation, reason=reason, now=utcnow(), wait=wait
         )

@@ -58,14 +58,14 @@ def test_rows_are_what_execute_returns(app: Flask, backend: str) -> None:
 
 def test_literal_values_bound_in_the_statement_are_sent(app: Flask, backend: str) -> None:
     owner = make_user(app, "owner").id
-    raise_priority = Prepared(
-        update(jobs).where(jobs.c.id == bindparam("job_id")).values(priority=30, max_retries=7)
+    set_retries = Prepared(
+        update(jobs).where(jobs.c.id == bindparam("job_id")).values(progress=30, max_retries=7)
     )
     with app.app_context(), db.transaction() as conn:
         row = _INSERT.row(conn, _values(owner))
         assert row is not None
-        assert raise_priority.run(conn, {"job_id": row[0]}) == 1
-        stored = conn.execute(select(jobs.c.priority, jobs.c.max_retries)).one()
+        assert set_retries.run(conn, {"job_id": row[0]}) == 1
+        stored = conn.execute(select(jobs.c.progress, jobs.c.max_retries)).one()
     assert tuple(stored) == (30, 7)
 
 

@@ -160,12 +160,14 @@ def apply_batch(
     operation: int,
     reason: str,
     now: datetime,
+    wait: bool = False,
 ) -> BatchResult:
     """Apply the operation to those of ``ids`` that the selection still takes, each from the
     status it is in now: a job that left the selection meanwhile (finished, or no longer
-    matching the filter) is skipped, never half-changed."""
+    matching the filter) is skipped, never half-changed. ``wait``: for the locks of jobs
+    another transaction holds, rather than skip them as busy."""
     actor = require(actor, Action.BULK_JOBS)
-    taken, busy = bulk_store.lock(conn, ids, selection.conditions(actor))
+    taken, busy = bulk_store.lock(conn, ids, selection.conditions(actor), wait=wait)
     if selection.verb is Verb.DELETE:
         return BatchResult(bulk_store.delete_finished(conn, [job.id for job in taken]), busy)
     move = transitions.cancel if selection.verb is Verb.CANCEL else transitions.retry

@@ -51,16 +51,24 @@ def ids(conn: Connection, conditions: Sequence[ColumnElement[bool]], limit: int)
 
 
 def lock(
-    conn: Connection, ids: Sequence[int], conditions: Sequence[ColumnElement[bool]]
+    conn: Connection,
+    ids: Sequence[int],
+    conditions: Sequence[ColumnElement[bool]],
+    *,
+    wait: bool = False,
 ) -> tuple[list[Job], list[int]]:
     """Those of ``ids`` that still match ``conditions``, as they are now, in id order, and the
     ids that were busy. PostgreSQL locks the jobs and skips any another transaction holds (it
     is changing them), so a batch never waits for a worker that might wait for the batch and
     the two cannot deadlock; the skipped ones that still match (as last committed) are busy,
-    for the caller to try again. SQLite has one writer at a time: nothing is ever busy."""
+    for the caller to try again (``wait``: wait for their locks instead, which only a
+    transaction that holds no other job may do). SQLite has one writer at a time: nothing is
+    ever busy."""
     query = select(*JOB_COLUMNS).where(jobs.c.id.in_(ids), *conditions).order_by(jobs.c.id)
     if conn.dialect.name != "postgresql":
         return [job_of(row) for row in conn.execute(query)], []
+    if wait:
+        return [job_of(row) for row in conn.execute(query.with_for_update())], []
     taken = [job_of(row) for row in conn.execute(query.with_for_update(skip_locked=True))]
     seen = {job.id for job in taken}
     rest = [job_id for job_id in ids if job_id not in seen]

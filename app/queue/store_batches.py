@@ -130,9 +130,7 @@ def move_many(
     params["items"] = json.dumps(
         [{"job_id": i, "attempt": a, "result": json.dumps(r)} for i, a, r in items]
     )
-    moved = {
-        job.id: job for job in (job_of(r) for r in conn.execute(statement, params))
-    }
+    moved = {job.id: job for job in (job_of(r) for r in conn.execute(statement, params))}
     append_events(
         conn,
         [
