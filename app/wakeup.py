@@ -240,6 +240,12 @@ class PostgresWakeup(Wakeup):
     def in_transaction(self, conn: Connection) -> None:
         conn.exec_driver_sql(f"NOTIFY {CHANNEL}")
 
+    def after_commit(self) -> None:
+        """The NOTIFY comes back to this process's listener, which rings the bell: ringing here
+        too would wake this process's waiters twice. Only while it is down (its waiters poll)."""
+        if not (self._pid == os.getpid() and self._ready.is_set()):
+            self.bell.ring()
+
     def close(self) -> None:
         self._stop.set()
 

@@ -35,11 +35,11 @@ def claim(
     """
     deadline = time.monotonic() + wait_seconds
     wakeups = db.wakeups()
-    bell, turn = wakeups.bell, wakeups.turn(types)
+    turn = wakeups.turn(types)
     rung = False
     while True:
         # Read before looking, so a job committed after our look still rings a newer generation.
-        seen = bell.generation() if wait_seconds else 0
+        seen = wakeups.generation() if wait_seconds else 0
         # A ring wakes every waiting claim of the process. They look one at a time, and once
         # one that looked after this ring found nothing, the others go back to sleep at once.
         with turn.gate if rung else contextlib.nullcontext():
@@ -56,7 +56,7 @@ def claim(
             return claimed
         if next_due is not None:
             remaining = min(remaining, (next_due + _AFTER_DUE - utcnow()).total_seconds())
-        rung = bell.wait(seen, remaining)
+        rung = wakeups.wait(seen, remaining)
 
 
 def _try(
