@@ -163,30 +163,33 @@ jobs = Table(
     sqlite_autoincrement=True,
 )
 
+
+def partial_index(name: str, *columns: Any, where: Any) -> Index:
+    """An index of the rows matching ``where`` only, on both engines."""
+    return Index(name, *columns, sqlite_where=where, postgresql_where=where)
+
+
 # The claim order, served by a partial index so a claim reads the head of the queue only
 # (status too, so SQLite counts the jobs ahead of one from the index alone).
-Index(
+partial_index(
     "ix_jobs_claim",
     jobs.c.priority.desc(),
     jobs.c.run_at,
     jobs.c.id,
     jobs.c.status,
-    sqlite_where=jobs.c.status == "pending",
-    postgresql_where=jobs.c.status == "pending",
+    where=jobs.c.status == "pending",
 )
 # Expired leases, found without scanning finished jobs.
-Index(
+partial_index(
     "ix_jobs_lease",
     jobs.c.lease_expires_at,
-    sqlite_where=jobs.c.status == "running",
-    postgresql_where=jobs.c.status == "running",
+    where=jobs.c.status == "running",
 )
 # The oldest due job for the dashboard: one probe.
-Index(
+partial_index(
     "ix_jobs_pending",
     jobs.c.run_at,
-    sqlite_where=jobs.c.status == "pending",
-    postgresql_where=jobs.c.status == "pending",
+    where=jobs.c.status == "pending",
 )
 # Listing newest first, by status, by owner, by type.
 Index("ix_jobs_status_id", jobs.c.status, jobs.c.id)
@@ -198,44 +201,39 @@ Index("ix_jobs_owner_status_run_at", jobs.c.created_by, jobs.c.status, jobs.c.ru
 Index("ix_jobs_status_finished", jobs.c.status, jobs.c.finished_at)
 # Metrics: jobs per status and type from the index alone; the oldest due job of each type.
 Index("ix_jobs_status_type", jobs.c.status, jobs.c.type)
-Index(
+partial_index(
     "ix_jobs_pending_type",
     jobs.c.type,
     jobs.c.run_at,
-    sqlite_where=jobs.c.status == "pending",
-    postgresql_where=jobs.c.status == "pending",
+    where=jobs.c.status == "pending",
 )
 # The workers page: each worker's next lease expiry and last heartbeat, one probe each.
-Index(
+partial_index(
     "ix_jobs_running_worker",
     jobs.c.worker_id,
     jobs.c.lease_expires_at,
-    sqlite_where=jobs.c.status == "running",
-    postgresql_where=jobs.c.status == "running",
+    where=jobs.c.status == "running",
 )
-Index(
+partial_index(
     "ix_jobs_running_seen",
     jobs.c.worker_id,
     jobs.c.updated_at,
-    sqlite_where=jobs.c.status == "running",
-    postgresql_where=jobs.c.status == "running",
+    where=jobs.c.status == "running",
 )
 # Searching by idempotency key without its owner (admins, workers).
-Index(
+partial_index(
     "ix_jobs_idempotency_key",
     jobs.c.idempotency_key,
-    sqlite_where=jobs.c.idempotency_key.is_not(None),
-    postgresql_where=jobs.c.idempotency_key.is_not(None),
+    where=jobs.c.idempotency_key.is_not(None),
 )
 
 # The active job holding a uniqueness key: one probe per enqueue with ``unique_key``.
-Index(
+partial_index(
     "ix_jobs_unique",
     jobs.c.created_by,
     jobs.c.type,
     jobs.c.unique_key,
-    sqlite_where=text("unique_key IS NOT NULL AND status IN ('pending', 'running')"),
-    postgresql_where=text("unique_key IS NOT NULL AND status IN ('pending', 'running')"),
+    where=text("unique_key IS NOT NULL AND status IN ('pending', 'running')"),
 )
 
 # Flask-Limiter's counters (see app/ratelimit.py), shared by every process.
@@ -390,12 +388,11 @@ job_holders = Table(
     Index(None, "worker", "status", "job_id"),
     sqlite_with_rowid=False,
 )
-Index(
+partial_index(
     "ix_job_holders_pending",
     job_holders.c.worker,
     job_holders.c.run_at,
-    sqlite_where=job_holders.c.status == "pending",
-    postgresql_where=job_holders.c.status == "pending",
+    where=job_holders.c.status == "pending",
 )
 
 # Rings of 60 minute slots (slot = minute of the hour; a newer minute restarts its slot):
