@@ -57,14 +57,14 @@ def gunicorn(target: str, env: dict[str, str], ready: str, logs: Path) -> Iterat
             stderr=subprocess.STDOUT,
         )
     try:
-        _wait_ready(port, ready)
+        wait_ready(port, ready)
         yield port
     finally:
         server.terminate()
         server.wait(timeout=30)
 
 
-def _wait_ready(port: int, path: str) -> None:
+def wait_ready(port: int, path: str) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError, http.client.HTTPException):

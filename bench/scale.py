@@ -36,7 +36,9 @@ from app.queue.cursors import encode_cursor
 from app.queue.models import JobFilters
 from app.timeutil import utcnow
 from bench import scale_load as load
+from bench.http_calls import wait_ready
 from tests.postgres import postgres_server
+from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "bench-secret-" + "x" * 40
@@ -102,8 +104,6 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
 def serve(url: str) -> Iterator[tuple[int, list[int]]]:
     """gunicorn on ``url`` with the settings of the other HTTP figures; yields the port and,
     once the block ends, the workers' resident memory (MB) in the list."""
-    from bench.__main__ import _wait_ready, free_port
-
     port = free_port()
     env = {**os.environ, "FLASK_SECRET_KEY": SECRET, "FLASK_DATABASE_URL": json.dumps(url)}
     command = [sys.executable, "-m", "gunicorn", "-w", "4", "-b", f"127.0.0.1:{port}"]
@@ -111,7 +111,7 @@ def serve(url: str) -> Iterator[tuple[int, list[int]]]:
     server = subprocess.Popen(command, cwd=ROOT, env=env)
     rss: list[int] = []
     try:
-        _wait_ready(port)
+        wait_ready(port, "/healthz")
         yield port, rss
         rss += worker_rss_mb(server.pid)
     finally:
