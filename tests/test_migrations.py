@@ -123,6 +123,6 @@ def test_flask_db_upgrade_on_an_empty_file(empty_app: Flask) -> None:
     assert _differences(empty_app) == []
 
 
-def test_a_single_head(empty_app: Flask) -> None:
+def test_a_single_head_which_readiness_knows(empty_app: Flask) -> None:
     heads = ScriptDirectory.from_config(migrate.alembic_config()).get_heads()
-    assert len(heads) == 1
+    assert heads == [migrate.HEAD], "set app.migrate.HEAD to the newest migration"
