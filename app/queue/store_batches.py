@@ -27,7 +27,7 @@ from sqlalchemy import (
 from app.queue.models import Job
 from app.queue.states import EventKind
 from app.queue.store import JOB_COLUMNS, JOB_DUE, append_events, event_row, job_of
-from app.queue.store_transitions import _status_in
+from app.queue.store_transitions import status_in
 from app.schema import JSONDocument, UTCDateTime, jobs
 
 # Executed with a list of rows, SQLAlchemy sends one multi-row INSERT per page of rows.
@@ -90,7 +90,7 @@ def _move_statement(backend: str, sources: frozenset[str], values: tuple[str, ..
     item = items.subquery("items")
     result: Any = item.c.result if backend == "sqlite" else cast(item.c.result, JSONDocument)
     assignments = {name: bindparam(f"set_{name}", type_=jobs.c[name].type) for name in values}
-    held: list[Any] = [jobs.c.worker_id == bindparam("worker"), _status_in(sources)]
+    held: list[Any] = [jobs.c.worker_id == bindparam("worker"), status_in(sources)]
     if backend == "sqlite":
         # A unary + keeps SQLite from walking the worker's running jobs and scanning the items
         # for each: the items lead, and each finds its job by id.

@@ -39,7 +39,7 @@ def _now() -> Any:
     return bindparam("now", type_=UTCDateTime())
 
 
-def _status_in(statuses: Collection[str]) -> ColumnElement[bool]:
+def status_in(statuses: Collection[str]) -> ColumnElement[bool]:
     """``status IN (...)`` with literals, so partial indexes on one status can serve it."""
     names = ", ".join(f"'{JobStatus(name)}'" for name in sorted(statuses))
     return (
@@ -140,7 +140,7 @@ def _claim_statement(
         )
     return Prepared(
         update(jobs)
-        .where(jobs.c.id.in_(_claim_head(backend, type_filter, count)), _status_in(sources))
+        .where(jobs.c.id.in_(_claim_head(backend, type_filter, count)), status_in(sources))
         .values(
             status=literal_column("'running'"),
             worker_id=bindparam("worker"),
@@ -217,7 +217,7 @@ def _move_statement(
 ) -> Prepared:
     """The compare-and-set UPDATE of one shape (its columns; the values are parameters), built
     once: finishing a batch of jobs runs it per job."""
-    conditions = [jobs.c.id == bindparam("job_id"), _status_in(sources)]
+    conditions = [jobs.c.id == bindparam("job_id"), status_in(sources)]
     conditions += [jobs.c[name] == bindparam(f"expect_{name}") for name in expect]
     if lease_end:
         conditions.append(
