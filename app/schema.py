@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
-
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
     CheckConstraint,
     Column,
-    DateTime,
     Float,
     ForeignKey,
     Index,
@@ -21,38 +16,12 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    TypeDecorator,
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import Dialect
 
 from app.queue.states import EventKind, JobStatus
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Stores naive UTC, hands back aware UTC, so comparisons are plain on both backends."""
-
-    impl = DateTime
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetimes are ambiguous: pass an aware UTC datetime")
-        return value.astimezone(UTC).replace(tzinfo=None)
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC)  # type: ignore[no-any-return]
-
-
-JSONDocument = JSON().with_variant(JSONB(), "postgresql")
-# 64-bit ids (a busy queue outgrows 2**31); SQLite needs plain INTEGER for its rowid alias.
-BigId = BigInteger().with_variant(Integer(), "sqlite")
+from app.sqltypes import BigId, JSONDocument, UTCDateTime, partial_index
 
 metadata = MetaData(
     naming_convention={
@@ -162,11 +131,6 @@ jobs = Table(
     UniqueConstraint("created_by", "idempotency_key"),
     sqlite_autoincrement=True,
 )
-
-
-def partial_index(name: str, *columns: Any, where: Any) -> Index:
-    """An index of the rows matching ``where`` only, on both engines."""
-    return Index(name, *columns, sqlite_where=where, postgresql_where=where)
 
 
 # The claim order, served by a partial index so a claim reads the head of the queue only

@@ -10,7 +10,8 @@ from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select,
 
 from app.accounts.models import ApiToken, User
 from app.prepared import Prepared
-from app.schema import UTCDateTime, api_tokens, recovery_codes, users
+from app.schema import api_tokens, recovery_codes, users
+from app.sqltypes import UTCDateTime
 
 _USER_COLUMNS = [users.c[name] for name in User.__dataclass_fields__]
 _TOKEN_COLUMNS = [api_tokens.c[name] for name in ApiToken.__dataclass_fields__]

@@ -11,7 +11,8 @@ from sqlalchemy import Connection, bindparam, func, select
 from app.queue.models import Actor
 from app.queue.policy import Scope, scope
 from app.queue.states import JobStatus
-from app.schema import UTCDateTime, finished_per_minute, job_counts, worker_activity
+from app.schema import finished_per_minute, job_counts, worker_activity
+from app.sqltypes import UTCDateTime
 
 EVERYONE = "*"
 _SINCE = bindparam("since", type_=UTCDateTime())

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, column, text
 
 from app.queue.flow_claim import HELD_BACK_UNTIL
-from app.schema import UTCDateTime
+from app.sqltypes import UTCDateTime
 
 _NOW = bindparam("now", type_=UTCDateTime())
 _INSTANT = column("instant", UTCDateTime())

@@ -11,7 +11,8 @@ from sqlalchemy import Connection, bindparam, exists, func, literal_column, sele
 from sqlalchemy.dialects import postgresql, sqlite
 
 from app.queue.flow import Overridden, Override, Window
-from app.schema import UTCDateTime, jobs, type_claim_windows, type_overrides
+from app.schema import jobs, type_claim_windows, type_overrides
+from app.sqltypes import UTCDateTime
 
 _OVERRIDES = select(type_overrides)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

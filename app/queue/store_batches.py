@@ -28,7 +28,8 @@ from app.queue.models import Job
 from app.queue.states import EventKind
 from app.queue.store import JOB_COLUMNS, JOB_DUE, append_events, event_row, job_of
 from app.queue.store_transitions import status_in
-from app.schema import JSONDocument, UTCDateTime, jobs
+from app.schema import jobs
+from app.sqltypes import JSONDocument, UTCDateTime
 
 # Executed with a list of rows, SQLAlchemy sends one multi-row INSERT per page of rows.
 _INSERT_JOBS = insert(jobs).returning(*JOB_COLUMNS)

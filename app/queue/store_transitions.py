@@ -32,7 +32,8 @@ from app.queue.store import (
     event_row,
     job_of,
 )
-from app.schema import UTCDateTime, jobs
+from app.schema import jobs
+from app.sqltypes import UTCDateTime
 
 
 def _now() -> Any:

@@ -9,7 +9,8 @@ from sqlalchemy import Connection, bindparam, literal_column, select, text
 
 from app.queue.models import Job
 from app.queue.store import JOB_COLUMNS, job_of
-from app.schema import UTCDateTime, jobs
+from app.schema import jobs
+from app.sqltypes import UTCDateTime
 
 _LOCK = text("SELECT pg_advisory_xact_lock(:key)")
 # The literal statuses of ix_jobs_unique's predicate, so the partial index serves the probe.

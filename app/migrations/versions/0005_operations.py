@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from app.schema import JSONDocument, UTCDateTime
+from app.sqltypes import JSONDocument, UTCDateTime
 
 revision = "0005"
 down_revision = "0004"

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from app.schema import UTCDateTime
+from app.sqltypes import UTCDateTime
 
 revision = "0006"
 down_revision = "0005"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from app.schema import UTCDateTime
+from app.sqltypes import UTCDateTime
 
 revision = "0007"
 down_revision = "0006"

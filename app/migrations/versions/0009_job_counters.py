@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from alembic import op
 
-from app.schema import UTCDateTime
+from app.sqltypes import UTCDateTime
 
 revision = "0009"
 down_revision = "0008"
