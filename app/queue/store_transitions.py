@@ -187,8 +187,6 @@ def claim_due(
         listed, type_filter = types, "only"
     elif except_types:
         listed, type_filter = except_types, "except"
-    if type_filter == "only" and not listed:
-        return []  # no type asked for: nothing to claim
     for i, name in enumerate(listed):
         params[f"type_{i}"] = name
     for i, (_, seconds) in enumerate(type_leases):
