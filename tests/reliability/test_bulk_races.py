@@ -12,12 +12,14 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
-from app import bulk_runs
+from app import bulk_runs, db
 from app.queue import bulk, service
 from app.queue.bulk import Selection, Verb
 from app.queue.errors import Conflict
 from app.queue.models import Actor, JobFilters
+from app.schema import jobs as jobs_table
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_user
@@ -113,3 +115,32 @@ def test_bulk_actions_racing_with_claims_leave_every_job_consistent(
     assert sum(1 for op, _ in by_operation if op == retry.operation) == retry.affected
     assert retry.affected == cancel.affected  # exactly the jobs the cancel took
     print(f"\n{backend}: cancel {cancel}, retry {retry}, workers {dict(tally)}")
+
+
+def test_a_job_locked_through_every_skipped_pass_is_waited_for(queue: Queue, backend: str) -> None:
+    """PostgreSQL: a job another transaction holds for longer than the skipped passes last is
+    still cancelled, once that transaction ends (SQLite has no concurrent writer to wait for)."""
+    if backend != "postgresql":
+        pytest.skip("only PostgreSQL skips locked rows")
+    jobs = [queue.enqueue(now=utcnow()).id for _ in range(3)]
+    hold = bulk_runs.BUSY_PASSES * bulk_runs.BUSY_PAUSE_SECONDS + 0.3
+    locked = threading.Event()
+
+    def hold_the_last_job() -> None:
+        with db.engine(queue.app).connect() as conn, conn.begin():
+            conn.execute(
+                select(jobs_table.c.id).where(jobs_table.c.id == jobs[-1]).with_for_update()
+            )
+            locked.set()
+            time.sleep(hold)
+
+    holder = threading.Thread(target=hold_the_last_job)
+    holder.start()
+    assert locked.wait(DEADLINE)
+    began = time.monotonic()
+    applied = until_applied(queue, Selection(Verb.CANCEL, JobFilters()))
+    waited = time.monotonic() - began
+    holder.join(DEADLINE)
+    assert applied.affected == len(jobs)
+    assert [queue.job(job_id).status for job_id in jobs] == ["cancelled"] * len(jobs)
+    assert waited >= bulk_runs.BUSY_PASSES * bulk_runs.BUSY_PAUSE_SECONDS
