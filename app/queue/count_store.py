@@ -8,13 +8,11 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select
 
-from app.queue.models import Actor
-from app.queue.policy import Scope, scope
 from app.queue.states import JobStatus
 from app.schema import finished_per_minute, job_counts, worker_activity
 from app.sqltypes import UTCDateTime
 
-EVERYONE = "*"
+EVERYONE = "*"  # the scope of every job's figures (``store.Viewer.counts_scope``)
 _SINCE = bindparam("since", type_=UTCDateTime())
 _STATUSES = [status.value for status in JobStatus]
 _SUMS = [func.sum(job_counts.c[status]) for status in _STATUSES]
@@ -56,16 +54,6 @@ _ACTIVITY = (
     .where(worker_activity.c.minute >= _SINCE)
     .group_by(worker_activity.c.worker, worker_activity.c.kind)
 )
-
-
-def scope_of(actor: Actor) -> str:
-    """The scope of the figures ``actor`` may see (the same jobs as its lists)."""
-    seen = scope(actor)
-    if seen is Scope.ALL:
-        return EVERYONE
-    if seen is Scope.HELD:
-        return f"holder:{actor.name}"
-    return f"owner:{actor.id}"
 
 
 def _by_status(rows: Any) -> list[tuple[str, Any, int]]:

@@ -12,7 +12,7 @@ from sqlalchemy import Connection
 from app.queue import count_store, store
 from app.queue.models import Actor, Job
 from app.queue.policy import Scope, scope
-from app.queue.service import visibility
+from app.queue.service import viewer, visibility
 from app.queue.states import PRIORITIES, JobStatus
 
 WINDOW_MINUTES = 60
@@ -42,7 +42,7 @@ class Dashboard:
 def dashboard(conn: Connection, actor: Actor, *, now: datetime) -> Dashboard:
     """The figures of the jobs ``actor`` may see (the same visibility as the job list), read
     from the counts the database keeps rather than from the jobs themselves."""
-    of = count_store.scope_of(actor)
+    of = viewer(actor).counts_scope
     statuses: Counter[str] = Counter()
     priorities: Counter[int] = Counter()
     for status, priority, n in count_store.counts(conn, of):

@@ -182,6 +182,12 @@ class Viewer:
         """The parameter of the rule: the owner's id or the holder's name."""
         return self.owner if self.owner is not None else self.holder
 
+    @property
+    def counts_scope(self) -> str:
+        """The scope of the figures the database keeps of these jobs (migration 0009):
+        ``*`` (everyone's), ``owner:<user id>`` or ``holder:<worker name>``."""
+        return "*" if self.kind == "all" else f"{self.kind}:{self.value}"
+
 
 # The rules with the viewer as the parameter ``viewer``, for the prebuilt reads.
 _VIEWER_RULES: dict[str, ColumnElement[bool] | None] = {
