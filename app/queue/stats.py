@@ -11,8 +11,7 @@ from sqlalchemy import Connection
 
 from app.queue import count_store, store
 from app.queue.models import Actor, Job
-from app.queue.policy import Scope, scope
-from app.queue.service import viewer, visibility
+from app.queue.service import viewer
 from app.queue.states import PRIORITIES, JobStatus
 
 WINDOW_MINUTES = 60
@@ -65,9 +64,10 @@ def dashboard(conn: Connection, actor: Actor, *, now: datetime) -> Dashboard:
 def _oldest_due(conn: Connection, actor: Actor, now: datetime) -> datetime | None:
     """When the longest-waiting due job ``actor`` may see became due (a worker's through its
     holder rows)."""
-    if scope(actor) is Scope.HELD:
-        return store.oldest_held_pending_run_at(conn, now, actor.name)
-    return store.oldest_pending_run_at(conn, now, visibility(actor))
+    seen = viewer(actor)
+    if seen.holder is not None:
+        return store.oldest_held_pending_run_at(conn, now, seen.holder)
+    return store.oldest_pending_run_at(conn, now, seen.condition())
 
 
 def _per_minute(conn: Connection, now: datetime, of: str) -> list[MinuteCount]:
