@@ -117,11 +117,11 @@ def test_bulk_actions_racing_with_claims_leave_every_job_consistent(
     print(f"\n{backend}: cancel {cancel}, retry {retry}, workers {dict(tally)}")
 
 
+@pytest.mark.parametrize("backend", [pytest.param("postgresql", marks=pytest.mark.pg)])
 def test_a_job_locked_through_every_skipped_pass_is_waited_for(queue: Queue, backend: str) -> None:
     """PostgreSQL: a job another transaction holds for longer than the skipped passes last is
-    still cancelled, once that transaction ends (SQLite has no concurrent writer to wait for)."""
-    if backend != "postgresql":
-        pytest.skip("only PostgreSQL skips locked rows")
+    still cancelled, once that transaction ends (only PostgreSQL skips locked rows: SQLite has
+    no concurrent writer to wait for)."""
     jobs = [queue.enqueue(now=utcnow()).id for _ in range(3)]
     hold = bulk_runs.BUSY_PASSES * bulk_runs.BUSY_PAUSE_SECONDS + 0.3
     locked = threading.Event()
