@@ -32,13 +32,14 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     from app.api.types import bp as types_api_bp
     from app.api.views import bp as api_bp
     from app.extensions import csrf, limiter
+    from app.jsonwire import OrjsonProvider
     from app.monitoring import health, http
     from app.routing import RowIdConverter
     from app.web import throttle
     from app.web.views import bp as web_bp
 
     app_config.load_config(app, config)
-    app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the documented field order
+    app.json = OrjsonProvider(app)
     app.url_map.converters["id"] = RowIdConverter
     http.init_app(app)
     db.init_app(app)

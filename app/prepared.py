@@ -111,12 +111,3 @@ class Prepared:
             return int(cursor.rowcount)
         finally:
             cursor.close()
-
-
-def run_driver_sql(conn: Connection, sql: str) -> None:
-    """Run fixed SQL without parameters (``BEGIN IMMEDIATE``) on the driver's cursor."""
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    try:
-        conn._cursor_execute(cursor, sql, ())
-    finally:
-        cursor.close()

@@ -4,6 +4,7 @@ timestamps that are aware UTC in Python on both engines, JSON that is JSONB on P
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,7 +14,13 @@ from sqlalchemy.engine import Dialect
 
 
 class UTCDateTime(TypeDecorator[datetime]):
-    """Stores naive UTC, hands back aware UTC, so comparisons are plain on both backends."""
+    """Stores naive UTC, hands back aware UTC, so comparisons are plain on both backends.
+
+    On SQLite the column is text in SQLAlchemy's own DATETIME format ("2026-01-31 12:00:00.000000",
+    which sorts as it compares). A job row carries six of these, so SQLite gets one C call each
+    way (``isoformat``, ``fromisoformat``) instead of SQLAlchemy's formatting and regex parse
+    chained behind this decorator; the text stored is the same.
+    """
 
     impl = DateTime
     cache_ok = True
@@ -29,6 +36,30 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC)  # type: ignore[no-any-return]
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+        return _sqlite_text
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Callable[[Any], Any] | None:
+        if dialect.name != "sqlite":
+            return super().result_processor(dialect, coltype)
+        return _sqlite_datetime
+
+
+def _sqlite_text(value: datetime | None) -> str | None:
+    """An aware datetime as SQLite stores it: naive UTC text with microseconds."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise ValueError("naive datetimes are ambiguous: pass an aware UTC datetime")
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+def _sqlite_datetime(value: str | None) -> datetime | None:
+    """SQLite's text (with or without microseconds) as an aware UTC datetime."""
+    return None if value is None else datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
 JSONDocument = JSON().with_variant(JSONB(), "postgresql")

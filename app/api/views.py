@@ -149,9 +149,10 @@ def list_jobs() -> Response:
     filters = ListQuery.from_args(request.args, queue_settings()).to_filters()
     with db.read() as conn:
         page = service.list_jobs(conn, g.actor, filters)
+    sees_errors = g.actor.sees_errors
     return jsonify(
         {
-            "jobs": [job.as_json(include_error=g.actor.sees_errors) for job in page.jobs],
+            "jobs": [job.as_json(include_error=sees_errors) for job in page.jobs],
             "next_cursor": page.next_cursor,
         }
     )
@@ -178,7 +179,8 @@ def get_job(job_id: int) -> Response:
 def job_events(job_id: int) -> Response:
     with db.read() as conn:
         events = service.list_events(conn, g.actor, job_id)
-    return jsonify({"events": [e.as_json(include_error=g.actor.sees_errors) for e in events]})
+    sees_errors = g.actor.sees_errors
+    return jsonify({"events": [e.as_json(include_error=sees_errors) for e in events]})
 
 
 @bp.get("/jobs/<id:job_id>/explain")
