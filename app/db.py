@@ -80,7 +80,7 @@ def make_engine(url: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 1
 
     # The dialect's own hook rather than a "begin" event: with any connection event listening,
     # every Connection of the engine builds joined event dispatchers and consults them on each
-    # execute, commit and close (about a fifth of a short request's SQLAlchemy time).
+    # execute, commit and close (an empty read transaction took 104 us with one, 36 us without).
     engine.dialect.do_begin = begin  # type: ignore[method-assign]
     return engine
 

@@ -26,11 +26,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetimes are ambiguous: pass an aware UTC datetime")
-        return value.astimezone(UTC).replace(tzinfo=None)
+        return None if value is None else _naive_utc(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
@@ -48,13 +44,15 @@ class UTCDateTime(TypeDecorator[datetime]):
         return _sqlite_datetime
 
 
-def _sqlite_text(value: datetime | None) -> str | None:
-    """An aware datetime as SQLite stores it: naive UTC text with microseconds."""
-    if value is None:
-        return None
+def _naive_utc(value: datetime) -> datetime:
     if value.tzinfo is None:
         raise ValueError("naive datetimes are ambiguous: pass an aware UTC datetime")
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+    return value.astimezone(UTC).replace(tzinfo=None)
+
+
+def _sqlite_text(value: datetime | None) -> str | None:
+    """An aware datetime as SQLite stores it: naive UTC text with microseconds."""
+    return None if value is None else _naive_utc(value).isoformat(" ", "microseconds")
 
 
 def _sqlite_datetime(value: str | None) -> datetime | None:
