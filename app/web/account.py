@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import segno
 from flask import Blueprint, flash, redirect, render_template, session, url_for
 from flask_login import current_user, login_user
 from werkzeug.wrappers import Response
@@ -83,6 +82,8 @@ def enrol_second_factor() -> Response | tuple[str, int]:
     elif form.is_submitted():
         status = 422
     uri = second_factor.provisioning_uri(secret, user.name)
+    import segno  # here: only enrolment draws a QR code, and segno is 1.2 MB in every server
+
     return render_template(
         "account/second_factor.html",
         form=form,
