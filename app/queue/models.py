@@ -252,7 +252,7 @@ class EnqueueRequest:
     idempotency_key: str | None
     run_at: datetime | None
     delay_seconds: float | None
-    fingerprint: str
+    fingerprint: str | None  # of the fields that define the request; None without a key
     # Uniqueness while active (``uniqueness``): None, no check.
     unique_key: str | None = None
     unique_for: float | None = None

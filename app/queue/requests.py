@@ -123,7 +123,8 @@ class EnqueueBody(RequestModel):
             idempotency_key=self.idempotency_key,
             run_at=self.run_at,
             delay_seconds=self.delay_seconds,
-            fingerprint=self.fingerprint(),
+            # Only a repeated idempotency key is compared with its first request.
+            fingerprint=None if self.idempotency_key is None else self.fingerprint(),
             unique_key=self.unique_key,
             unique_for=self.unique_for,
         )

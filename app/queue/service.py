@@ -83,7 +83,7 @@ def new_job_row(actor: Actor, request: EnqueueRequest, *, now: datetime) -> dict
         "priority": request.priority,
         "max_retries": request.max_retries,
         "idempotency_key": request.idempotency_key,
-        "request_fingerprint": request.fingerprint if request.idempotency_key else None,
+        "request_fingerprint": request.fingerprint,
         "created_by": actor.id,
         "run_at": request.run_at or now + timedelta(seconds=request.delay_seconds or 0),
         "created_at": now,
