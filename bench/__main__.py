@@ -8,7 +8,8 @@ do, so a noisy shared machine moves both together:
 * claim latency at the head of a deep queue against the same claim on a shallow queue
   (index-served: the ratio should stay near 1);
 * each call of the HTTP API through gunicorn against a no-op Flask JSON app served by the
-  same gunicorn configuration (``bench/http_calls.py``).
+  same gunicorn configuration (``bench/http_calls.py``), then the same calls in one process,
+  CPU time per call against the no-op app's (``bench/wsgi_calls.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from app.queue.requests import EnqueueBody
 from app.queue_settings import queue_settings
 from app.schema import jobs
 from app.timeutil import utcnow
-from bench import e2e, http_calls, pg
+from bench import e2e, http_calls, pg, wsgi_calls
 from bench.scale import run_scale
 
 SECRET = "bench-secret-" + "x" * 40
@@ -295,9 +296,11 @@ def service_section(base: Path) -> None:
 
 
 def http_section(base: Path) -> None:
-    """Each API call through gunicorn against the no-op floor."""
+    """Each API call through gunicorn against the no-op floor, then in one process."""
     rounds = int(os.environ.get("BENCH_HTTP_ROUNDS", "5"))
-    http_calls.run(base, rounds, int(os.environ.get("BENCH_HTTP_CALLS", "500")), report)
+    count = int(os.environ.get("BENCH_HTTP_CALLS", "500"))
+    http_calls.run(base / "server", rounds, count, report)
+    wsgi_calls.run(base / "in-process", rounds, count)
 
 
 def scale_section(base: Path) -> None:

@@ -41,6 +41,11 @@ NAMES = (
 FLOOR_BODY = {"type": "email.send", "payload": {"n": 1}}
 
 
+def floor_call(name: str) -> Call:
+    """The no-op call of the same method as the call ``name`` ("POST /jobs")."""
+    return ("GET", "/noop", None) if name.startswith("GET") else ("POST", "/noop", FLOOR_BODY)
+
+
 @contextlib.contextmanager
 def gunicorn(target: str, env: dict[str, str], ready: str, logs: Path) -> Iterator[int]:
     """``target`` served by gunicorn with the product's configuration; yields its port."""
@@ -128,9 +133,7 @@ class Round:
 
     def pair(self, name: str, token: str, calls: Sequence[Call], expect: int) -> list[Any]:
         """Time the floor of ``name``'s method, then ``calls``; returns their answers."""
-        method = name.split()[0]
-        floor_call = ("GET", "/noop", None) if method == "GET" else ("POST", "/noop", FLOOR_BODY)
-        floor, _ = load(self.floor, None, [floor_call] * len(calls), 200)
+        floor, _ = load(self.floor, None, [floor_call(name)] * len(calls), 200)
         rate, answers = load(self.queuelog, self.tokens[token], calls, expect)
         self.rates[name] = (rate, floor)
         return answers
