@@ -96,11 +96,18 @@ def test_fingerprint_is_the_request_after_defaults() -> None:
         header_key="k",
     )
     assert bare.fingerprint == explicit.fingerprint
-    reordered = enqueue({"type": "email.send", "payload": {"b": 2, "a": 1}}, SETTINGS)
-    ordered = enqueue({"type": "email.send", "payload": {"a": 1, "b": 2}})
+    keyed = {"type": "email.send", "idempotency_key": "k"}
+    reordered = enqueue({**keyed, "payload": {"b": 2, "a": 1}}, SETTINGS)
+    ordered = enqueue({**keyed, "payload": {"a": 1, "b": 2}})
     assert reordered.fingerprint == ordered.fingerprint
-    other = enqueue({"type": "email.send", "payload": {"a": 2}})
+    other = enqueue({**keyed, "payload": {"a": 2}})
     assert other.fingerprint != ordered.fingerprint
+
+
+def test_only_a_request_with_an_idempotency_key_has_a_fingerprint() -> None:
+    """Nothing ever compares the fingerprint of a request without a key."""
+    assert enqueue({"type": "email.send", "payload": {"a": 1}}).fingerprint is None
+    assert enqueue({"type": "email.send"}, header_key="h").fingerprint is not None
 
 
 def test_idempotency_key_body_and_header_must_agree() -> None:
