@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import BindParameter
 
 from app.prepared import Prepared
+from app.queue.count_store import EVERYONE
 from app.queue.models import Event, Job, JobFilters
 from app.queue.states import EventKind, JobStatus
 from app.schema import job_events, job_holders, jobs
@@ -186,7 +187,7 @@ class Viewer:
     def counts_scope(self) -> str:
         """The scope of the figures the database keeps of these jobs (migration 0009):
         ``*`` (everyone's), ``owner:<user id>`` or ``holder:<worker name>``."""
-        return "*" if self.kind == "all" else f"{self.kind}:{self.value}"
+        return EVERYONE if self.kind == "all" else f"{self.kind}:{self.value}"
 
 
 # The rules with the viewer as the parameter ``viewer``, for the prebuilt reads.
