@@ -34,7 +34,7 @@ class OrjsonProvider(DefaultJSONProvider):
             return None
 
     def dumps(self, obj: Any, **kwargs: Any) -> str:
-        if not kwargs or kwargs == {"separators": (",", ":")}:
+        if not kwargs:  # arguments ask for the standard encoder's options: it honours them
             encoded = self._encoded(obj)
             if encoded is not None:
                 return encoded.decode()
