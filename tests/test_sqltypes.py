@@ -48,7 +48,7 @@ def test_text_written_by_others_reads_as_sqlalchemy_reads_it(text: str) -> None:
     assert READ(text) == SQLALCHEMY_READ(text).replace(tzinfo=UTC)
 
 
-def test_naive_datetimes_and_none(app: Flask) -> None:
+def test_naive_datetimes_and_none() -> None:
     assert WRITE is not None and READ is not None
     assert WRITE(None) is None and READ(None) is None
     with pytest.raises(ValueError, match="naive"):
