@@ -149,39 +149,35 @@ partial_index(
     jobs.c.lease_expires_at,
     where=jobs.c.status == "running",
 )
-# The oldest due job for the dashboard: one probe.
-partial_index(
-    "ix_jobs_pending",
-    jobs.c.run_at,
-    where=jobs.c.status == "pending",
-)
 # Listing newest first, by status, by owner, by type.
 Index("ix_jobs_status_id", jobs.c.status, jobs.c.id)
 Index("ix_jobs_owner_id", jobs.c.created_by, jobs.c.id)
 Index("ix_jobs_type_id", jobs.c.type, jobs.c.id)
 # A producer's oldest due job (one probe) and its jobs of a rare status.
 Index("ix_jobs_owner_status_run_at", jobs.c.created_by, jobs.c.status, jobs.c.run_at)
-# Latest failures and pruning: finished jobs by status and age.
-Index("ix_jobs_status_finished", jobs.c.status, jobs.c.finished_at)
-# Metrics: jobs per status and type from the index alone; the oldest due job of each type.
-Index("ix_jobs_status_type", jobs.c.status, jobs.c.type)
+# Latest failures and pruning: finished jobs by status and age (only finished ones, so an
+# enqueue or a claim never writes to it).
+partial_index(
+    "ix_jobs_status_finished",
+    jobs.c.status,
+    jobs.c.finished_at,
+    where=jobs.c.finished_at.is_not(None),
+)
+# The oldest due job of each type (metrics, the typed claims' "any due?").
 partial_index(
     "ix_jobs_pending_type",
     jobs.c.type,
     jobs.c.run_at,
     where=jobs.c.status == "pending",
 )
-# The workers page: each worker's next lease expiry and last heartbeat, one probe each.
+# The workers page: each worker's next lease expiry and last heartbeat, from its entries alone
+# (status too, as in the claim index). One index, not two: a heartbeat moves both values.
 partial_index(
     "ix_jobs_running_worker",
     jobs.c.worker_id,
     jobs.c.lease_expires_at,
-    where=jobs.c.status == "running",
-)
-partial_index(
-    "ix_jobs_running_seen",
-    jobs.c.worker_id,
     jobs.c.updated_at,
+    jobs.c.status,
     where=jobs.c.status == "running",
 )
 # Searching by idempotency key without its owner (admins, workers).

@@ -3,6 +3,7 @@ job counts per scope, finishes per minute and worker activity, each summed over 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +26,15 @@ _COUNTS = (
 _BY_TYPE = (
     select(job_counts.c.type, *_SUMS)
     .where(job_counts.c.scope == EVERYONE)
+    .group_by(job_counts.c.type)
+)
+# Everyone's figures of some types (``IN`` expanded per call): a range of the primary key each.
+_OF_TYPES = (
+    select(job_counts.c.type, *_SUMS)
+    .where(
+        job_counts.c.scope == EVERYONE,
+        job_counts.c.type.in_(bindparam("types", expanding=True)),
+    )
     .group_by(job_counts.c.type)
 )
 # The 'worker:<name>' scopes: a range of the primary key (':' is followed by ';').
@@ -74,6 +84,24 @@ def counts(conn: Connection, of: str) -> list[tuple[str, int, int]]:
 def counts_by_status_type(conn: Connection) -> list[tuple[str, str, int]]:
     """``(status, type, jobs)`` of every job."""
     return _by_status(conn.execute(_BY_TYPE))
+
+
+def counts_of_types(conn: Connection, job_types: Collection[str]) -> dict[str, dict[str, int]]:
+    """Jobs per status of each of ``job_types`` (statuses without jobs left out). The claims of
+    a type with a max_running read its running jobs here, in their own transaction: the
+    counters move in the statement that moves a job."""
+    found: dict[str, dict[str, int]] = {name: {} for name in job_types}
+    if job_types:
+        rows = conn.execute(_OF_TYPES, {"types": sorted(job_types)})
+        for status, job_type, n in _by_status(rows):
+            found[job_type][status] = n
+    return found
+
+
+def running_of_types(conn: Connection, job_types: Collection[str]) -> dict[str, int]:
+    """How many jobs of each of ``job_types`` run now."""
+    counts = counts_of_types(conn, job_types)
+    return {name: by_status.get(JobStatus.RUNNING, 0) for name, by_status in counts.items()}
 
 
 def running_by_worker(conn: Connection) -> dict[str, int]:

@@ -8,6 +8,8 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, column, text
 
 from app.queue.flow_claim import HELD_BACK_UNTIL
+from app.queue.store import earliest_pending_run_at
+from app.schema import jobs
 from app.sqltypes import UTCDateTime
 
 _NOW = bindparam("now", type_=UTCDateTime())
@@ -29,11 +31,7 @@ def _instant(statements: dict[str, Any]) -> dict[str, Any]:
     return {backend: sql.columns(_INSTANT) for backend, sql in statements.items()}
 
 
-_NEXT_RUN = _instant(
-    _on_jobs(
-        "min(run_at) AS instant", "ix_jobs_pending", "status = 'pending' AND run_at > :now", _NOW
-    )
-)
+_NEXT_RUN = earliest_pending_run_at(jobs.c.run_at > _NOW)
 _NEXT_LEASE_END = _instant(
     _on_jobs("min(lease_expires_at) AS instant", "ix_jobs_lease", "status = 'running'")
 )
@@ -44,7 +42,7 @@ def next_due_at(conn: Connection, now: datetime) -> datetime | None:
     a pending job's ``run_at`` (scheduled, backing off) or a running job's lease end, or when
     the claim just made in this transaction found due jobs held back by their type's limits,
     the instant worth looking again (``flow_claim``)."""
-    run_at = conn.execute(_NEXT_RUN[conn.dialect.name], {"now": now}).scalar()
+    run_at = conn.execute(_NEXT_RUN, {"now": now}).scalar()
     lease_end = conn.execute(_NEXT_LEASE_END[conn.dialect.name]).scalar()
     held_back = conn.info.pop(HELD_BACK_UNTIL, None)
     instants = [t for t in (run_at, lease_end, held_back) if t is not None]

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from app.queue import explain_store, flow, flow_store, service, store
+from app.queue import count_store, explain_store, flow, flow_store, service, store
 from app.queue.flow import Override, TypeLimits
 from app.queue.flow_claim import Turn
 from app.queue.models import Actor, Job, QueueSettings, iso
@@ -81,7 +81,7 @@ class Context:
         window = flow_store.window(self.conn, job_type) if limits.rate_limit else None
         running = 0
         if limits.max_running is not None:
-            running = flow_store.running_counts(self.conn, [job_type]).get(job_type, 0)
+            running = count_store.running_of_types(self.conn, [job_type])[job_type]
         return Turn(limits, window, running)
 
     @property

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
-from app.queue import flow, flow_store, transitions
+from app.queue import count_store, flow, flow_store, transitions
 from app.queue.flow import TypeLimits, Window
 from app.queue.models import Job, QueueSettings
 from app.queue.store_transitions import TypeLeases
@@ -67,7 +67,7 @@ def _take_turns(conn: Connection, limits: dict[str, TypeLimits]) -> dict[str, Tu
     counted = {name: limit for name, limit in limits.items() if limit.limited and not limit.paused}
     windows = flow_store.lock_windows(conn, counted)
     capped = [name for name, limit in counted.items() if limit.max_running is not None]
-    running = flow_store.running_counts(conn, capped)
+    running = count_store.running_of_types(conn, capped)
     return {
         name: Turn(limit, windows.get(name), running.get(name, 0))
         for name, limit in counted.items()

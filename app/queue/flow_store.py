@@ -1,5 +1,6 @@
 """The SQL of per-type flow control: admins' overrides, the claim windows that claims of a
-limited type count in (and, on PostgreSQL, lock to take turns), and jobs counted per type."""
+limited type count in (and, on PostgreSQL, lock to take turns), and whether a type has due jobs.
+What runs of each type comes from the counters (``count_store``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, exists, func, literal_column, select, update
+from sqlalchemy import Connection, bindparam, exists, literal_column, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from app.queue.flow import Overridden, Override, Window
@@ -16,8 +17,7 @@ from app.sqltypes import UTCDateTime
 
 _OVERRIDES = select(type_overrides)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# Literal statuses: the (status, type) index and the partial pending index serve these.
-_RUNNING = jobs.c.status == literal_column("'running'")
+# A literal status: the partial pending-by-type index serves it.
 _PENDING = jobs.c.status == literal_column("'pending'")
 
 
@@ -113,12 +113,7 @@ def count_claims(conn: Connection, job_type: str, *, started_at: datetime, claim
     conn.execute(_COUNT_CLAIMS, {"job_type": job_type, "started_at": started_at, "claims": claims})
 
 
-# Built once: a claim of a limited type runs these, and building one costs more than running it.
-_RUNNING_COUNTS = (
-    select(jobs.c.type, func.count())
-    .where(_RUNNING, jobs.c.type.in_(bindparam("types", expanding=True)))
-    .group_by(jobs.c.type)
-)
+# Built once: a typed claim of a limited type runs it, and building one costs more than running it.
 _ANY_DUE = select(
     exists().where(
         _PENDING,
@@ -128,28 +123,6 @@ _ANY_DUE = select(
 )
 
 
-def running_counts(conn: Connection, job_types: Collection[str]) -> dict[str, int]:
-    """How many jobs of each of ``job_types`` are running (a range of the (status, type)
-    index: as many rows as run, which a max_running limit keeps small)."""
-    if not job_types:
-        return {}
-    rows = conn.execute(_RUNNING_COUNTS, {"types": sorted(job_types)}).all()
-    return {job_type: int(count) for job_type, count in rows}
-
-
 def any_due(conn: Connection, job_types: Collection[str], now: datetime) -> bool:
     """Whether a job of one of ``job_types`` is due (a probe of the pending-by-type index)."""
     return bool(conn.execute(_ANY_DUE, {"types": sorted(job_types), "now": now}).scalar())
-
-
-def counts_by_type(conn: Connection, job_types: Collection[str]) -> dict[str, dict[str, int]]:
-    """Jobs per status of each of ``job_types``, from the (status, type) index alone."""
-    query = (
-        select(jobs.c.type, jobs.c.status, func.count())
-        .where(jobs.c.type.in_(sorted(job_types)))
-        .group_by(jobs.c.type, jobs.c.status)
-    )
-    found: dict[str, dict[str, int]] = {name: {} for name in job_types}
-    for job_type, status, count in conn.execute(query).all():
-        found[job_type][status] = int(count)
-    return found

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, model_validator
 from sqlalchemy import Connection
 
-from app.queue import flow, flow_store
+from app.queue import count_store, flow, flow_store
 from app.queue.errors import NotFound
 from app.queue.fields import Flag
 from app.queue.flow import (
@@ -81,7 +81,7 @@ class TypeView:
 
 
 def _views(conn: Connection, settings: QueueSettings, names: tuple[str, ...]) -> list[TypeView]:
-    counts = flow_store.counts_by_type(conn, names)
+    counts = count_store.counts_of_types(conn, names)
     overrides = flow_store.overrides(conn)
     views = []
     for name in names:

@@ -22,15 +22,18 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    union_all,
 )
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import BindParameter
 
 from app.prepared import Prepared
 from app.queue.count_store import EVERYONE
 from app.queue.models import Event, Job, JobFilters
-from app.queue.states import EventKind, JobStatus
+from app.queue.states import PRIORITIES, EventKind, JobStatus
 from app.schema import job_events, job_holders, jobs
+from app.sqltypes import UTCDateTime
 
 JOB_COLUMNS = [jobs.c[name] for name in Job.__dataclass_fields__]
 EVENT_COLUMNS = [job_events.c[name] for name in Event.__dataclass_fields__]
@@ -365,14 +368,32 @@ def prune_batch(conn: Connection, finished_before: datetime, batch: int) -> int:
     return len(deleted)
 
 
+def earliest_pending_run_at(run_at_condition: ColumnElement[bool]) -> Select[Any]:
+    """The earliest ``run_at`` of the pending jobs meeting ``run_at_condition``: one probe of
+    ix_jobs_claim per priority, which orders each priority's jobs by ``run_at``. No index keeps
+    the run_at of pending jobs alone: every enqueue and every claim would write to it."""
+    per_priority = [
+        select(func.min(jobs.c.run_at).label("run_at")).where(
+            PENDING, jobs.c.priority == priority, run_at_condition
+        )
+        for priority in sorted(PRIORITIES.values(), reverse=True)
+    ]
+    earliest = union_all(*per_priority).subquery()
+    return select(func.min(earliest.c.run_at).label("instant"))
+
+
+_OLDEST_DUE = earliest_pending_run_at(jobs.c.run_at <= bindparam("now", type_=UTCDateTime()))
+
+
 def oldest_pending_run_at(
     conn: Connection, now: datetime, visible: ColumnElement[bool] | None
 ) -> datetime | None:
-    """When the longest-waiting claimable job became due (one probe of ix_jobs_pending, or of
-    ix_jobs_owner_status_run_at for an owner)."""
-    query = select(func.min(jobs.c.run_at)).where(PENDING, jobs.c.run_at <= now)
-    if visible is not None:
-        query = query.where(visible)
+    """When the longest-waiting claimable job became due (``earliest_pending_run_at``, or one
+    probe of ix_jobs_owner_status_run_at for an owner)."""
+    if visible is None:
+        found: datetime | None = conn.execute(_OLDEST_DUE, {"now": now}).scalar()
+        return found
+    query = select(func.min(jobs.c.run_at)).where(PENDING, jobs.c.run_at <= now, visible)
     return conn.execute(query).scalar()
 
 
@@ -388,10 +409,11 @@ def oldest_held_pending_run_at(conn: Connection, now: datetime, worker: str) -> 
 
 
 def latest_failures(conn: Connection, limit: int) -> list[Job]:
-    """The most recently failed jobs."""
+    """The most recently failed jobs (a failed job is finished: the partial index of finished
+    jobs serves a query that says so)."""
     query = (
         select(*JOB_COLUMNS)
-        .where(jobs.c.status == literal_column("'failed'"))
+        .where(jobs.c.status == literal_column("'failed'"), jobs.c.finished_at.is_not(None))
         .order_by(jobs.c.finished_at.desc())
         .limit(limit)
     )

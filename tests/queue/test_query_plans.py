@@ -173,7 +173,9 @@ def test_workers_page_reads_indexes_only(app: Flask) -> None:
     from app.monitoring.workers import workers
 
     with app.app_context():
-        seed(app)
+        _, worker, _ = seed(app)
+        with db.transaction() as conn:  # a job running: its worker's lease end and heartbeat
+            assert service.claim(conn, worker, now=utcnow(), settings=queue_settings())
 
         def page() -> object:
             with db.read() as conn:
@@ -183,6 +185,8 @@ def test_workers_page_reads_indexes_only(app: Flask) -> None:
             page()
         assert any("FROM worker_activity" in sql for sql, _ in statements)
         assert [s for s in table_scans(app, statements) if not _small_table(s)] == []
+        lines = _plan_lines(app, statements)
+        assert any("COVERING INDEX ix_jobs_running_worker (worker_id=?)" in x for x in lines), lines
 
 
 def test_a_workers_views_walk_its_holder_rows(app: Flask) -> None:
@@ -275,8 +279,8 @@ def _plan_lines(app: Flask, statements: list[Statement]) -> list[str]:
 
 def test_claims_with_limits_and_pauses_read_indexes_only(app: Flask) -> None:
     """A paused type, a max_running and a rate_limit: the claim still walks the claim index
-    (skipping held-back types), counts running jobs on the (status, type) index and reads the
-    claim windows by key; claims of many and typed claims alike."""
+    (skipping held-back types), reads running jobs per type from the counters and the claim
+    windows by key; claims of many and typed claims alike."""
     from app.queue import job_types
     from app.queue.job_types import TypeChange
 
@@ -311,7 +315,7 @@ def test_claims_with_limits_and_pauses_read_indexes_only(app: Flask) -> None:
             assert table_scans(app, statements) == []
             assert any("INDEXED BY ix_jobs_claim" in s and held_back in s for s, _ in statements)
             lines = _plan_lines(app, statements)
-            assert any("ix_jobs_status_type" in line for line in lines), lines
+            assert any("job_counts USING PRIMARY KEY" in line for line in lines), lines
             assert any("type_claim_windows USING INDEX" in line for line in lines), lines
 
 
@@ -408,12 +412,14 @@ def test_batch_enqueue_and_finish_read_indexes_only(app: Flask) -> None:
 
 
 def test_a_waiting_claims_alarm_reads_partial_indexes(app: Flask) -> None:
-    """When the clock next makes a job due: one entry of a partial index each, never a walk of
-    every pending or running job."""
+    """When the clock next makes a job due: one entry of a partial index per priority and one
+    for leases, never a walk of every pending or running job."""
     with app.app_context():
         seed(app)
         with recorded(app) as statements, db.read() as conn:
             due.next_due_at(conn, utcnow())
-        lines = _plan_lines(app, statements)
-        assert len(lines) == 2, lines
-        assert [line.split()[4] for line in lines] == ["ix_jobs_pending", "ix_jobs_lease"], lines
+        searches = [line for line in _plan_lines(app, statements) if "SEARCH jobs" in line]
+        indexes = [line.split(" INDEX ")[1].split()[0] for line in searches]
+        assert indexes == ["ix_jobs_claim"] * 4 + ["ix_jobs_lease"], searches
+        assert all("(priority=? AND run_at>?)" in line for line in searches[:4]), searches
+        assert table_scans(app, statements) == []
