@@ -170,14 +170,17 @@ partial_index(
     jobs.c.run_at,
     where=jobs.c.status == "pending",
 )
-# The workers page: each worker's next lease expiry and last heartbeat, from its entries alone
-# (status too, as in the claim index). One index, not two: a heartbeat moves both values.
+# The workers page: each worker's next lease expiry and last heartbeat, one probe each.
 partial_index(
     "ix_jobs_running_worker",
     jobs.c.worker_id,
     jobs.c.lease_expires_at,
+    where=jobs.c.status == "running",
+)
+partial_index(
+    "ix_jobs_running_seen",
+    jobs.c.worker_id,
     jobs.c.updated_at,
-    jobs.c.status,
     where=jobs.c.status == "running",
 )
 # Searching by idempotency key without its owner (admins, workers).
@@ -222,8 +225,7 @@ job_events = Table(
     # The database refuses a kind the code does not know (migration 0003 adds new ones).
     CheckConstraint(f"kind IN ({', '.join(repr(str(k)) for k in EventKind)})", name="kind"),
     Index(None, "job_id", "id"),
-    # "Jobs this worker holds or held" and the dashboard's per-minute figures.
-    Index(None, "actor", "to_status", "job_id"),
+    # The latest claims (the explainer's "when was a job of this type last claimed").
     Index(None, "to_status", "at"),
     sqlite_autoincrement=True,
 )

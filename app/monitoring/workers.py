@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, literal_column, select
 
@@ -34,7 +35,7 @@ class WorkerRow:
 def workers(conn: Connection, *, now: datetime) -> list[WorkerRow]:
     """Every worker that holds a job or acted in the last hour, busiest first."""
     rows: dict[str, WorkerRow] = {}
-    # From the counts the database keeps, then one range of an index per worker that runs jobs.
+    # From the counts the database keeps, then two index probes per worker that runs jobs.
     for name, running in count_store.running_by_worker(conn).items():
         row = rows.setdefault(name, WorkerRow(name, running=running))
         row.next_lease_expiry, touched = conn.execute(_HELD, {"worker": name}).one()
@@ -48,8 +49,18 @@ def workers(conn: Connection, *, now: datetime) -> list[WorkerRow]:
     return sorted(rows.values(), key=lambda r: (-r.running, -r.claimed, r.name))
 
 
-# Its next lease expiry and last heartbeat: a range of ix_jobs_running_worker, which holds both
-# (and the status, so the range is read from the index alone).
-_HELD = select(func.min(jobs.c.lease_expires_at), func.max(jobs.c.updated_at)).where(
-    jobs.c.status == literal_column("'running'"), jobs.c.worker_id == bindparam("worker")
+def _of_worker(column: Any, worker: Any) -> Any:
+    """A scalar subquery over the running jobs of ``worker`` (literal status: partial index)."""
+    return (
+        select(column)
+        .where(jobs.c.status == literal_column("'running'"), jobs.c.worker_id == worker)
+        .scalar_subquery()
+    )
+
+
+_WORKER: Any = bindparam("worker")
+# Its next lease expiry (ix_jobs_running_worker) and last heartbeat (ix_jobs_running_seen).
+_HELD = select(
+    _of_worker(func.min(jobs.c.lease_expires_at), _WORKER),
+    _of_worker(func.max(jobs.c.updated_at), _WORKER),
 )

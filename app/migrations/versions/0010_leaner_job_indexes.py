@@ -4,17 +4,16 @@ Revision ID: 0010
 Revises: 0009
 Create Date: 2026-12-02
 
-Each index on ``jobs`` costs every write that touches its columns a page (SQLite writes each
-changed page to its WAL and syncs it). Three go, two change, and what they served is read
-another way:
+Each index costs every write that touches its columns a page (SQLite writes each changed page
+to its WAL and syncs it). Three go, one changes, and what they served is read another way:
 
 * ``ix_jobs_pending`` (run_at of pending jobs): the oldest and the next due job are one probe of
   ``ix_jobs_claim`` per priority instead.
 * ``ix_jobs_status_type``: running jobs per type (max_running) and jobs per status of a type come
   from the counters of migration 0009.
-* ``ix_jobs_running_seen`` joins ``ix_jobs_running_worker``: one entry per running job holds its
-  lease end and its last heartbeat, both of which a heartbeat moves.
 * ``ix_jobs_status_finished`` keeps finished jobs only, so an enqueue or a claim never touches it.
+* ``ix_job_events_actor_to_status_job_id`` goes: what a worker holds or held and the figures
+  per minute are kept by migration 0009's tables, and nothing reads events by actor since.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ branch_labels = None
 depends_on = None
 
 PENDING = sa.text("status = 'pending'")
-RUNNING = sa.text("status = 'running'")
 FINISHED = sa.text("finished_at IS NOT NULL")
 
 
@@ -39,22 +37,16 @@ def _partial(name: str, columns: list[str], where: sa.TextClause) -> None:
 def upgrade() -> None:
     op.drop_index("ix_jobs_pending", table_name="jobs")
     op.drop_index("ix_jobs_status_type", table_name="jobs")
-    op.drop_index("ix_jobs_running_seen", table_name="jobs")
-    op.drop_index("ix_jobs_running_worker", table_name="jobs")
-    _partial(
-        "ix_jobs_running_worker",
-        ["worker_id", "lease_expires_at", "updated_at", "status"],
-        RUNNING,
-    )
     op.drop_index("ix_jobs_status_finished", table_name="jobs")
     _partial("ix_jobs_status_finished", ["status", "finished_at"], FINISHED)
+    op.drop_index("ix_job_events_actor_to_status_job_id", table_name="job_events")
 
 
 def downgrade() -> None:
+    op.create_index(
+        "ix_job_events_actor_to_status_job_id", "job_events", ["actor", "to_status", "job_id"]
+    )
     op.drop_index("ix_jobs_status_finished", table_name="jobs")
     op.create_index("ix_jobs_status_finished", "jobs", ["status", "finished_at"])
-    op.drop_index("ix_jobs_running_worker", table_name="jobs")
-    _partial("ix_jobs_running_worker", ["worker_id", "lease_expires_at"], RUNNING)
-    _partial("ix_jobs_running_seen", ["worker_id", "updated_at"], RUNNING)
     op.create_index("ix_jobs_status_type", "jobs", ["status", "type"])
     _partial("ix_jobs_pending", ["run_at"], PENDING)
