@@ -225,9 +225,15 @@ job_events = Table(
     # The database refuses a kind the code does not know (migration 0003 adds new ones).
     CheckConstraint(f"kind IN ({', '.join(repr(str(k)) for k in EventKind)})", name="kind"),
     Index(None, "job_id", "id"),
-    # The latest claims (the explainer's "when was a job of this type last claimed").
-    Index(None, "to_status", "at"),
     sqlite_autoincrement=True,
+)
+# The latest claims (the explainer's "when was a job of this type last claimed"): claims only,
+# so the other events of a job never write to it.
+partial_index(
+    "ix_job_events_claims",
+    job_events.c.at,
+    job_events.c.job_id,
+    where=job_events.c.to_status == "running",
 )
 
 # Who did what, appended in the transaction of the action; only `flask audit prune` deletes.

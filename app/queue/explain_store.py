@@ -42,7 +42,7 @@ def latest_claim_of_type(
     conn: Connection, job_type: str, since: datetime, scan: int
 ) -> datetime | None:
     """When a job of ``job_type`` was last claimed after ``since``, looking at the ``scan``
-    most recent claims of any type (the (to_status, at) index, newest first)."""
+    most recent claims of any type (ix_job_events_claims, newest first)."""
     recent = (
         select(job_events.c.job_id, job_events.c.at)
         .where(job_events.c.to_status == literal_column("'running'"), job_events.c.at >= since)

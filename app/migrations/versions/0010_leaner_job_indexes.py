@@ -5,7 +5,7 @@ Revises: 0009
 Create Date: 2026-12-02
 
 Each index costs every write that touches its columns a page (SQLite writes each changed page
-to its WAL and syncs it). Three go, one changes, and what they served is read another way:
+to its WAL and syncs it). Three go, two change, and what they served is read another way:
 
 * ``ix_jobs_pending`` (run_at of pending jobs): the oldest and the next due job are one probe of
   ``ix_jobs_claim`` per priority instead.
@@ -14,6 +14,8 @@ to its WAL and syncs it). Three go, one changes, and what they served is read an
 * ``ix_jobs_status_finished`` keeps finished jobs only, so an enqueue or a claim never touches it.
 * ``ix_job_events_actor_to_status_job_id`` goes: what a worker holds or held and the figures
   per minute are kept by migration 0009's tables, and nothing reads events by actor since.
+* ``ix_job_events_to_status_at`` becomes ``ix_job_events_claims``, of claims only: the latest
+  claims are all it serves, and an enqueue, finish or retry no longer writes to it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ depends_on = None
 
 PENDING = sa.text("status = 'pending'")
 FINISHED = sa.text("finished_at IS NOT NULL")
+CLAIMED = sa.text("to_status = 'running'")
 
 
 def _partial(name: str, columns: list[str], where: sa.TextClause) -> None:
@@ -40,9 +43,19 @@ def upgrade() -> None:
     op.drop_index("ix_jobs_status_finished", table_name="jobs")
     _partial("ix_jobs_status_finished", ["status", "finished_at"], FINISHED)
     op.drop_index("ix_job_events_actor_to_status_job_id", table_name="job_events")
+    op.drop_index("ix_job_events_to_status_at", table_name="job_events")
+    op.create_index(
+        "ix_job_events_claims",
+        "job_events",
+        ["at", "job_id"],
+        sqlite_where=CLAIMED,
+        postgresql_where=CLAIMED,
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_job_events_claims", table_name="job_events")
+    op.create_index("ix_job_events_to_status_at", "job_events", ["to_status", "at"])
     op.create_index(
         "ix_job_events_actor_to_status_job_id", "job_events", ["actor", "to_status", "job_id"]
     )
