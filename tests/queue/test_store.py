@@ -9,7 +9,7 @@ import pytest
 from flask import Flask
 
 from app import db
-from app.queue import store, store_transitions
+from app.queue import due, store, store_transitions
 from app.queue.states import EventKind, JobStatus
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
@@ -66,3 +66,21 @@ def test_move_is_a_compare_and_set(queue: Queue, backend: str) -> None:
             )  # fmt: skip
     kinds = [(e.kind, e.from_status, e.actor) for e in queue.events(job.id)]
     assert kinds[-1] == (EventKind.CANCELLED, "pending", "svc-admin") and len(kinds) == 2
+
+
+def test_the_oldest_and_next_due_run_at_are_found_in_any_priority(
+    queue: Queue, backend: str
+) -> None:
+    """One probe of the claim index per priority (no index of run_at alone): the oldest due job
+    is a low one behind a critical one, the next scheduled a medium one before a high one."""
+    later = {"medium": T0 + timedelta(hours=1), "high": T0 + timedelta(hours=2)}
+    admin = queue.admin  # may enqueue at any priority
+    queue.enqueue(now=T0, actor=admin, priority="low")
+    queue.enqueue(now=T0 + timedelta(seconds=10), actor=admin, priority="critical")
+    for priority, run_at in later.items():
+        queue.enqueue(now=T0, actor=admin, priority=priority, run_at=run_at.isoformat())
+    now = T0 + timedelta(minutes=1)
+    with queue.app.app_context(), db.read(queue.app) as conn:
+        assert store.oldest_pending_run_at(conn, now, None) == T0
+        assert due.next_due_at(conn, now) == later["medium"]
+        assert due.next_due_at(conn, later["high"]) is None
