@@ -125,18 +125,16 @@ def _work(job: dict[str, Any], verb: str, body: dict[str, Any]) -> Call:
 
 
 class Round:
-    """One round: each call's burst right after a burst of the floor of its method."""
+    """One round: each call's burst right after a burst of the floor of its method. How a
+    burst is made (through servers, in one process) is the subclass's ``pair``."""
 
-    def __init__(self, floor: int, queuelog: int, tokens: dict[str, str], count: int) -> None:
-        self.floor, self.queuelog, self.tokens, self.count = floor, queuelog, tokens, count
+    def __init__(self, tokens: dict[str, str], count: int) -> None:
+        self.tokens, self.count = tokens, count
         self.rates: dict[str, tuple[float, float]] = {}  # call: (its rate, the floor's)
 
     def pair(self, name: str, token: str, calls: Sequence[Call], expect: int) -> list[Any]:
         """Time the floor of ``name``'s method, then ``calls``; returns their answers."""
-        floor, _ = load(self.floor, None, [floor_call(name)] * len(calls), 200)
-        rate, answers = load(self.queuelog, self.tokens[token], calls, expect)
-        self.rates[name] = (rate, floor)
-        return answers
+        raise NotImplementedError
 
     def run(self) -> dict[str, tuple[float, float]]:
         """Every call of a job's life, ``count`` of each (work calls on the claimed jobs:
@@ -157,6 +155,20 @@ class Round:
         return self.rates
 
 
+class ServerRound(Round):
+    """A round through the two gunicorn servers, on their ports."""
+
+    def __init__(self, floor: int, queuelog: int, tokens: dict[str, str], count: int) -> None:
+        super().__init__(tokens, count)
+        self.floor, self.queuelog = floor, queuelog
+
+    def pair(self, name: str, token: str, calls: Sequence[Call], expect: int) -> list[Any]:
+        floor, _ = load(self.floor, None, [floor_call(name)] * len(calls), 200)
+        rate, answers = load(self.queuelog, self.tokens[token], calls, expect)
+        self.rates[name] = (rate, floor)
+        return answers
+
+
 def run(base: Path, rounds: int, count: int, report: Callable[..., None]) -> None:
     """Print one row per call: its best rate and its median ratio to the floor."""
     database = prepare_database(base / "db", {"p": "producer", "w": "worker"})
@@ -166,7 +178,7 @@ def run(base: Path, rounds: int, count: int, report: Callable[..., None]) -> Non
         gunicorn("wsgi:app", server_env(database), "/healthz", base) as queuelog,
     ):
         for _ in range(rounds):
-            measured.append(Round(floor, queuelog, database.tokens, count).run())
+            measured.append(ServerRound(floor, queuelog, database.tokens, count).run())
     print(
         f"HTTP through gunicorn -c gunicorn.conf.py ({_server_shape()}), {CLIENTS} keep-alive "
         f"connections, {count} calls per burst, {rounds} rounds (floor = no-op Flask JSON "

@@ -62,7 +62,7 @@ class InProcessRound(Round):
     """One round of ``Round.run``'s calls, each timed right after the floor of its method."""
 
     def __init__(self, app: WSGIApp, tokens: dict[str, str], count: int) -> None:
-        super().__init__(0, 0, tokens, count)
+        super().__init__(tokens, count)
         self.app = app
 
     def pair(self, name: str, token: str, calls: Sequence[Call], expect: int) -> list[Any]:

@@ -87,9 +87,7 @@ def counts_by_status_type(conn: Connection) -> list[tuple[str, str, int]]:
 
 
 def counts_of_types(conn: Connection, job_types: Collection[str]) -> dict[str, dict[str, int]]:
-    """Jobs per status of each of ``job_types`` (statuses without jobs left out). The claims of
-    a type with a max_running read its running jobs here, in their own transaction: the
-    counters move in the statement that moves a job."""
+    """Jobs per status of each of ``job_types`` (statuses without jobs left out)."""
     found: dict[str, dict[str, int]] = {name: {} for name in job_types}
     if job_types:
         rows = conn.execute(_OF_TYPES, {"types": sorted(job_types)})
@@ -99,7 +97,9 @@ def counts_of_types(conn: Connection, job_types: Collection[str]) -> dict[str, d
 
 
 def running_of_types(conn: Connection, job_types: Collection[str]) -> dict[str, int]:
-    """How many jobs of each of ``job_types`` run now."""
+    """How many jobs of each of ``job_types`` run now: what a claim of a type with a
+    max_running counts, in its own transaction (the counters move in the statement that moves
+    a job)."""
     counts = counts_of_types(conn, job_types)
     return {name: by_status.get(JobStatus.RUNNING, 0) for name, by_status in counts.items()}
 
