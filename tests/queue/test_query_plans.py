@@ -320,6 +320,23 @@ def test_claims_with_limits_and_pauses_read_indexes_only(app: Flask) -> None:
             assert any("type_claim_windows USING INDEX" in line for line in lines), lines
 
 
+def test_the_types_page_reads_the_counters_by_key(app: Flask) -> None:
+    """Jobs per status of each type (``GET /types``): ranges of the counters' primary key, no
+    read of jobs."""
+    from app.queue import job_types
+
+    with app.app_context():
+        _, _, admin = seed(app)
+        with recorded(app) as statements, db.read() as conn:
+            job_types.list_types(conn, admin, queue_settings())
+        lines = _plan_lines(app, statements)
+        assert any("job_counts USING PRIMARY KEY (scope=? AND type=?)" in x for x in lines), lines
+        assert not any(" jobs" in line.split("<-")[0] for line in lines), lines
+        # type_overrides holds a row per type an admin changed: read whole, as every claim does
+        scans = [s for s in table_scans(app, statements) if "FROM type_overrides" not in s]
+        assert scans == []
+
+
 def test_unique_enqueue_probes_its_partial_index(app: Flask) -> None:
     with app.app_context():
         producer, _, _ = seed(app)
