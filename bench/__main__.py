@@ -72,8 +72,10 @@ def make_app(folder: Path, **config: Any) -> Any:
 
 
 def floor_sqlite(path: Path, count: int) -> tuple[float, float]:
-    """Raw sqlite3: insert rows, then claim-and-finish them, one commit per operation."""
+    """Raw sqlite3: insert rows, then claim-and-finish them, one commit per operation, on a
+    file with the pages queuelog gives its own."""
     conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(f"PRAGMA page_size={db.PAGE_SIZE}")
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from app import create_app, db
+from app import create_app, db, migrate
 from tests.builders import Api, make_token, make_user
 from tests.conftest import TEST_SECRET
 
@@ -46,6 +46,36 @@ def test_wal_and_synchronous_full_by_default(database_path: Path) -> None:
 def test_synchronous_normal_when_configured(database_path: Path) -> None:
     with _app(database_path, SQLITE_SYNCHRONOUS="NORMAL", SQLITE_BUSY_TIMEOUT_MS=250) as app:
         assert _pragmas(app) == ("wal", 1, 250)
+
+
+def _page_size(path: Path) -> int:
+    with sqlite3.connect(path) as other:
+        return int(other.execute("PRAGMA page_size").fetchone()[0])
+
+
+def test_a_new_database_file_gets_small_pages(tmp_path: Path) -> None:
+    path = tmp_path / "new.sqlite3"
+    with _app(path) as app:
+        migrate.upgrade(app)
+    assert _page_size(path) == db.PAGE_SIZE == 1024
+
+
+def test_an_existing_file_keeps_its_pages_and_works(tmp_path: Path) -> None:
+    path = tmp_path / "older.sqlite3"
+    older = sqlite3.connect(path)  # a file made with SQLite's default pages
+    older.execute("PRAGMA page_size=4096")
+    older.execute("PRAGMA journal_mode=WAL")
+    older.execute("CREATE TABLE made_earlier (id INTEGER PRIMARY KEY)")
+    older.close()
+    with _app(path) as app:
+        migrate.upgrade(app)
+        assert _pragmas(app) == ("wal", 2, 10_000)
+        make_user(app, "p", "producer")
+        answer = Api(app.test_client(), make_token(app, "p")).post(
+            "/jobs", {"type": "email.send", "payload": {}}
+        )
+        assert answer.status_code == 201, answer.get_json()
+    assert _page_size(path) == 4096
 
 
 def test_unknown_synchronous_value_is_refused(database_path: Path) -> None:
