@@ -36,7 +36,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
         if dialect.name != "sqlite":
             return super().bind_processor(dialect)
-        return _sqlite_text
+        return sqlite_timestamp
 
     def result_processor(self, dialect: Dialect, coltype: Any) -> Callable[[Any], Any] | None:
         if dialect.name != "sqlite":
@@ -50,7 +50,7 @@ def _naive_utc(value: datetime) -> datetime:
     return value.astimezone(UTC).replace(tzinfo=None)
 
 
-def _sqlite_text(value: datetime | None) -> str | None:
+def sqlite_timestamp(value: datetime | None) -> str | None:
     """An aware datetime as SQLite stores it: naive UTC text with microseconds."""
     return None if value is None else _naive_utc(value).isoformat(" ", "microseconds")
 

@@ -3,20 +3,16 @@ caller's one transaction (enqueue all or nothing; finish and heartbeat answered 
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
-from app.queue import service, store_batches, transitions, uniqueness
+from app.queue import finishing, service, store_batches, uniqueness
 from app.queue.errors import InvalidInput, QueueError
 from app.queue.models import Actor, Beat, EnqueueRequest, Job, Outcome, QueueSettings
 from app.queue.policy import Action, require
-
-# The fields of a failed outcome; a completed one carries only ``result``.
-_FAILURE_FIELDS = ("error", "retry_in", "retryable")
 
 
 def _about_item(name: str, index: int, exc: QueueError) -> QueueError:
@@ -93,49 +89,6 @@ def _one_by_one(
     return added
 
 
-def _mismatch(outcome: Outcome) -> InvalidInput | None:
-    """Why an outcome's fields do not fit its verdict, if they do not."""
-    if outcome.completed:
-        extra = [name for name in _FAILURE_FIELDS if getattr(outcome, name) is not None]
-        if extra:
-            return InvalidInput({name: "goes with a failed outcome" for name in extra})
-        return None
-    if outcome.error is None:
-        return InvalidInput({"error": "is required for a failed outcome"})
-    if outcome.result is not None:
-        return InvalidInput({"result": "goes with a completed outcome"})
-    return None
-
-
-def _finish_one(
-    conn: Connection,
-    actor: Actor,
-    outcome: Outcome,
-    *,
-    now: datetime,
-    settings: QueueSettings,
-) -> Job:
-    """One outcome, through the single complete or fail use case."""
-    if (mismatch := _mismatch(outcome)) is not None:
-        raise mismatch
-    if outcome.completed:
-        return service.complete(
-            conn, actor, outcome.job_id, now=now, result=outcome.result, attempt=outcome.attempt
-        )
-    assert outcome.error is not None  # _mismatch refused a failure without one
-    return service.fail(
-        conn,
-        actor,
-        outcome.job_id,
-        now=now,
-        settings=settings,
-        error=outcome.error,
-        attempt=outcome.attempt,
-        retry_in=outcome.retry_in,
-        retryable=True if outcome.retryable is None else outcome.retryable,
-    )
-
-
 def finish(
     conn: Connection,
     actor: Actor,
@@ -145,35 +98,10 @@ def finish(
     settings: QueueSettings,
 ) -> list[Job | QueueError]:
     """Apply each outcome as the single complete or fail route would; per outcome, the job it
-    left or the refusal (a refused item changes nothing, the others still apply).
-
-    Completions of jobs named once in the request go in one compare-and-set statement (the
-    jobs are distinct, so their order does not matter); the rest one by one, in order."""
+    left or the refusal (a refused item changes nothing, the others still apply)."""
     actor = require(actor, Action.WORK)
-    named = Counter(outcome.job_id for outcome in outcomes)
-    together = [
-        index
-        for index, outcome in enumerate(outcomes)
-        if outcome.completed and named[outcome.job_id] == 1 and _mismatch(outcome) is None
-    ]
-    completed = transitions.complete_many(
-        conn,
-        [(outcomes[i].job_id, outcomes[i].attempt, outcomes[i].result) for i in together],
-        worker=actor.name,
-        now=now,
-    )
-    # A completion refused there goes again through the single use case, which says why.
-    answers: dict[int, Job | QueueError] = {
-        index: job for index, job in zip(together, completed, strict=True) if job is not None
-    }
-    for index, outcome in enumerate(outcomes):
-        if index in answers:
-            continue
-        try:
-            answers[index] = _finish_one(conn, actor, outcome, now=now, settings=settings)
-        except QueueError as exc:
-            answers[index] = exc
-    return [answers[index] for index in range(len(outcomes))]
+    visible = service.visibility(actor)
+    return finishing.finish(conn, actor, outcomes, now=now, settings=settings, visible=visible)
 
 
 def heartbeat_many(
@@ -187,21 +115,5 @@ def heartbeat_many(
     """Apply each heartbeat as the single heartbeat route would; per beat, the job with its
     extended lease or the refusal (a cancelled job's refusal says so)."""
     actor = require(actor, Action.WORK)
-    answers: list[Job | QueueError] = []
-    for beat in beats:
-        try:
-            answers.append(
-                service.heartbeat(
-                    conn,
-                    actor,
-                    beat.job_id,
-                    now=now,
-                    settings=settings,
-                    progress=beat.progress,
-                    message=beat.message,
-                    attempt=beat.attempt,
-                )
-            )
-        except QueueError as exc:
-            answers.append(exc)
-    return answers
+    visible = service.visibility(actor)
+    return finishing.heartbeat(conn, actor, beats, now=now, settings=settings, visible=visible)

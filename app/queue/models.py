@@ -267,7 +267,7 @@ class Outcome:
     and optionally ``retry_in`` and ``retryable``)."""
 
     job_id: int
-    attempt: int
+    attempt: int | None  # None: whichever attempt the caller holds (the single routes)
     completed: bool
     result: dict[str, Any] | None = None
     error: str | None = None
@@ -280,7 +280,7 @@ class Beat:
     """One heartbeat of a job the worker holds at ``attempt``."""
 
     job_id: int
-    attempt: int
+    attempt: int | None  # None: whichever attempt the caller holds (the single routes)
     progress: int | None = None
     message: str | None = None
 

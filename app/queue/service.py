@@ -13,17 +13,33 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection
 
-from app.queue import flow_claim, store, store_transitions, transitions, uniqueness
+from app.queue import (
+    finishing,
+    flow_claim,
+    store,
+    store_batches,
+    store_transitions,
+    transitions,
+    uniqueness,
+)
 from app.queue.cursors import encode_cursor
 from app.queue.errors import Conflict, Forbidden, InvalidInput, NotFound, QueueError
-from app.queue.models import Actor, EnqueueRequest, Event, Job, JobFilters, JobPage, QueueSettings
+from app.queue.models import (
+    Actor,
+    Beat,
+    EnqueueRequest,
+    Event,
+    Job,
+    JobFilters,
+    JobPage,
+    Outcome,
+    QueueSettings,
+)
 from app.queue.policy import Action, Scope, can, require, scope
-from app.queue.retry import Uniform, backoff_seconds
-from app.queue.sanitize import sanitize_error
-from app.queue.states import TERMINAL, JobStatus
+from app.queue.retry import Uniform
+from app.queue.states import TERMINAL
 
 LEASE_EXPIRED = "lease expired"
-MAX_MESSAGE_BYTES = 500  # the progress_message column
 _system_random = random.SystemRandom()
 
 
@@ -196,54 +212,18 @@ def recover_expired(
     """Turn expired leases into failed attempts; returns how many jobs were recovered."""
     recovered = 0
     for job in store_transitions.expired_leases(conn, now, limit):
-        run_at = _retry_at(job, now=now, settings=settings, retry_in=None, uniform=uniform)
+        run_at = finishing.retry_at(job, now=now, settings=settings, retry_in=None, uniform=uniform)
         if transitions.lease_expired(conn, job, now=now, run_at=run_at, error=LEASE_EXPIRED):
             recovered += 1
     return recovered
 
 
-def _retry_at(
-    job: Job, *, now: datetime, settings: QueueSettings, retry_in: float | None, uniform: Uniform
-) -> datetime | None:
-    """When a failed attempt of ``job`` may run again (None: no retry left)."""
-    if job.retry_count >= job.max_retries:
-        return None
-    if retry_in is None:
-        timing = settings.for_type(job.type)
-        retry_in = backoff_seconds(
-            job.retry_count + 1,
-            base=timing.backoff_base_seconds,
-            cap=timing.backoff_cap_seconds,
-            uniform=uniform,
-        )
-    return now + timedelta(seconds=retry_in)
-
-
-def _holds(actor: Actor, job: Job | None, attempt: int | None) -> bool:
-    """Whether ``actor`` holds ``job`` now (at ``attempt``, when given)."""
-    return (
-        job is not None
-        and job.status == JobStatus.RUNNING
-        and job.worker_id == actor.name
-        and (attempt is None or attempt == job.attempts)
-    )
-
-
-def _refusal(conn: Connection, actor: Actor, job_id: int, attempt: int | None) -> QueueError:
-    """Why a worker's call on a job it does not hold was refused: 404 for an id that does not
-    exist, 409 otherwise. A job the caller cannot see answers without its state."""
-    job = store.get_visible_job(conn, job_id, viewer(actor))
-    if job is None:
-        if store.get_job(conn, job_id) is None:
-            return NotFound(f"job {job_id} does not exist")
-        return Conflict(f"job {job_id} is not held by you")
-    if job.status == JobStatus.CANCELLED:
-        return Conflict(f"job {job_id} was cancelled; stop working on it")
-    if job.status != JobStatus.RUNNING or job.worker_id != actor.name:
-        return Conflict(f"job {job_id} is not held by you (it is {job.status})")
-    if attempt is not None and attempt != job.attempts:
-        return Conflict(f"attempt {attempt} is stale; the job is on attempt {job.attempts}")
-    return Conflict(f"job {job_id} changed meanwhile; try again")
+def _only(answers: list[Job | QueueError]) -> Job:
+    """The one report's job, or its refusal raised."""
+    (answer,) = answers
+    if isinstance(answer, QueueError):
+        raise answer
+    return answer
 
 
 def heartbeat(
@@ -259,26 +239,12 @@ def heartbeat(
 ) -> Job:
     """Extend the caller's lease by the length it was claimed with, and record progress."""
     actor = require(actor, Action.WORK)
-    job = store.get_job(conn, job_id)  # the lease length is the job's own
-    if job is None or not _holds(actor, job, attempt):
-        raise _refusal(conn, actor, job_id, attempt)
-    lease = job.lease_seconds or settings.for_type(job.type).lease_seconds
-    values: dict[str, object] = {}
-    if progress is not None:
-        values["progress"] = progress
-    if message is not None:  # people read it on the job page: no secrets, like errors
-        values["progress_message"] = sanitize_error(message, MAX_MESSAGE_BYTES)
-    updated = transitions.extend_lease(
-        conn,
-        job,
-        worker=actor.name,
-        now=now,
-        expires=now + timedelta(seconds=lease),
-        progress=values,
+    beat = Beat(job_id, attempt, progress, message)
+    return _only(
+        finishing.heartbeat(
+            conn, actor, [beat], now=now, settings=settings, visible=visibility(actor)
+        )
     )
-    if updated is None:
-        raise _refusal(conn, actor, job_id, attempt)
-    return updated
 
 
 def complete(
@@ -290,14 +256,12 @@ def complete(
     result: dict[str, object] | None = None,
     attempt: int | None = None,
 ) -> Job:
-    """Finish the caller's job successfully (the job is read only to explain a refusal)."""
+    """Finish the caller's job successfully."""
     actor = require(actor, Action.WORK)
-    done = transitions.complete(
-        conn, job_id, worker=actor.name, attempt=attempt, now=now, result=result
+    outcome = Outcome(job_id, attempt, completed=True, result=result)
+    return _only(
+        finishing.finish(conn, actor, [outcome], now=now, settings=None, visible=visibility(actor))
     )
-    if done is None:
-        raise _refusal(conn, actor, job_id, attempt)
-    return done
 
 
 def fail(
@@ -315,25 +279,25 @@ def fail(
 ) -> Job:
     """Record a failed attempt: back to pending after backoff while retries remain, else failed."""
     actor = require(actor, Action.WORK)
-    job = store.get_job(conn, job_id)  # the backoff depends on its type and retry count
-    if job is None or not _holds(actor, job, attempt):
-        raise _refusal(conn, actor, job_id, attempt)
-    clean = sanitize_error(error, settings.max_error_bytes)
-    run_at = None
-    if retryable:
-        run_at = _retry_at(job, now=now, settings=settings, retry_in=retry_in, uniform=uniform)
-    if run_at is not None:
-        done = transitions.fail_with_retry(
-            conn, job, now=now, run_at=run_at, error=clean, actor=actor.name
+    outcome = Outcome(
+        job_id,
+        attempt,
+        completed=False,
+        error=error,
+        retry_in=retry_in,
+        retryable=retryable,
+    )
+    return _only(
+        finishing.finish(
+            conn,
+            actor,
+            [outcome],
+            now=now,
+            settings=settings,
+            visible=visibility(actor),
+            uniform=uniform,
         )
-    else:
-        note = None if retryable else "worker marked the failure as not retryable"
-        done = transitions.fail_for_good(
-            conn, job, now=now, error=clean, actor=actor.name, note=note
-        )
-    if done is None:
-        raise _refusal(conn, actor, job_id, attempt)
-    return done
+    )
 
 
 def release(conn: Connection, actor: Actor, job_id: int, *, now: datetime, attempt: int) -> Job:
@@ -341,7 +305,8 @@ def release(conn: Connection, actor: Actor, job_id: int, *, now: datetime, attem
     actor = require(actor, Action.WORK)
     done = transitions.release(conn, job_id, worker=actor.name, attempt=attempt, now=now)
     if done is None:
-        raise _refusal(conn, actor, job_id, attempt)
+        found = store_batches.jobs_by_ids(conn, {job_id}, visibility(actor))
+        raise finishing.refusal(actor, job_id, attempt, found)
     return done
 
 

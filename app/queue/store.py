@@ -29,6 +29,7 @@ from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import BindParameter
 
 from app.prepared import Prepared
+from app.queue import store_items
 from app.queue.count_store import EVERYONE
 from app.queue.models import Event, Job, JobFilters
 from app.queue.states import PRIORITIES, EventKind, JobStatus
@@ -128,9 +129,11 @@ def append_event(conn: Connection, **event: Any) -> None:
 
 
 def append_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Append many ``event_row`` rows (a claim of many jobs)."""
-    for row in rows:
-        _INSERT_EVENT.run(conn, row)
+    """Append many ``event_row`` rows (a claim of many jobs) in one statement."""
+    if len(rows) == 1:
+        _INSERT_EVENT.run(conn, rows[0])
+    else:
+        store_items.insert_events(conn, rows)
 
 
 def find_by_idempotency_key(conn: Connection, owner_id: int, key: str) -> Job | None:

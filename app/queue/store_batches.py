@@ -10,26 +10,24 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
+    ColumnElement,
     Connection,
-    Integer,
-    Text,
     bindparam,
-    cast,
-    column,
     insert,
     literal_column,
     select,
-    text,
     update,
 )
 
+from app.prepared import Prepared
+from app.queue import store_items
 from app.queue.models import Job
-from app.queue.states import EventKind
+from app.queue.states import EventKind, JobStatus
 from app.queue.store import JOB_COLUMNS, JOB_DUE, append_events, event_row, job_of
+from app.queue.store_items import Kind
 from app.queue.store_transitions import status_in
 from app.schema import jobs
-from app.sqltypes import JSONDocument, UTCDateTime
+from app.sqltypes import UTCDateTime
 
 # Executed with a list of rows, SQLAlchemy sends one multi-row INSERT per page of rows.
 _INSERT_JOBS = insert(jobs).returning(*JOB_COLUMNS)
@@ -37,18 +35,6 @@ _BY_KEYS = select(*JOB_COLUMNS).where(
     jobs.c.created_by == bindparam("owner"),
     jobs.c.idempotency_key.in_(bindparam("keys", expanding=True)),
 )
-# Per-job values travel as one JSON parameter, read as rows by the backend's JSON functions,
-# so the statement is the same whatever the batch size (built and compiled once).
-_ITEMS = {
-    "sqlite": text(
-        "SELECT json_extract(value, '$.job_id') AS job_id, json_extract(value, '$.attempt') AS "
-        "attempt, json_extract(value, '$.result') AS result FROM json_each(:items)"
-    ),
-    "postgresql": text(
-        "SELECT job_id, attempt, result FROM json_to_recordset(CAST(:items AS json)) "
-        "AS items(job_id bigint, attempt integer, result text)"
-    ),
-}
 
 
 def jobs_by_idempotency_keys(conn: Connection, owner_id: int, keys: Collection[str]) -> list[Job]:
@@ -81,16 +67,14 @@ def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: s
     return added
 
 
-@lru_cache(maxsize=16)
-def _move_statement(backend: str, sources: frozenset[str], values: tuple[str, ...]) -> Any:
-    """The compare-and-set UPDATE of many jobs, each at its own attempt with its own result:
-    ``values`` are the same for all of them, ``result`` comes with each item."""
-    items = _ITEMS[backend].columns(
-        column("job_id", BigInteger), column("attempt", Integer), column("result", Text)
-    )
-    item = items.subquery("items")
-    result: Any = item.c.result if backend == "sqlite" else cast(item.c.result, JSONDocument)
-    assignments = {name: bindparam(f"set_{name}", type_=jobs.c[name].type) for name in values}
+@lru_cache(maxsize=32)
+def _move_statement(
+    backend: str, sources: frozenset[str], shared: tuple[str, ...], columns: store_items.Columns
+) -> Prepared:
+    """The compare-and-set UPDATE of many jobs: each item names its job, the attempt and the
+    ``expect_*`` columns it must still be at, and its own values of ``columns``; ``shared``
+    values are the same for every job."""
+    item = store_items.relation(backend, (*_KEYS, *columns))
     held: list[Any] = [jobs.c.worker_id == bindparam("worker"), status_in(sources)]
     if backend == "sqlite":
         # A unary + keeps SQLite from walking the worker's running jobs and scanning the items
@@ -99,44 +83,75 @@ def _move_statement(backend: str, sources: frozenset[str], values: tuple[str, ..
             literal_column("+jobs.worker_id") == bindparam("worker"),
             literal_column("+jobs.status").in_([literal_column(f"'{s}'") for s in sorted(sources)]),
         ]
-    return (
+    expected = [
+        jobs.c[name.removeprefix("expect_")] == item.c[name]
+        for name, _ in columns
+        if name.startswith("expect_")
+    ]
+    assignments: dict[str, Any] = {
+        name: bindparam(f"set_{name}", type_=jobs.c[name].type) for name in shared
+    }
+    assignments |= {
+        name: store_items.value(backend, item, name, kind)
+        for name, kind in columns
+        if not name.startswith("expect_")
+    }
+    return Prepared(
         update(jobs)
-        .where(jobs.c.id == item.c.job_id, jobs.c.attempts == item.c.attempt, *held)
-        .values(**assignments, result=result, updated_at=bindparam("at", type_=UTCDateTime()))
+        .where(jobs.c.id == item.c.job_id, jobs.c.attempts == item.c.attempt, *held, *expected)
+        .values(**assignments, updated_at=bindparam("at", type_=UTCDateTime()))
         .returning(*JOB_COLUMNS)
     )
 
 
+_KEYS: store_items.Columns = (("job_id", Kind.BIGINT), ("attempt", Kind.INTEGER))
+
+
 def move_many(
     conn: Connection,
-    items: Sequence[tuple[int, int, dict[str, Any] | None]],
+    items: Sequence[Mapping[str, Any]],
     *,
     sources: frozenset[str],
     worker: str,
-    values: Mapping[str, Any],
+    shared: Mapping[str, Any],
+    columns: store_items.Columns = (),
     at: datetime,
-    kind: EventKind,
-) -> list[Job | None]:
-    """Compare-and-set for many ``(job id, attempt, result)`` items in one statement: a job
-    moves (``values`` and its result) only if it is in one of ``sources``, held by ``worker``
-    at that attempt; each moved job gets its ``kind`` event. Per item, the job it left or None
-    (nothing changed for it). The job ids must differ."""
+) -> dict[int, Job]:
+    """Compare-and-set for many jobs in one statement: the job of each item (``job_id``) moves
+    only if it is in one of ``sources``, held by ``worker`` at the item's ``attempt``, with
+    the item's ``expect_<column>`` values; it takes the ``shared`` values and the item's own
+    values of ``columns``. The jobs that moved, by id (the job ids must differ). The caller
+    writes their events."""
     if not items:
-        return []
-    (from_status,) = sources
-    statement = _move_statement(conn.dialect.name, sources, tuple(sorted(values)))
-    params = {f"set_{name}": value for name, value in values.items()}
+        return {}
+    statement = _move_statement(conn.dialect.name, sources, tuple(sorted(shared)), columns)
+    params = {f"set_{name}": value for name, value in shared.items()}
     params |= {"worker": worker, "at": at}
-    # The result as the JSON column would store it: its text, decoded by the column on return.
-    params["items"] = json.dumps(
-        [{"job_id": i, "attempt": a, "result": json.dumps(r)} for i, a, r in items]
-    )
-    moved = {job.id: job for job in (job_of(r) for r in conn.execute(statement, params))}
-    append_events(
-        conn,
-        [
-            event_row(job=job, at=at, from_status=from_status, kind=kind, actor=worker)
-            for job in moved.values()
-        ],
-    )
-    return [moved.get(job_id) for job_id, _, _ in items]
+    params["items"] = store_items.parameter((*_KEYS, *columns), items)
+    moved = {job.id: job for job in (job_of(row) for row in statement.rows(conn, params))}
+    if any(job.status == JobStatus.PENDING for job in moved.values()):
+        conn.info[JOB_DUE] = True  # claimable again: wake long-polls after the commit
+    return moved
+
+
+_BY_IDS = {
+    backend: store_items.relation(backend, (("job_id", Kind.BIGINT),), "wanted")
+    for backend in ("sqlite", "postgresql")
+}
+
+
+def jobs_by_ids(
+    conn: Connection, ids: Collection[int], visible: ColumnElement[bool] | None
+) -> dict[int, tuple[Job, bool]]:
+    """The jobs of ``ids`` that exist, each with whether ``visible`` (None: all) selects it."""
+    if not ids:
+        return {}
+    wanted = _BY_IDS[conn.dialect.name]
+    seen: Any = literal_column("1") if visible is None else visible
+    query = select(*JOB_COLUMNS, seen).where(jobs.c.id.in_(select(wanted.c.job_id)))
+    params = {"items": json.dumps([{"job_id": job_id} for job_id in ids])}
+    return {
+        job.id: (job, bool(row[-1]))
+        for row in conn.execute(query, params)
+        for job in (job_of(row[:-1]),)
+    }

@@ -3,7 +3,7 @@ compare-and-set that writes its own event, so no caller can forget either."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -11,9 +11,12 @@ from typing import Any
 from sqlalchemy import Connection
 
 from app.queue import store_batches as many
+from app.queue import store_items
 from app.queue import store_transitions as sql
 from app.queue.models import Job
 from app.queue.states import EventKind, JobStatus
+from app.queue.store import append_events, event_row
+from app.queue.store_items import Kind
 
 PENDING, RUNNING = JobStatus.PENDING, JobStatus.RUNNING
 FAILED, CANCELLED = JobStatus.FAILED, JobStatus.CANCELLED
@@ -122,72 +125,166 @@ def claim(
     )
 
 
+@dataclass(frozen=True)
+class Report:
+    """A worker's report on one job it holds, for ``finish_many``: the edge it takes
+    (``complete``, ``fail_with_retry`` or ``fail_for_good``) and that edge's values."""
+
+    edge: str
+    job_id: int
+    attempt: int
+    result: dict[str, object] | None = None
+    error: str | None = None
+    note: str | None = None
+    retry_count: int = 0  # the retry count the job was read at (a failure spends one)
+    run_at: datetime | None = None  # when a retried job is due again
+
+
+_FAILURE: store_items.Columns = (
+    ("expect_retry_count", Kind.INTEGER),
+    ("error", Kind.TEXT),
+)
+# Per edge of a report: the columns each job gets from its report.
+_REPORTED: dict[str, store_items.Columns] = {
+    "complete": (("result", Kind.JSON),),
+    "fail_with_retry": (*_FAILURE, ("retry_count", Kind.INTEGER), ("run_at", Kind.TIMESTAMP)),
+    "fail_for_good": _FAILURE,
+}
+
+
+def _shared(name: str, now: datetime) -> dict[str, Any]:
+    """What edge ``name`` sets alike on every job it moves."""
+    target = {"status": EDGES[name].target}
+    if name == "complete":
+        return {**target, "progress": 100, "lease_expires_at": None, "finished_at": now}
+    if name == "fail_with_retry":
+        return {**target, **_NO_LEASE}
+    return {**target, **_NO_LEASE, "finished_at": now}
+
+
+def _item(report: Report) -> dict[str, Any]:
+    return {
+        "job_id": report.job_id,
+        "attempt": report.attempt,
+        "result": report.result,
+        "error": report.error,
+        "expect_retry_count": report.retry_count,
+        "retry_count": report.retry_count + 1,
+        "run_at": report.run_at,
+    }
+
+
+def finish_many(
+    conn: Connection, reports: Sequence[Report], *, worker: str, now: datetime
+) -> dict[int, Job]:
+    """running -> completed, pending (a retry) or failed, per report, for the jobs ``worker``
+    holds at the report's attempt (and, for a failure, still at its retry count): one
+    compare-and-set statement per edge and one for all the events, whatever the number of
+    reports. The jobs that moved, by id; a job missing there did not move. Job ids must differ."""
+    moved: dict[int, Job] = {}
+    events = []
+    for name, columns in _REPORTED.items():
+        taken = [report for report in reports if report.edge == name]
+        if not taken:
+            continue
+        edge = EDGES[name]
+        jobs = many.move_many(
+            conn,
+            [_item(report) for report in taken],
+            sources=edge.sources,
+            worker=worker,
+            shared=_shared(name, now),
+            columns=columns,
+            at=now,
+        )
+        moved |= jobs
+        events += [
+            event_row(
+                job=jobs[report.job_id],
+                at=now,
+                from_status=RUNNING,
+                kind=edge.kind,
+                actor=worker,
+                error=report.error,
+                note=report.note,
+            )
+            for report in taken
+            if report.job_id in jobs
+        ]
+    append_events(conn, events)
+    return moved
+
+
 def complete(
     conn: Connection,
     job_id: int,
     *,
     worker: str,
-    attempt: int | None,
+    attempt: int,
     now: datetime,
     result: dict[str, object] | None,
 ) -> Job | None:
-    """running -> completed, if ``worker`` holds the job (at ``attempt``)."""
-    return _move(
-        "complete",
-        conn,
-        job_id,
-        expect=_holder(worker, attempt),
-        values={"result": result, **_completed(now)},
-        now=now,
-        actor=worker,
-    )
+    """running -> completed, if ``worker`` holds the job at ``attempt``."""
+    report = Report("complete", job_id, attempt, result=result)
+    return finish_many(conn, [report], worker=worker, now=now).get(job_id)
 
 
-def _completed(now: datetime) -> dict[str, Any]:
-    """What completing sets besides the result."""
-    return {"progress": 100, "lease_expires_at": None, "finished_at": now}
-
-
-def complete_many(
-    conn: Connection,
-    done: Sequence[tuple[int, int, dict[str, object] | None]],
-    *,
-    worker: str,
-    now: datetime,
-) -> list[Job | None]:
-    """running -> completed for each ``(job id, attempt, result)`` that ``worker`` holds at
-    that attempt, in one compare-and-set; None where it does not. The job ids must differ."""
-    edge = EDGES["complete"]
-    return many.move_many(
-        conn,
-        done,
-        sources=edge.sources,
-        worker=worker,
-        values={"status": edge.target, **_completed(now)},
-        at=now,
-        kind=edge.kind,
-    )
-
-
-def extend_lease(
+def fail_with_retry(
     conn: Connection,
     job: Job,
     *,
-    worker: str,
     now: datetime,
-    expires: datetime,
-    progress: dict[str, Any],
+    run_at: datetime,
+    error: str,
+    actor: str,
+    note: str | None = None,
 ) -> Job | None:
-    """Not an edge (running stays running, no event): a heartbeat moves the lease on."""
-    return sql.move(
-        conn,
+    """running -> pending: one more retry used, claimable again at ``run_at``, if ``actor``
+    still holds ``job`` as it was read."""
+    report = Report(
+        "fail_with_retry",
         job.id,
-        sources={RUNNING},
-        expect={"worker_id": worker, "attempts": job.attempts},
-        values={"lease_expires_at": expires, **progress},
-        at=now,
-        kind=None,
+        job.attempts,
+        error=error,
+        note=note,
+        retry_count=job.retry_count,
+        run_at=run_at,
     )
+    return finish_many(conn, [report], worker=actor, now=now).get(job.id)
+
+
+def fail_for_good(
+    conn: Connection, job: Job, *, now: datetime, error: str, actor: str, note: str | None = None
+) -> Job | None:
+    """running -> failed: no retry left, or the worker said the failure is not retryable."""
+    report = Report(
+        "fail_for_good", job.id, job.attempts, error=error, note=note, retry_count=job.retry_count
+    )
+    return finish_many(conn, [report], worker=actor, now=now).get(job.id)
+
+
+def extend_leases(
+    conn: Connection, leases: Sequence[Mapping[str, Any]], *, worker: str, now: datetime
+) -> dict[int, Job]:
+    """Not an edge (running stays running, no event): heartbeats move leases on. Each lease is
+    a ``job_id`` held by ``worker`` at ``attempt``, with its new ``lease_expires_at``,
+    ``progress`` and ``progress_message``; one statement for all. The jobs that moved, by id."""
+    return many.move_many(
+        conn,
+        leases,
+        sources=frozenset({RUNNING}),
+        worker=worker,
+        shared={},
+        columns=_LEASE,
+        at=now,
+    )
+
+
+_LEASE: store_items.Columns = (
+    ("lease_expires_at", Kind.TIMESTAMP),
+    ("progress", Kind.INTEGER),
+    ("progress_message", Kind.TEXT),
+)
 
 
 def _fail(
@@ -214,33 +311,6 @@ def _fail(
         error=error,
         note=note,
         lease_ended_before=lease_ended_before,
-    )
-
-
-def fail_with_retry(
-    conn: Connection,
-    job: Job,
-    *,
-    now: datetime,
-    run_at: datetime,
-    error: str,
-    actor: str,
-    note: str | None = None,
-) -> Job | None:
-    """running -> pending: one more retry used, claimable again at ``run_at``."""
-    values = {"retry_count": job.retry_count + 1, "run_at": run_at}
-    return _fail(
-        "fail_with_retry", conn, job, values=values, now=now, error=error, actor=actor, note=note
-    )
-
-
-def fail_for_good(
-    conn: Connection, job: Job, *, now: datetime, error: str, actor: str, note: str | None = None
-) -> Job | None:
-    """running -> failed: no retry left, or the worker said the failure is not retryable."""
-    values = {"finished_at": now}
-    return _fail(
-        "fail_for_good", conn, job, values=values, now=now, error=error, actor=actor, note=note
     )
 
 
