@@ -63,13 +63,16 @@ def enqueue_many(
         plan.append(index)
         fresh.append(index)
     rows = [service.new_job_row(actor, requests[index], now=now) for index in fresh]
-    try:
-        with conn.begin_nested():
-            new = dict(
-                zip(fresh, store_batches.insert_jobs(conn, rows, actor=actor.name), strict=True)
-            )
-    except IntegrityError:
-        return _one_by_one(conn, actor, requests, now=now)
+    if not first_with:  # no idempotency key: nothing to collide on, no savepoint needed
+        inserted = store_batches.insert_jobs(conn, rows, actor=actor.name)
+        new = dict(zip(fresh, inserted, strict=True))
+    else:
+        try:
+            with conn.begin_nested():
+                inserted = store_batches.insert_jobs(conn, rows, actor=actor.name)
+                new = dict(zip(fresh, inserted, strict=True))
+        except IntegrityError:
+            return _one_by_one(conn, actor, requests, now=now)
     return [
         (step, False) if isinstance(step, Job) else (new[step], step == index)
         for index, step in enumerate(plan)

@@ -134,9 +134,10 @@ def _answers(
     visible: ColumnElement[bool] | None,
     repeats: Collection[int] = (),
 ) -> list[Job | QueueError]:
-    """Per report (``(job id, attempt)`` in ``asked``): its moved job, or why it was refused.
-    Reports that did not move their job (a race since the read, or a repeat of an earlier
-    report of the same job) are explained by one more read, as the job is now."""
+    """Per report (``(job id, attempt)`` in ``asked``): its moved job, or why it was refused
+    (``refused`` holds those refused before any read). Reports that did not move their job
+    (not held, a race since the read, a repeat of an earlier report of the same job) are
+    explained by one more read, as the job is now, with whether the caller may see it."""
     lost = [
         index
         for index, (job_id, _) in enumerate(asked)
@@ -163,18 +164,18 @@ def finish(
     finished by its first outcome; the second is refused as the job is then. ``visible``: the
     jobs the caller may see (None: all), to say why an item was refused. ``settings`` may be
     None when every outcome is a completion."""
-    found = store_batches.jobs_by_ids(conn, {o.job_id for o in outcomes}, visible)
+    found = store_batches.jobs_by_ids(conn, {o.job_id for o in outcomes}, None)
     refused: dict[int, QueueError] = {}
     reports: dict[int, transitions.Report] = {}
     for index, outcome in enumerate(outcomes):
         job, _ = found.get(outcome.job_id, (None, False))
         if (mismatch := _mismatch(outcome)) is not None:
             refused[index] = mismatch
-        elif job is None or not _holds(actor, job, outcome.attempt):
-            refused[index] = refusal(actor, outcome.job_id, outcome.attempt, found)
-        elif outcome.job_id not in reports:  # a repeat is answered after the first moved
-            reports[outcome.job_id] = _report(
-                job, outcome, now=now, settings=settings, uniform=uniform
+        elif job is not None and _holds(actor, job, outcome.attempt):
+            # not held: no report, and the answer explains why (a repeat: after the first moved)
+            reports.setdefault(
+                outcome.job_id,
+                _report(job, outcome, now=now, settings=settings, uniform=uniform),
             )
     moved = transitions.finish_many(conn, list(reports.values()), worker=actor.name, now=now)
     asked = [(o.job_id, o.attempt) for o in outcomes]
@@ -194,14 +195,12 @@ def heartbeat(
 ) -> list[Job | QueueError]:
     """Extend the lease of each job the caller holds by the length it was claimed with and
     record its progress; per beat, the job or the refusal (a cancelled job's says so)."""
-    found = store_batches.jobs_by_ids(conn, {beat.job_id for beat in beats}, visible)
-    refused: dict[int, QueueError] = {}
+    found = store_batches.jobs_by_ids(conn, {beat.job_id for beat in beats}, None)
     leases: dict[int, dict[str, Any]] = {}
-    for index, beat in enumerate(beats):
+    for beat in beats:
         job, _ = found.get(beat.job_id, (None, False))
         if job is None or not _holds(actor, job, beat.attempt):
-            refused[index] = refusal(actor, beat.job_id, beat.attempt, found)
-            continue
+            continue  # not held: the answer explains why
         lease = job.lease_seconds or settings.for_type(job.type).lease_seconds
         message = job.progress_message
         if beat.message is not None:  # people read it on the job page: no secrets, like errors
@@ -214,4 +213,4 @@ def heartbeat(
             "progress_message": message,
         }
     moved = transitions.extend_leases(conn, list(leases.values()), worker=actor.name, now=now)
-    return _answers(conn, actor, [(b.job_id, b.attempt) for b in beats], moved, refused, visible)
+    return _answers(conn, actor, [(b.job_id, b.attempt) for b in beats], moved, {}, visible)
