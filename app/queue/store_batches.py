@@ -13,7 +13,6 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     bindparam,
-    insert,
     literal_column,
     select,
     update,
@@ -29,8 +28,24 @@ from app.queue.store_transitions import status_in
 from app.schema import jobs
 from app.sqltypes import UTCDateTime
 
-# Executed with a list of rows, SQLAlchemy sends one multi-row INSERT per page of rows.
-_INSERT_JOBS = insert(jobs).returning(*JOB_COLUMNS)
+# What an enqueue sets; the other columns take their defaults.
+_NEW_JOB: store_items.Columns = (
+    ("type", Kind.TEXT),
+    ("payload", Kind.JSON),
+    ("priority", Kind.INTEGER),
+    ("max_retries", Kind.INTEGER),
+    ("idempotency_key", Kind.TEXT),
+    ("request_fingerprint", Kind.TEXT),
+    ("created_by", Kind.INTEGER),
+    ("run_at", Kind.TIMESTAMP),
+    ("created_at", Kind.TIMESTAMP),
+    ("updated_at", Kind.TIMESTAMP),
+    ("unique_key", Kind.TEXT),
+)
+_INSERT_JOBS = {
+    backend: Prepared(store_items.insert_rows(backend, jobs, _NEW_JOB).returning(*JOB_COLUMNS))
+    for backend in ("sqlite", "postgresql")
+}
 _BY_KEYS = select(*JOB_COLUMNS).where(
     jobs.c.created_by == bindparam("owner"),
     jobs.c.idempotency_key.in_(bindparam("keys", expanding=True)),
@@ -52,7 +67,10 @@ def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: s
     if not rows:
         return []
     # One statement assigns ids in the order of its rows, whatever order RETURNING uses.
-    result = conn.execute(_INSERT_JOBS, [dict(row) for row in rows])
+    items = [{"unique_key": None, **row} for row in rows]
+    result = _INSERT_JOBS[conn.dialect.name].rows(
+        conn, {"items": store_items.parameter(_NEW_JOB, items)}
+    )
     added = sorted((job_of(row) for row in result), key=lambda job: job.id)
     conn.info[JOB_DUE] = True
     append_events(

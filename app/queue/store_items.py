@@ -13,7 +13,19 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, Integer, Text, bindparam, column, insert, text
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Insert,
+    Integer,
+    Table,
+    Text,
+    bindparam,
+    column,
+    insert,
+    select,
+    text,
+)
 from sqlalchemy.sql import Subquery
 
 from app.prepared import Prepared
@@ -45,18 +57,23 @@ Columns = tuple[tuple[str, Kind], ...]
 
 @lru_cache(maxsize=64)
 def relation(backend: str, columns: Columns, name: str = "items") -> Subquery:
-    """The rows of the ``:items`` parameter with ``columns``, as a subquery called ``name``."""
+    """The rows of the ``:items`` parameter with ``columns`` and their ``position`` in the list
+    (from 0 or 1: only their order counts), as a subquery called ``name``."""
     if backend == "sqlite":
         listed = ", ".join(f"json_extract(value, '$.{c}') AS {c}" for c, _ in columns)
-        sql = f"SELECT {listed} FROM json_each(:items)"  # noqa: S608 (column names are ours)
+        sql = f"SELECT {listed}, key AS position FROM json_each(:items)"  # noqa: S608 (ours)
     else:
         declared = ", ".join(
             f"{c} {'text' if kind is Kind.JSON else kind.value}" for c, kind in columns
         )
         names = ", ".join(c for c, _ in columns)
-        recordset = f"json_to_recordset(CAST(:items AS json)) AS rows({declared})"
-        sql = f"SELECT {names} FROM {recordset}"  # noqa: S608 (column names are ours)
+        recordset = (
+            f"ROWS FROM (json_to_recordset(CAST(:items AS json)) AS ({declared})) "
+            f"WITH ORDINALITY AS rows({names}, position)"
+        )
+        sql = f"SELECT {names}, position FROM {recordset}"  # noqa: S608 (column names are ours)
     typed = [column(c, _SQL_TYPES.get(kind, Text())) for c, kind in columns]
+    typed.append(column("position", BigInteger()))
     return text(sql).bindparams(bindparam("items")).columns(*typed).subquery(name)
 
 
@@ -85,13 +102,17 @@ EVENT_ITEMS: Columns = (
 )
 
 
+def insert_rows(backend: str, table: Table, columns: Columns) -> Insert:
+    """The INSERT of the items' rows into ``table`` (columns named alike), in the items' order."""
+    items = relation(backend, columns)
+    values = [value(backend, items, name, kind) for name, kind in columns]
+    rows = select(*values).order_by(items.c.position)
+    return insert(table).from_select([name for name, _ in columns], rows)
+
+
 @lru_cache(maxsize=4)
 def _insert_events(backend: str) -> Prepared:
-    items = relation(backend, EVENT_ITEMS)
-    names = [name for name, _ in EVENT_ITEMS]
-    return Prepared(
-        insert(job_events).from_select(names, items.select().with_only_columns(*items.c))
-    )
+    return Prepared(insert_rows(backend, job_events, EVENT_ITEMS))
 
 
 def insert_events(conn: Any, rows: Sequence[Mapping[str, Any]]) -> None:
