@@ -12,12 +12,11 @@ from typing import Any
 from flask import Flask, current_app, request
 from limits.storage import Storage
 from sqlalchemy import Engine, case, delete, func, select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.views import bp as api_bp
 from app.extensions import limiter
+from app.queue import engines
 from app.schema import rate_limits
 
 SCHEME = "queuelog-database"
@@ -40,10 +39,10 @@ class DatabaseStorage(Storage):
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Add ``amount`` to the key's window, starting a new window if the old one ended."""
         now = time.time()
-        upsert = postgresql_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
         ended = rate_limits.c.expires_at <= now
         statement = (
-            upsert(rate_limits)
+            engines.of(self.engine)
+            .insert(rate_limits)
             .values(key=key, count=amount, expires_at=now + expiry)
             .on_conflict_do_update(
                 index_elements=[rate_limits.c.key],

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
 
 from app.accounts.models import ApiToken, User
-from app.prepared import Prepared
+from app.queue.engines.prepared import Prepared
 from app.schema import api_tokens, recovery_codes, users
 from app.sqltypes import UTCDateTime
 

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, Connection, delete, func, select
 
+from app.queue import engines
 from app.queue.models import Job
 from app.queue.states import TERMINAL
 from app.queue.store import JOB_COLUMNS, job_of
@@ -65,7 +66,7 @@ def lock(
     transaction that holds no other job may do). SQLite has one writer at a time: nothing is
     ever busy."""
     query = select(*JOB_COLUMNS).where(jobs.c.id.in_(ids), *conditions).order_by(jobs.c.id)
-    if conn.dialect.name != "postgresql":
+    if not engines.of(conn).locks_rows:
         return [job_of(row) for row in conn.execute(query)], []
     if wait:
         return [job_of(row) for row in conn.execute(query.with_for_update())], []

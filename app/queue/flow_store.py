@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, exists, literal_column, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
+from app.queue import engines
 from app.queue.flow import Overridden, Override, Window
 from app.schema import jobs, type_claim_windows, type_overrides
 from app.sqltypes import UTCDateTime
@@ -19,12 +19,6 @@ _OVERRIDES = select(type_overrides)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # A literal status: the partial pending-by-type index serves it.
 _PENDING = jobs.c.status == literal_column("'pending'")
-
-
-def _insert(conn: Connection, table: Any) -> Any:
-    """The backend's INSERT, which knows ON CONFLICT."""
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return dialect.insert(table)
 
 
 def overrides(conn: Connection) -> dict[str, Override]:
@@ -56,7 +50,8 @@ def save_override(
     """Set the given override columns of ``job_type`` (None clears one); returns the row."""
     changes = {**values, "updated_by": actor, "updated_at": now}
     statement = (
-        _insert(conn, type_overrides)
+        engines.of(conn)
+        .insert(type_overrides)
         .values(type=job_type, **changes)
         .on_conflict_do_update(index_elements=[type_overrides.c.type], set_=changes)
         .returning(*type_overrides.c)
@@ -84,7 +79,7 @@ def lock_windows(conn: Connection, job_types: Collection[str]) -> dict[str, Wind
         row = conn.execute(_LOCK_WINDOW, {"job_type": name}).first()
         if row is None:
             conn.execute(
-                _insert(conn, type_claim_windows).on_conflict_do_nothing(),
+                engines.of(conn).insert(type_claim_windows).on_conflict_do_nothing(),
                 {"type": name, "window_started_at": _EPOCH, "claims": 0},
             )
             row = conn.execute(_LOCK_WINDOW, {"job_type": name}).one()

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, exists, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from app.queue import engines
 from app.queue.schedule_models import Schedule
 from app.schema import schedules
 
@@ -88,8 +89,7 @@ def due_schedules(conn: Connection, now: datetime, limit: int) -> list[Schedule]
         .order_by(schedules.c.next_run_at, schedules.c.id)
         .limit(limit)
     )
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update(skip_locked=True)
+    query = engines.of(conn).skip_locked(query)
     return [Schedule.from_row(row._mapping) for row in conn.execute(query)]
 
 

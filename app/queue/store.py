@@ -28,9 +28,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import BindParameter
 
-from app.prepared import Prepared
-from app.queue import store_items
+from app.queue import engines, store_items
 from app.queue.count_store import EVERYONE
+from app.queue.engines.prepared import Prepared
 from app.queue.models import Event, Job, JobFilters
 from app.queue.states import PRIORITIES, EventKind, JobStatus
 from app.schema import job_events, job_holders, jobs
@@ -361,8 +361,7 @@ def prune_batch(conn: Connection, finished_before: datetime, batch: int) -> int:
     # the subquery from correlating with the DELETE's own table.
     candidates = jobs.alias("candidates")
     pick = select(candidates.c.id).where(finished(candidates)).limit(batch)
-    if conn.dialect.name == "postgresql":
-        pick = pick.with_for_update(skip_locked=True)
+    pick = engines.of(conn).skip_locked(pick)
     # A CTE is evaluated once: PostgreSQL may otherwise re-run a LIMIT subquery per row.
     doomed = select(pick.cte("doomed").c.id)
     deleted = conn.execute(

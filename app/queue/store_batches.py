@@ -3,7 +3,6 @@ costs a few statements, not a few hundred). The per-job rules stay with their si
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -18,18 +17,18 @@ from sqlalchemy import (
     update,
 )
 
-from app.prepared import Prepared
-from app.queue import store_items
+from app.queue import engines, store_items
+from app.queue.engines import Engine
+from app.queue.engines.items import Columns, Kind, parameter
+from app.queue.engines.prepared import Prepared
 from app.queue.models import Job
 from app.queue.states import EventKind, JobStatus
 from app.queue.store import JOB_COLUMNS, JOB_DUE, append_events, event_row, job_of
-from app.queue.store_items import Kind
-from app.queue.store_transitions import status_in
 from app.schema import jobs
 from app.sqltypes import UTCDateTime
 
 # What an enqueue sets; the other columns take their defaults.
-_NEW_JOB: store_items.Columns = (
+_NEW_JOB: Columns = (
     ("type", Kind.TEXT),
     ("payload", Kind.JSON),
     ("priority", Kind.INTEGER),
@@ -43,8 +42,8 @@ _NEW_JOB: store_items.Columns = (
     ("unique_key", Kind.TEXT),
 )
 _INSERT_JOBS = {
-    backend: Prepared(store_items.insert_rows(backend, jobs, _NEW_JOB).returning(*JOB_COLUMNS))
-    for backend in ("sqlite", "postgresql")
+    engine: Prepared(store_items.insert_rows(engine, jobs, _NEW_JOB).returning(*JOB_COLUMNS))
+    for engine in engines.ENGINES.values()
 }
 _BY_KEYS = select(*JOB_COLUMNS).where(
     jobs.c.created_by == bindparam("owner"),
@@ -68,9 +67,7 @@ def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: s
         return []
     # One statement assigns ids in the order of its rows, whatever order RETURNING uses.
     items = [{"unique_key": None, **row} for row in rows]
-    result = _INSERT_JOBS[conn.dialect.name].rows(
-        conn, {"items": store_items.parameter(_NEW_JOB, items)}
-    )
+    result = _INSERT_JOBS[engines.of(conn)].rows(conn, {"items": parameter(_NEW_JOB, items)})
     added = sorted((job_of(row) for row in result), key=lambda job: job.id)
     conn.info[JOB_DUE] = True
     append_events(
@@ -87,20 +84,16 @@ def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: s
 
 @lru_cache(maxsize=32)
 def _move_statement(
-    backend: str, sources: frozenset[str], shared: tuple[str, ...], columns: store_items.Columns
+    engine: Engine, sources: frozenset[str], shared: tuple[str, ...], columns: Columns
 ) -> Prepared:
     """The compare-and-set UPDATE of many jobs: each item names its job, the attempt and the
     ``expect_*`` columns it must still be at, and its own values of ``columns``; ``shared``
     values are the same for every job."""
-    item = store_items.relation(backend, (*_KEYS, *columns))
-    held: list[Any] = [jobs.c.worker_id == bindparam("worker"), status_in(sources)]
-    if backend == "sqlite":
-        # A unary + keeps SQLite from walking the worker's running jobs and scanning the items
-        # for each: the items lead, and each finds its job by id.
-        held = [
-            literal_column("+jobs.worker_id") == bindparam("worker"),
-            literal_column("+jobs.status").in_([literal_column(f"'{s}'") for s in sorted(sources)]),
-        ]
+    item = engine.items((*_KEYS, *columns))
+    held = [
+        engine.led_by_items(jobs.c.worker_id) == bindparam("worker"),
+        engine.led_by_items(jobs.c.status).in_([literal_column(f"'{s}'") for s in sorted(sources)]),
+    ]
     expected = [
         jobs.c[name.removeprefix("expect_")] == item.c[name]
         for name, _ in columns
@@ -110,7 +103,7 @@ def _move_statement(
         name: bindparam(f"set_{name}", type_=jobs.c[name].type) for name in shared
     }
     assignments |= {
-        name: store_items.value(backend, item, name, kind)
+        name: engine.item_value(item, name, kind)
         for name, kind in columns
         if not name.startswith("expect_")
     }
@@ -122,7 +115,7 @@ def _move_statement(
     )
 
 
-_KEYS: store_items.Columns = (("job_id", Kind.BIGINT), ("attempt", Kind.INTEGER))
+_KEYS: Columns = (("job_id", Kind.BIGINT), ("attempt", Kind.INTEGER))
 
 
 def move_many(
@@ -132,7 +125,7 @@ def move_many(
     sources: frozenset[str],
     worker: str,
     shared: Mapping[str, Any],
-    columns: store_items.Columns = (),
+    columns: Columns = (),
     at: datetime,
 ) -> dict[int, Job]:
     """Compare-and-set for many jobs in one statement: the job of each item (``job_id``) moves
@@ -142,20 +135,17 @@ def move_many(
     writes their events."""
     if not items:
         return {}
-    statement = _move_statement(conn.dialect.name, sources, tuple(sorted(shared)), columns)
+    statement = _move_statement(engines.of(conn), sources, tuple(sorted(shared)), columns)
     params = {f"set_{name}": value for name, value in shared.items()}
     params |= {"worker": worker, "at": at}
-    params["items"] = store_items.parameter((*_KEYS, *columns), items)
+    params["items"] = parameter((*_KEYS, *columns), items)
     moved = {job.id: job for job in (job_of(row) for row in statement.rows(conn, params))}
     if any(job.status == JobStatus.PENDING for job in moved.values()):
         conn.info[JOB_DUE] = True  # claimable again: wake long-polls after the commit
     return moved
 
 
-_BY_IDS = {
-    backend: store_items.relation(backend, (("job_id", Kind.BIGINT),), "wanted")
-    for backend in ("sqlite", "postgresql")
-}
+_WANTED: Columns = (("job_id", Kind.BIGINT),)
 
 
 def jobs_by_ids(
@@ -164,10 +154,10 @@ def jobs_by_ids(
     """The jobs of ``ids`` that exist, each with whether ``visible`` (None: all) selects it."""
     if not ids:
         return {}
-    wanted = _BY_IDS[conn.dialect.name]
+    wanted = engines.of(conn).items(_WANTED, "wanted")
     seen: Any = literal_column("1") if visible is None else visible
     query = select(*JOB_COLUMNS, seen).where(jobs.c.id.in_(select(wanted.c.job_id)))
-    params = {"items": json.dumps([{"job_id": job_id} for job_id in ids])}
+    params = {"items": parameter(_WANTED, [{"job_id": job_id} for job_id in ids])}
     return {
         job.id: (job, bool(row[-1]))
         for row in conn.execute(query, params)

@@ -16,17 +16,17 @@ from sqlalchemy import (
     literal,
     literal_column,
     select,
-    text,
     update,
 )
 
-from app.prepared import Prepared
+from app.queue import engines
+from app.queue.engines import Engine
+from app.queue.engines.prepared import Prepared
 from app.queue.models import Job
 from app.queue.states import EventKind, JobStatus
 from app.queue.store import (
     JOB_COLUMNS,
     JOB_DUE,
-    PENDING,
     append_event,
     append_events,
     event_row,
@@ -50,73 +50,49 @@ def status_in(statuses: Collection[str]) -> ColumnElement[bool]:
     )
 
 
-# SQLite's planner would otherwise pick the (status, id) index and sort the whole queue, so the
-# queue-head lookups name their partial index (a ``type IN`` filter is checked while walking it);
-# PostgreSQL adds SKIP LOCKED so claims never wait, in a CTE so the LIMIT runs once.
-_SQLITE_HEAD = (
-    "SELECT id FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' AND run_at <= :now"
-    "{types} ORDER BY priority DESC, run_at, id LIMIT :limit"
-)
 # A claim's type condition: any type, only the listed types, or any but them (the types flow
 # control holds back, see ``flow_claim``).
 TypeFilter = Literal["any", "only", "except"]
-_SQLITE_TYPES = {
-    "any": "",
-    "only": " AND type IN ({listed})",
-    "except": " AND type NOT IN ({listed})",
-}
+_TYPES = {"any": "", "only": " AND type IN ({listed})", "except": " AND type NOT IN ({listed})"}
+_DUE = "status = 'pending' AND run_at <= :now"
+_CLAIM_ORDER = "priority DESC, run_at, id"
 
 
-def _type_binds(count: int) -> list[Any]:
-    """One parameter per listed type (``type_0``...): a statement per list length, not an
-    expanding parameter, so it is compiled once."""
-    return [bindparam(f"type_{i}") for i in range(count)]
-
-
-def _claim_head(backend: str, type_filter: TypeFilter, count: int) -> Any:
+def _claim_head(engine: Engine, type_filter: TypeFilter, count: int) -> Any:
     """The ids of the next ``:limit`` due jobs (of the ``count`` listed types, or not of them),
-    in claim order."""
-    names = _type_binds(count)
-    if backend == "sqlite":
-        listed = ", ".join(f":type_{i}" for i in range(count))
-        sql = text(_SQLITE_HEAD.format(types=_SQLITE_TYPES[type_filter].format(listed=listed)))
-        return sql.bindparams(_now(), bindparam("limit"), *names).columns(jobs.c.id)
-    query = select(jobs.c.id).where(PENDING, jobs.c.run_at <= _now())
-    if type_filter == "only":
-        query = query.where(jobs.c.type.in_(names))
-    elif type_filter == "except":
-        query = query.where(jobs.c.type.not_in(names))
-    query = query.order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
-    head = query.limit(bindparam("limit")).with_for_update(skip_locked=True).cte("head")
-    return select(head.c.id)
+    in claim order. One parameter per listed type (``type_0``...): a statement per list
+    length, not an expanding parameter, so it is compiled once. The partial index is walked
+    in claim order and a type condition checked on the way."""
+    listed = ", ".join(f":type_{i}" for i in range(count))
+    where = _DUE + _TYPES[type_filter].format(listed=listed)
+    names: list[Any] = [bindparam(f"type_{i}") for i in range(count)]
+    return engine.head("ix_jobs_claim", where, _CLAIM_ORDER, _now(), *names)
 
 
-_EXPIRED_IDS = {
-    "sqlite": text(
-        "SELECT id FROM jobs INDEXED BY ix_jobs_lease WHERE status = 'running' "
-        "AND lease_expires_at < :now ORDER BY lease_expires_at LIMIT :limit"
-    )
-    .bindparams(_now(), bindparam("limit"))
-    .columns(jobs.c.id),
-    "postgresql": select(jobs.c.id)
-    .where(jobs.c.status == literal_column("'running'"), jobs.c.lease_expires_at < _now())
-    .order_by(jobs.c.lease_expires_at)
-    .limit(bindparam("limit"))
-    .with_for_update(skip_locked=True),
-}
 # Every claim first looks for expired leases: prebuilt, like the claim itself.
 _EXPIRED = {
-    backend: Prepared(
-        select(*JOB_COLUMNS).where(jobs.c.id.in_(ids)).order_by(jobs.c.lease_expires_at)
+    engine: Prepared(
+        select(*JOB_COLUMNS)
+        .where(
+            jobs.c.id.in_(
+                engine.head(
+                    "ix_jobs_lease",
+                    "status = 'running' AND lease_expires_at < :now",
+                    "lease_expires_at",
+                    _now(),
+                )
+            )
+        )
+        .order_by(jobs.c.lease_expires_at)
     )
-    for backend, ids in _EXPIRED_IDS.items()
+    for engine in engines.ENGINES.values()
 }
 TypeLeases = tuple[tuple[str, int], ...]
 
 
 @lru_cache(maxsize=64)
 def _claim_statement(
-    backend: str,
+    engine: Engine,
     sources: frozenset[str],
     type_leases: TypeLeases,
     type_filter: TypeFilter,
@@ -141,7 +117,7 @@ def _claim_statement(
         )
     return Prepared(
         update(jobs)
-        .where(jobs.c.id.in_(_claim_head(backend, type_filter, count)), status_in(sources))
+        .where(jobs.c.id.in_(_claim_head(engine, type_filter, count)), status_in(sources))
         .values(
             status=literal_column("'running'"),
             worker_id=bindparam("worker"),
@@ -191,7 +167,7 @@ def claim_due(
         params[f"type_{i}"] = name
     for i, (_, seconds) in enumerate(type_leases):
         params[f"expires_{i}"] = now + timedelta(seconds=seconds)
-    statement = _claim_statement(conn.dialect.name, sources, type_leases, type_filter, len(listed))
+    statement = _claim_statement(engines.of(conn), sources, type_leases, type_filter, len(listed))
     claimed = [job_of(row) for row in statement.rows(conn, params)]
     claimed.sort(key=lambda job: (-job.priority, job.run_at, job.id))  # RETURNING has no order
     append_events(
@@ -206,7 +182,7 @@ def claim_due(
 
 def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Job]:
     """Running jobs whose lease ended before ``now``, oldest first."""
-    rows = _EXPIRED[conn.dialect.name].rows(conn, {"now": now, "limit": limit})
+    rows = _EXPIRED[engines.of(conn)].rows(conn, {"now": now, "limit": limit})
     return [job_of(row) for row in rows]
 
 

@@ -11,12 +11,11 @@ from typing import Any
 from sqlalchemy import Connection
 
 from app.queue import store_batches as many
-from app.queue import store_items
 from app.queue import store_transitions as sql
+from app.queue.engines.items import Columns, Kind
 from app.queue.models import Job
 from app.queue.states import EventKind, JobStatus
 from app.queue.store import append_events, event_row
-from app.queue.store_items import Kind
 
 PENDING, RUNNING = JobStatus.PENDING, JobStatus.RUNNING
 FAILED, CANCELLED = JobStatus.FAILED, JobStatus.CANCELLED
@@ -140,12 +139,12 @@ class Report:
     run_at: datetime | None = None  # when a retried job is due again
 
 
-_FAILURE: store_items.Columns = (
+_FAILURE: Columns = (
     ("expect_retry_count", Kind.INTEGER),
     ("error", Kind.TEXT),
 )
 # Per edge of a report: the columns each job gets from its report.
-_REPORTED: dict[str, store_items.Columns] = {
+_REPORTED: dict[str, Columns] = {
     "complete": (("result", Kind.JSON),),
     "fail_with_retry": (*_FAILURE, ("retry_count", Kind.INTEGER), ("run_at", Kind.TIMESTAMP)),
     "fail_for_good": _FAILURE,
@@ -280,7 +279,7 @@ def extend_leases(
     )
 
 
-_LEASE: store_items.Columns = (
+_LEASE: Columns = (
     ("lease_expires_at", Kind.TIMESTAMP),
     ("progress", Kind.INTEGER),
     ("progress_message", Kind.TEXT),

@@ -1,18 +1,16 @@
-"""The SQL of uniqueness while active: the advisory lock of a (producer, type, key) on
-PostgreSQL, and the probe for its active job."""
+"""The SQL of uniqueness while active: the probe for a (producer, type, key)'s active job."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, bindparam, literal_column, select, text
+from sqlalchemy import Connection, bindparam, literal_column, select
 
 from app.queue.models import Job
 from app.queue.store import JOB_COLUMNS, job_of
 from app.schema import jobs
 from app.sqltypes import UTCDateTime
 
-_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
 # The literal statuses of ix_jobs_unique's predicate, so the partial index serves the probe.
 _ACTIVE = jobs.c.status.in_([literal_column("'pending'"), literal_column("'running'")])
 _NEWEST_ACTIVE = (
@@ -27,11 +25,6 @@ _NEWEST_ACTIVE = (
     .order_by(jobs.c.id.desc())
     .limit(1)
 )
-
-
-def lock(conn: Connection, key: int) -> None:
-    """PostgreSQL: take the transaction-level advisory lock ``key`` (waiting for its holder)."""
-    conn.execute(_LOCK, {"key": key})
 
 
 def newest_active(

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection
 
-from app.queue import unique_store
+from app.queue import engines, unique_store
 from app.queue.models import EnqueueRequest, Job
 
 _EVER = datetime(1970, 1, 1, tzinfo=UTC)  # without unique_for, any active job counts
@@ -33,15 +33,12 @@ def wait_for_turns(conn: Connection, owner_id: int, requests: Iterable[EnqueueRe
     unique key) as one of ``requests``, and hold that until this one ends. The locks are taken
     in key order, so two batches never wait on each other in a circle; taking one again is
     free."""
-    if conn.dialect.name != "postgresql":
-        return  # SQLite: this transaction is already the only writer
     keys = {
         _lock_key(owner_id, request.type, request.unique_key)
         for request in requests
         if request.unique_key is not None
     }
-    for key in sorted(keys):
-        unique_store.lock(conn, key)
+    engines.of(conn).lock_keys(conn, keys)
 
 
 def active_job(

@@ -71,9 +71,7 @@ def _steps(app: Flask, producer: Api, worker: Api, n: int) -> dict[str, int]:
     claimed = answers["claim"].get_json()["jobs"]
     assert len(claimed) == n
     beats = [{"id": job["id"], "attempt": job["attempt"], "progress": 50} for job in claimed]
-    steps["heartbeat"] = _statements(
-        app, lambda: worker.post("/jobs/heartbeat", {"jobs": beats})
-    )
+    steps["heartbeat"] = _statements(app, lambda: worker.post("/jobs/heartbeat", {"jobs": beats}))
     results = [
         {"id": job["id"], "attempt": job["attempt"], "outcome": "completed", "result": {"ok": 1}}
         if i % 2 == 0

@@ -423,7 +423,9 @@ def test_batch_enqueue_and_finish_read_indexes_only(app: Flask) -> None:
             finished = batches.finish(conn, worker, outcomes, now=utcnow(), settings=settings)
         assert [job.status for job in finished] == ["completed"] * 3  # type: ignore[union-attr]
         assert table_scans(app, statements) == []
-        moves = [(sql, p) for sql, p in statements if sql.startswith("UPDATE") and "json_each" in sql]
+        moves = [
+            (sql, p) for sql, p in statements if sql.startswith("UPDATE") and "json_each" in sql
+        ]
         plan = _plan_lines(app, moves)
         # The items lead and each finds its job by id (not: the worker's jobs, items per job).
         assert plan[0].startswith("SCAN json_each"), plan

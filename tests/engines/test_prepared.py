@@ -12,7 +12,7 @@ from sqlalchemy import bindparam, event, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app import db
-from app.prepared import Prepared
+from app.queue.engines.prepared import Prepared
 from app.queue.store import JOB_COLUMNS
 from app.schema import jobs
 from tests.backends import every_backend  # noqa: F401 (run on both engines)

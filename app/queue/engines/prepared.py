@@ -6,6 +6,8 @@ processors of their types and the rows with the result processors of the selecte
 as ``Connection.execute`` would. It runs through ``Connection._cursor_execute`` (SQLAlchemy's own
 single-statement path, pinned with the SQLAlchemy version): cursor events still fire, so recorded
 SQL and query plans see these statements, and driver errors arrive as SQLAlchemy's exceptions.
+That private hook is fenced here, with the engines: no other module touches SQLAlchemy's
+internals, and a SQLAlchemy upgrade is checked by this module's tests.
 """
 
 from __future__ import annotations
