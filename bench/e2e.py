@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
+from bench.references import refusal
 from tests.servers import REPO, Database, Gunicorn, prepare_database
 
 WORKERS = 4
@@ -308,15 +309,24 @@ def fsync_ms(folder: Path, samples: int = 30) -> str:
     return f"{statistics.median(times):.1f} ms"
 
 
-def line(name: str, ours: list[float], theirs: list[float], unit: str, peer: str) -> None:
+def line(
+    name: str,
+    ours: list[float],
+    theirs: list[float],
+    unit: str,
+    peer: str,
+    reference: str | None = None,
+) -> None:
     """The median (and best) of each side and the ratio of the medians (above 1: queuelog does
-    better)."""
+    better); no ratio when the peer's median is far below its ``reference`` (bench.references)."""
     higher = unit == "jobs/s"
     mid, top = statistics.median, (max if higher else min)
     ratio = mid(ours) / mid(theirs) if higher else mid(theirs) / mid(ours)
+    refused = refusal(reference, mid(theirs)) if reference else None
     print(
         f"  {name:<28} queuelog {mid(ours):8.1f} ({top(ours):8.1f}) {unit:<6} "
-        f"{peer} {mid(theirs):8.1f} ({top(theirs):8.1f}) {unit:<6} ratio {ratio:5.2f}"
+        f"{peer} {mid(theirs):8.1f} ({top(theirs):8.1f}) {unit:<6} "
+        + (refused or f"ratio {ratio:5.2f}")
     )
 
 
@@ -339,7 +349,14 @@ def run(base: Path) -> None:
             for system in systems.values():
                 system.close()
         ours, theirs = figures["queuelog"], figures["huey"]
-        line(f"bulk (batches of {BATCH})", ours["bulk"], theirs["bulk"], "jobs/s", "huey")
+        line(
+            f"bulk (batches of {BATCH})",
+            ours["bulk"],
+            theirs["bulk"],
+            "jobs/s",
+            "huey",
+            reference=f"huey {level}",
+        )
         line("trickle (4 producers)", ours["trickle"], theirs["trickle"], "jobs/s", "huey")
         line("pickup p50", ours["p50"], theirs["p50"], "ms", "huey")
         line("pickup p99 (goal: <= 50 ms)", ours["p99"], theirs["p99"], "ms", "huey")
