@@ -95,6 +95,7 @@ class Queuelog:
         self.local = threading.local()
         self._held: dict[Any, float] = {}
         self._url = self.database.url
+        self._watch: Any = None  # the PostgreSQL connection that counts completed jobs
 
     def _client(self) -> Any:
         from queuelog_client import Client
@@ -125,11 +126,13 @@ class Queuelog:
                 return int(
                     conn.execute("SELECT count(*) FROM jobs WHERE status='completed'").fetchone()[0]
                 )
-        import psycopg
+        if self._watch is None:  # one connection: a new one per poll costs a server process
+            import psycopg
 
-        with psycopg.connect(self._url.replace("postgresql+psycopg", "postgresql")) as conn:
-            row = conn.execute("SELECT count(*) FROM jobs WHERE status='completed'").fetchone()
-            return int(row[0]) if row else 0
+            url = self._url.replace("postgresql+psycopg", "postgresql")
+            self._watch = psycopg.connect(url, autocommit=True)
+        row = self._watch.execute("SELECT count(*) FROM jobs WHERE status='completed'").fetchone()
+        return int(row[0]) if row else 0
 
     def close(self) -> None:
         self.stop.set()
@@ -137,6 +140,8 @@ class Queuelog:
             process.join(15)
             if process.is_alive():
                 process.kill()
+        if self._watch is not None:
+            self._watch.close()
         self.server.stop()
 
 
