@@ -33,9 +33,9 @@ from bench.references import refusal
 from tests.servers import REPO, Database, Gunicorn, prepare_database
 
 WORKERS = 4
-# Handler threads per worker process: no-op jobs never block, so this only bounds how many
-# jobs one claim may take (max_jobs) and how many outcomes go in one /jobs/finish.
-CONCURRENCY = 32
+# Handler threads per worker process. The Worker claims as many jobs as it has free slots (at
+# most 100), and no-op jobs free theirs at once, so 50 slots make every claim ask for 50 jobs.
+CONCURRENCY = 50
 BATCH = 100  # jobs per POST /jobs/batch in the bulk scenario
 PICKUP_EVERY = 0.05
 PICKUP_JOBS = 100  # 5 s of one job every 50 ms: p99 is the second-worst
