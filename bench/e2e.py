@@ -42,26 +42,48 @@ PICKUP_JOBS = 100  # 5 s of one job every 50 ms: p99 is the second-worst
 WARM_UP = 100  # jobs drained before each measured run
 JOB_TYPE = "email.send"
 USERS = {"producer": "producer", "worker": "worker"}
+# Slots of the counters the worker processes share: claims that returned jobs and the jobs they
+# returned, /jobs/finish requests and the outcomes they carried. They show how the client
+# batches its requests in the runs measured, rather than how it is meant to.
+CLAIMS, CLAIMED, FINISHES, FINISHED = range(4)
 
 
-def work_with_sdk(host: str, token: str, held: Any, stop: Any) -> None:
+def work_with_sdk(host: str, token: str, held: Any, stop: Any, counts: Any) -> None:
     """One worker process: ``queuelog_client.Worker`` with a no-op handler until ``stop``.
 
-    ``held`` receives (job id, time.time()) when a handler starts a job marked ``pickup``.
+    ``held`` receives (job id, time.time()) when a handler starts a job marked ``pickup``;
+    ``counts`` (a shared array) counts the claims and finishes the Worker sends.
     """
     from queuelog_client import Client, JobContext, Worker
+
+    class CountingClient(Client):
+        """The SDK's client, counting its claims and finishes (requests and jobs)."""
+
+        def claim(self, **kwargs: Any) -> Any:
+            return self.counted(CLAIMS, super().claim(**kwargs))
+
+        def finish(self, results: Any, **kwargs: Any) -> Any:
+            return self.counted(FINISHES, super().finish(results, **kwargs))
+
+        @staticmethod
+        def counted(slot: int, answer: list[Any]) -> list[Any]:
+            if answer:  # an empty long-poll claim is idling, not a batch
+                with counts.get_lock():
+                    counts[slot] += 1
+                    counts[slot + 1] += len(answer)
+            return answer
 
     def noop(ctx: JobContext) -> None:
         if ctx.payload.get("pickup"):
             held.put((ctx.id, time.time()))
 
-    with Client(f"http://{host}", token, timeout=30) as client:
+    with CountingClient(f"http://{host}", token, timeout=30) as client:
         worker = Worker(client, {JOB_TYPE: noop}, concurrency=CONCURRENCY, grace=5)
         threading.Thread(target=lambda: (stop.wait(), worker.stop()), daemon=True).start()
         worker.run()
 
 
-WORKER_LOOP: Callable[[str, str, Any, Any], None] = work_with_sdk
+WORKER_LOOP: Callable[[str, str, Any, Any, Any], None] = work_with_sdk
 
 
 class System(Protocol):
@@ -83,10 +105,17 @@ class Queuelog:
         self.server = Gunicorn(self.database, folder, workers=WORKERS, **config).start()
         context = mp.get_context("spawn")
         self.held, self.stop = context.Queue(), context.Event()
+        self.counts = context.Array("q", 4)
         self.workers = [
             context.Process(
                 target=WORKER_LOOP,
-                args=(self.server.host, self.database.tokens["worker"], self.held, self.stop),
+                args=(
+                    self.server.host,
+                    self.database.tokens["worker"],
+                    self.held,
+                    self.stop,
+                    self.counts,
+                ),
             )
             for _ in range(WORKERS)
         ]
