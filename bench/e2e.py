@@ -124,7 +124,7 @@ class Queuelog:
         self.local = threading.local()
         self._held: dict[Any, float] = {}
         self._url = self.database.url
-        self._watch: Any = None  # the PostgreSQL connection that counts completed jobs
+        self.watch: Any = None  # the PostgreSQL connection that counts completed jobs
 
     def _client(self) -> Any:
         from queuelog_client import Client
@@ -155,12 +155,12 @@ class Queuelog:
                 return int(
                     conn.execute("SELECT count(*) FROM jobs WHERE status='completed'").fetchone()[0]
                 )
-        if self._watch is None:  # one connection: a new one per poll costs a server process
+        if self.watch is None:  # one connection: a new one per poll costs a server process
             import psycopg
 
             url = self._url.replace("postgresql+psycopg", "postgresql")
-            self._watch = psycopg.connect(url, autocommit=True)
-        row = self._watch.execute("SELECT count(*) FROM jobs WHERE status='completed'").fetchone()
+            self.watch = psycopg.connect(url, autocommit=True)
+        row = self.watch.execute("SELECT count(*) FROM jobs WHERE status='completed'").fetchone()
         return int(row[0]) if row else 0
 
     def close(self) -> None:
@@ -169,8 +169,8 @@ class Queuelog:
             process.join(15)
             if process.is_alive():
                 process.kill()
-        if self._watch is not None:
-            self._watch.close()
+        if self.watch is not None:
+            self.watch.close()
         self.server.stop()
 
 

@@ -11,6 +11,9 @@ rounds alternating between the two.
 * pgqueuer: bench/pgqueuer_peer.py, as its documentation shows (4 QueueManager processes with
   the defaults, jobs enqueued in one call before the timed drain). Its figure is checked
   against its reference (bench/references.py) before a ratio is printed.
+
+Then one more, untimed, bulk run of queuelog counts the statements it sends per batch request
+(bench/pg_statements.py).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 
-from bench import pgqueuer_peer
+from bench import pg_statements, pgqueuer_peer
 from bench.e2e import (
     BATCH,
     CLAIMED,
@@ -127,5 +130,6 @@ def run(base: Path) -> None:
             line("pickup p99 (goal: <= 50 ms)", ours["p99"], theirs["p99"], "ms", "pgqueuer")
             _print_batching(batching, enqueue_seconds, jobs)
             print(f"  load average {started} at the start, {load()} at the end; fsync {fsync}")
+            pg_statements.probe(system, f"{server.replace('+psycopg', '')}/postgres", jobs)
         finally:
             system.close()
