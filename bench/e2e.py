@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench.references import refusal
+from bench.references import against_reference
 from tests.servers import REPO, Database, Gunicorn, prepare_database
 
 WORKERS = 4
@@ -352,15 +352,16 @@ def line(
     reference: str | None = None,
 ) -> None:
     """The median (and best) of each side and the ratio of the medians (above 1: queuelog does
-    better); no ratio when the peer's median is far below its ``reference`` (bench.references)."""
+    better), and how the peer's median stands against its ``reference`` (bench.references):
+    no ratio when it is far below."""
     higher = unit == "jobs/s"
     mid, top = statistics.median, (max if higher else min)
     ratio = mid(ours) / mid(theirs) if higher else mid(theirs) / mid(ours)
-    refused = refusal(reference, mid(theirs)) if reference else None
+    allowed, note = against_reference(reference, mid(theirs)) if reference else (True, "")
     print(
         f"  {name:<28} queuelog {mid(ours):8.1f} ({top(ours):8.1f}) {unit:<6} "
         f"{peer} {mid(theirs):8.1f} ({top(theirs):8.1f}) {unit:<6} "
-        + (refused or f"ratio {ratio:5.2f}")
+        + (f"ratio {ratio:5.2f}{note}" if allowed else note)
     )
 
 

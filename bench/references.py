@@ -41,12 +41,14 @@ REFERENCES = {
 TOO_FAR_BELOW = 0.5
 
 
-def refusal(peer: str, figure: float) -> str | None:
-    """Why no ratio to ``peer`` may be printed for its bulk ``figure``; None when it may."""
+def against_reference(peer: str, figure: float) -> tuple[bool, str]:
+    """(whether a ratio to ``peer`` may be printed for its bulk ``figure``, a note on how that
+    figure stands against the peer's reference)."""
     reference = REFERENCES[peer]
-    if figure >= TOO_FAR_BELOW * reference.jobs_per_s:
-        return None
-    return (
+    share = figure / reference.jobs_per_s
+    if share >= TOO_FAR_BELOW:
+        return True, f"; {peer} at {share:.2f} of its reference ({reference.jobs_per_s:,.0f})"
+    return False, (
         f"peer below its reference ({figure:,.0f} vs {reference.jobs_per_s:,.0f} jobs/s, "
         f"{reference.measured}; under {TOO_FAR_BELOW:.0%} of it): ratio not reported"
     )
