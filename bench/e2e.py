@@ -29,38 +29,61 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
+from bench.references import against_reference
 from tests.servers import REPO, Database, Gunicorn, prepare_database
 
 WORKERS = 4
-# Handler threads per worker process: no-op jobs never block, so this only bounds how many
-# jobs one claim may take (max_jobs) and how many outcomes go in one /jobs/finish.
-CONCURRENCY = 32
+# Handler threads per worker process. The Worker claims as many jobs as it has free slots (at
+# most 100), and no-op jobs free theirs at once, so 50 slots make every claim ask for 50 jobs.
+CONCURRENCY = 50
 BATCH = 100  # jobs per POST /jobs/batch in the bulk scenario
 PICKUP_EVERY = 0.05
 PICKUP_JOBS = 100  # 5 s of one job every 50 ms: p99 is the second-worst
 WARM_UP = 100  # jobs drained before each measured run
 JOB_TYPE = "email.send"
 USERS = {"producer": "producer", "worker": "worker"}
+# Slots of the counters the worker processes share: claims that returned jobs and the jobs they
+# returned, /jobs/finish requests and the outcomes they carried. They show how the client
+# batches its requests in the runs measured, rather than how it is meant to.
+CLAIMS, CLAIMED, FINISHES, FINISHED = range(4)
 
 
-def work_with_sdk(host: str, token: str, held: Any, stop: Any) -> None:
+def work_with_sdk(host: str, token: str, held: Any, stop: Any, counts: Any) -> None:
     """One worker process: ``queuelog_client.Worker`` with a no-op handler until ``stop``.
 
-    ``held`` receives (job id, time.time()) when a handler starts a job marked ``pickup``.
+    ``held`` receives (job id, time.time()) when a handler starts a job marked ``pickup``;
+    ``counts`` (a shared array) counts the claims and finishes the Worker sends.
     """
     from queuelog_client import Client, JobContext, Worker
+
+    class CountingClient(Client):
+        """The SDK's client, counting its claims and finishes (requests and jobs)."""
+
+        def claim(self, **kwargs: Any) -> Any:
+            return self.counted(CLAIMS, super().claim(**kwargs))
+
+        def finish(self, results: Any, **kwargs: Any) -> Any:
+            return self.counted(FINISHES, super().finish(results, **kwargs))
+
+        @staticmethod
+        def counted(slot: int, answer: list[Any]) -> list[Any]:
+            if answer:  # an empty long-poll claim is idling, not a batch
+                with counts.get_lock():
+                    counts[slot] += 1
+                    counts[slot + 1] += len(answer)
+            return answer
 
     def noop(ctx: JobContext) -> None:
         if ctx.payload.get("pickup"):
             held.put((ctx.id, time.time()))
 
-    with Client(f"http://{host}", token, timeout=30) as client:
+    with CountingClient(f"http://{host}", token, timeout=30) as client:
         worker = Worker(client, {JOB_TYPE: noop}, concurrency=CONCURRENCY, grace=5)
         threading.Thread(target=lambda: (stop.wait(), worker.stop()), daemon=True).start()
         worker.run()
 
 
-WORKER_LOOP: Callable[[str, str, Any, Any], None] = work_with_sdk
+WORKER_LOOP: Callable[[str, str, Any, Any, Any], None] = work_with_sdk
 
 
 class System(Protocol):
@@ -82,10 +105,17 @@ class Queuelog:
         self.server = Gunicorn(self.database, folder, workers=WORKERS, **config).start()
         context = mp.get_context("spawn")
         self.held, self.stop = context.Queue(), context.Event()
+        self.counts = context.Array("q", 4)
         self.workers = [
             context.Process(
                 target=WORKER_LOOP,
-                args=(self.server.host, self.database.tokens["worker"], self.held, self.stop),
+                args=(
+                    self.server.host,
+                    self.database.tokens["worker"],
+                    self.held,
+                    self.stop,
+                    self.counts,
+                ),
             )
             for _ in range(WORKERS)
         ]
@@ -94,6 +124,7 @@ class Queuelog:
         self.local = threading.local()
         self._held: dict[Any, float] = {}
         self._url = self.database.url
+        self.watch: Any = None  # the PostgreSQL connection that counts completed jobs
 
     def _client(self) -> Any:
         from queuelog_client import Client
@@ -124,11 +155,13 @@ class Queuelog:
                 return int(
                     conn.execute("SELECT count(*) FROM jobs WHERE status='completed'").fetchone()[0]
                 )
-        import psycopg
+        if self.watch is None:  # one connection: a new one per poll costs a server process
+            import psycopg
 
-        with psycopg.connect(self._url.replace("postgresql+psycopg", "postgresql")) as conn:
-            row = conn.execute("SELECT count(*) FROM jobs WHERE status='completed'").fetchone()
-            return int(row[0]) if row else 0
+            url = self._url.replace("postgresql+psycopg", "postgresql")
+            self.watch = psycopg.connect(url, autocommit=True)
+        row = self.watch.execute("SELECT count(*) FROM jobs WHERE status='completed'").fetchone()
+        return int(row[0]) if row else 0
 
     def close(self) -> None:
         self.stop.set()
@@ -136,6 +169,8 @@ class Queuelog:
             process.join(15)
             if process.is_alive():
                 process.kill()
+        if self.watch is not None:
+            self.watch.close()
         self.server.stop()
 
 
@@ -308,15 +343,25 @@ def fsync_ms(folder: Path, samples: int = 30) -> str:
     return f"{statistics.median(times):.1f} ms"
 
 
-def line(name: str, ours: list[float], theirs: list[float], unit: str, peer: str) -> None:
+def line(
+    name: str,
+    ours: list[float],
+    theirs: list[float],
+    unit: str,
+    peer: str,
+    reference: str | None = None,
+) -> None:
     """The median (and best) of each side and the ratio of the medians (above 1: queuelog does
-    better)."""
+    better), and how the peer's median stands against its ``reference`` (bench.references):
+    no ratio when it is far below."""
     higher = unit == "jobs/s"
     mid, top = statistics.median, (max if higher else min)
     ratio = mid(ours) / mid(theirs) if higher else mid(theirs) / mid(ours)
+    allowed, note = against_reference(reference, mid(theirs)) if reference else (True, "")
     print(
         f"  {name:<28} queuelog {mid(ours):8.1f} ({top(ours):8.1f}) {unit:<6} "
-        f"{peer} {mid(theirs):8.1f} ({top(theirs):8.1f}) {unit:<6} ratio {ratio:5.2f}"
+        f"{peer} {mid(theirs):8.1f} ({top(theirs):8.1f}) {unit:<6} "
+        + (f"ratio {ratio:5.2f}{note}" if allowed else note)
     )
 
 
@@ -339,7 +384,14 @@ def run(base: Path) -> None:
             for system in systems.values():
                 system.close()
         ours, theirs = figures["queuelog"], figures["huey"]
-        line(f"bulk (batches of {BATCH})", ours["bulk"], theirs["bulk"], "jobs/s", "huey")
+        line(
+            f"bulk (batches of {BATCH})",
+            ours["bulk"],
+            theirs["bulk"],
+            "jobs/s",
+            "huey",
+            reference=f"huey {level}",
+        )
         line("trickle (4 producers)", ours["trickle"], theirs["trickle"], "jobs/s", "huey")
         line("pickup p50", ours["p50"], theirs["p50"], "ms", "huey")
         line("pickup p99 (goal: <= 50 ms)", ours["p99"], theirs["p99"], "ms", "huey")

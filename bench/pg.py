@@ -1,24 +1,36 @@
-"""PostgreSQL end to end: queuelog through its SDK next to pgqueuer's default QueueManager.
+"""PostgreSQL end to end: queuelog through its SDK next to pgqueuer driven as its docs show.
 
-One throwaway server (fsync and synchronous_commit on), a database for each system. Rounds
-alternate between the two, each run after a warm-up drain, as in the SQLite section.
+One durable throwaway server (fsync and synchronous_commit on), a database for each system,
+rounds alternating between the two.
+
+* queuelog: ``make serve``'s gunicorn (gunicorn.conf.py) and 4 worker processes running the
+  SDK's ``Worker`` (long-poll claims of up to 50 jobs, outcomes sent in batches by its
+  reporter); bulk = one producer enqueueing with ``POST /jobs/batch`` in batches of 100 while
+  the workers drain, timed from the first batch until every job is completed. Each run follows
+  a warm-up drain, since its workers stay up between runs.
+* pgqueuer: bench/pgqueuer_peer.py, as its documentation shows (4 QueueManager processes with
+  the defaults, jobs enqueued in one call before the timed drain). Its figure is checked
+  against its reference (bench/references.py) before a ratio is printed.
+
+Then one more, untimed, bulk run of queuelog counts the statements it sends per batch request
+(bench/pg_statements.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import psycopg
 
+from bench import pg_statements, pgqueuer_peer
 from bench.e2e import (
     BATCH,
+    CLAIMED,
+    CLAIMS,
+    FINISHED,
+    FINISHES,
     PICKUP_EVERY,
     PICKUP_JOBS,
-    WARM_UP,
     Queuelog,
     bulk,
     fsync_ms,
@@ -39,88 +51,45 @@ def _create(server: str, name: str) -> str:
     return f"{server}/{name}"
 
 
-async def _install(dsn: str) -> None:
-    """pgqueuer's schema (what ``pgq install`` creates)."""
-    from pgqueuer.db import PsycopgDriver
-    from pgqueuer.queries import Queries
-
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await Queries(PsycopgDriver(conn)).install()
-
-
-Scenario = Callable[[Any, Any, dict[object, float]], Awaitable[float | tuple[float, float]]]
-
-
-async def _with_manager(dsn: str, scenario: Scenario) -> Any:
-    """Run ``scenario(producer queries, watching connection, held)`` next to one default
-    QueueManager (entrypoint ``noop``; ``held`` gets each job's pickup time), after it has
-    started listening and drained a warm-up batch."""
-    from pgqueuer.db import PsycopgDriver
-    from pgqueuer.models import Job
-    from pgqueuer.qm import QueueManager
-    from pgqueuer.queries import Queries
-
-    listen = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    send = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    held: dict[object, float] = {}
-    try:
-        qm = QueueManager(Queries(PsycopgDriver(listen)))
-        producer = Queries(PsycopgDriver(send))
-
-        @qm.entrypoint("noop")
-        async def noop(job: Job) -> None:
-            """A no-op job that notes when it was picked up."""
-            held[job.id] = time.time()
-
-        running = asyncio.create_task(qm.run())
-        await asyncio.sleep(1.0)  # started and listening
-        await _drain(producer, send, WARM_UP)
-        held.clear()
-        figure = await scenario(producer, send, held)
-        qm.shutdown.set()
-        await asyncio.wait_for(running, 30)
-        return figure
-    finally:
-        await listen.close()
-        await send.close()
+def _queuelog_round(system: Queuelog, jobs: int, figures: dict[str, list[float]]) -> list[int]:
+    """Bulk then pickup; returns what the workers' claims and finishes added during the bulk
+    run (bench.e2e's counters)."""
+    warm_up(system)
+    before = list(system.counts)
+    figures["bulk"].append(bulk(system, jobs))
+    batching = [after - was for after, was in zip(system.counts, before, strict=True)]
+    warm_up(system)
+    p50, p99 = pickup(system, PICKUP_JOBS)
+    figures["p50"].append(p50)
+    figures["p99"].append(p99)
+    return batching
 
 
-async def _drain(producer: Any, watch: Any, jobs: int) -> float:
-    """Enqueue ``jobs`` in one call; jobs/s until the queue table is empty (a completion is
-    durable once its row is gone)."""
-    start = time.perf_counter()
-    await producer.enqueue(["noop"] * jobs, [None] * jobs, [0] * jobs)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        row = await (await watch.execute("SELECT count(*) FROM pgqueuer")).fetchone()
-        if row is not None and row[0] == 0:
-            break
-        await asyncio.sleep(0.01)
-    return jobs / (time.perf_counter() - start)
+def _pgqueuer_round(dsn: str, jobs: int, figures: dict[str, list[float]]) -> float:
+    """Bulk then pickup; returns the seconds of the bulk run's one enqueue call."""
+    rate, enqueue_seconds = pgqueuer_peer.drain(dsn, jobs)
+    figures["bulk"].append(rate)
+    p50, p99 = percentiles(pgqueuer_peer.pickup(dsn, PICKUP_JOBS, PICKUP_EVERY))
+    figures["p50"].append(p50)
+    figures["p99"].append(p99)
+    return enqueue_seconds
 
 
-def _pgqueuer_bulk(dsn: str, jobs: int) -> float:
-    async def scenario(producer: Any, watch: Any, held: dict[object, float]) -> float:
-        return await _drain(producer, watch, jobs)
-
-    return float(asyncio.run(_with_manager(dsn, scenario)))
-
-
-def _pgqueuer_pickup(dsn: str, jobs: int) -> tuple[float, float]:
-    """One job every 50 ms into an idle pgqueuer queue; (p50, p99) ms from enqueue to held."""
-
-    async def scenario(producer: Any, watch: Any, held: dict[object, float]) -> tuple[float, float]:
-        sent: dict[object, float] = {}
-        for _ in range(jobs):
-            at = time.time()
-            (job_id,) = await producer.enqueue(["noop"], [None], [0])
-            sent[job_id] = at
-            await asyncio.sleep(max(0.0, PICKUP_EVERY - (time.time() - at)))
-        await asyncio.sleep(1.0)
-        return percentiles([(held[i] - at) * 1000 for i, at in sent.items() if i in held])
-
-    p50, p99 = asyncio.run(_with_manager(dsn, scenario))
-    return p50, p99
+def _print_batching(batching: list[int], enqueue_seconds: list[float], jobs: int) -> None:
+    """How each side's bulk runs were driven, as measured rather than as configured."""
+    claims, claimed = batching[CLAIMS], batching[CLAIMED]
+    finishes, finished = batching[FINISHES], batching[FINISHED]
+    if claims and finishes:
+        print(
+            f"  queuelog's workers in the bulk runs: {claims} claims of {claimed / claims:.1f} "
+            f"jobs on average, {finishes} finishes of {finished / finishes:.1f} outcomes "
+            f"({finishes / claims:.2f} finishes per claim on average)"
+        )
+    print(
+        f"  pgqueuer's one enqueue call of {jobs} jobs took "
+        f"{1000 * min(enqueue_seconds):.0f}-{1000 * max(enqueue_seconds):.0f} ms "
+        "(before its timed drain, as in its reference)"
+    )
 
 
 def run(base: Path) -> None:
@@ -129,32 +98,38 @@ def run(base: Path) -> None:
     with postgres_server(durable=True) as server:
         print(
             f"end to end, PostgreSQL (fsync, synchronous_commit on), {jobs} no-op jobs, "
-            f"median (best) of {rounds} rounds:"
+            f"4 worker processes each, median (best) of {rounds} rounds:"
         )
         started, fsync = load(), fsync_ms(base)
         dsn = _create(server, "pgqueuer").replace("+psycopg", "")
-        asyncio.run(_install(dsn))
+        pgqueuer_peer.install(dsn)
         system = Queuelog(base / "queuelog", url=_create(server, "queuelog"))
         ours: dict[str, list[float]] = {"bulk": [], "p50": [], "p99": []}
         theirs: dict[str, list[float]] = {"bulk": [], "p50": [], "p99": []}
+        batching = [0, 0, 0, 0]
+        enqueue_seconds: list[float] = []
         try:
             for n in range(rounds):
                 for side in ("queuelog", "pgqueuer") if n % 2 == 0 else ("pgqueuer", "queuelog"):
                     if side == "queuelog":
-                        warm_up(system)
-                        ours["bulk"].append(bulk(system, jobs))
-                        warm_up(system)
-                        p50, p99 = pickup(system, PICKUP_JOBS)
-                        figures = ours
+                        added = _queuelog_round(system, jobs, ours)
+                        batching = [
+                            total + more for total, more in zip(batching, added, strict=True)
+                        ]
                     else:
-                        theirs["bulk"].append(_pgqueuer_bulk(dsn, jobs))
-                        p50, p99 = _pgqueuer_pickup(dsn, PICKUP_JOBS)
-                        figures = theirs
-                    figures["p50"].append(p50)
-                    figures["p99"].append(p99)
+                        enqueue_seconds.append(_pgqueuer_round(dsn, jobs, theirs))
+            line(
+                f"bulk (batches of {BATCH})",
+                ours["bulk"],
+                theirs["bulk"],
+                "jobs/s",
+                "pgqueuer",
+                reference="pgqueuer",
+            )
+            line("pickup p50", ours["p50"], theirs["p50"], "ms", "pgqueuer")
+            line("pickup p99 (goal: <= 50 ms)", ours["p99"], theirs["p99"], "ms", "pgqueuer")
+            _print_batching(batching, enqueue_seconds, jobs)
+            print(f"  load average {started} at the start, {load()} at the end; fsync {fsync}")
+            pg_statements.probe(system, f"{server.replace('+psycopg', '')}/postgres", jobs)
         finally:
             system.close()
-        line(f"bulk (batches of {BATCH})", ours["bulk"], theirs["bulk"], "jobs/s", "pgqueuer")
-        line("pickup p50", ours["p50"], theirs["p50"], "ms", "pgqueuer")
-        line("pickup p99 (goal: <= 50 ms)", ours["p99"], theirs["p99"], "ms", "pgqueuer")
-        print(f"  load average {started} at the start, {load()} at the end; fsync {fsync}")
