@@ -93,11 +93,19 @@ class Gunicorn:
     process group."""
 
     def __init__(
-        self, database: Database, log_dir: Path, *, workers: int = 4, **config: Any
+        self,
+        database: Database,
+        log_dir: Path,
+        *,
+        workers: int = 4,
+        threads: int | None = None,
+        **config: Any,
     ) -> None:
         self.database = database
         self.workers = workers
         self.env = server_env(database, **config)
+        if threads is not None:  # the server's handlers per process, read by the app as well
+            self.env["QUEUELOG_THREADS"] = str(threads)
         self.log_dir = log_dir
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
@@ -251,3 +259,44 @@ class Client:
         # The server keeps connections alive, so a client dropped without close() still holds
         # an open socket; close it rather than leave it to a ResourceWarning.
         self.close()
+
+
+def send_on_new_sockets(port: int, data: bytes, count: int) -> list[socket.socket]:
+    """Open ``count`` connections to 127.0.0.1:``port`` and send ``data`` on each without
+    reading: many requests in flight from one thread (long-polls, or clients that stall)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall(data)
+            sockets.append(sock)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def http_request(method: str, path: str, token: str, body: Any = None) -> bytes:
+    """The bytes of one HTTP/1.1 request with a bearer token and an optional JSON body."""
+    data = json.dumps(body).encode() if body is not None else b""
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+    )
+    return head.encode() + data
+
+
+def read_status(sock: socket.socket, timeout: float) -> tuple[int, dict[str, str]] | None:
+    """The status and headers of the response arriving on ``sock`` within ``timeout`` seconds;
+    None when the server closed the connection without answering."""
+    sock.settimeout(timeout)
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return None
+        received += chunk
+    lines = received.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    headers = dict(line.split(":", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), {k.strip().lower(): v.strip() for k, v in headers.items()}
