@@ -15,7 +15,7 @@ import pytest
 from tests.servers import (
     Client,
     Database,
-    Gunicorn,
+    Served,
     http_request,
     prepare_database,
     read_status,
@@ -36,14 +36,14 @@ def database(tmp_path: Path) -> Database:
 
 
 @pytest.fixture
-def server(database: Database, tmp_path: Path) -> Iterator[Gunicorn]:
+def server(database: Database, tmp_path: Path) -> Iterator[Served]:
     """One process with 8 handlers: at most 4 may wait, and 8 per token by default."""
-    with running(Gunicorn(database, tmp_path, workers=1, threads=8)) as started:
+    with running(Served(database, tmp_path, workers=1, threads=8)) as started:
         yield started
 
 
 def _claims(
-    server: Gunicorn, token: str, count: int, then: Client | None = None
+    server: Served, token: str, count: int, then: Client | None = None
 ) -> list[tuple[int, dict[str, str], float]]:
     """Send ``count`` long-polling claims at once; (status, headers, seconds) of each. With
     ``then``, that client's own long-poll meanwhile must be let wait its whole time."""
@@ -97,7 +97,7 @@ def test_a_token_waits_in_at_most_its_share_and_the_rest_answer_at_once(
     tmp_path: Path, database: Database
 ) -> None:
     # 16 of the process's 32 handlers may wait, 8 per token: a second token still gets its own.
-    with running(Gunicorn(database, tmp_path, workers=1, threads=32)) as server:
+    with running(Served(database, tmp_path, workers=1, threads=32)) as server:
         other = Client(server.host, database.tokens["other"], timeout=WAIT + 10)
         answers = _claims(server, database.tokens["worker"], 10, then=other)
     refused = [a for a in answers if a[2] < AT_ONCE]
@@ -107,9 +107,7 @@ def test_a_token_waits_in_at_most_its_share_and_the_rest_answer_at_once(
     assert all(status == 204 and "retry-after" not in headers for status, headers, _ in waited)
 
 
-def test_while_the_handlers_wait_other_requests_answer(
-    server: Gunicorn, database: Database
-) -> None:
+def test_while_the_handlers_wait_other_requests_answer(server: Served, database: Database) -> None:
     request = http_request("POST", "/jobs/claim", database.tokens["worker"], {"wait_seconds": WAIT})
     waiting = send_on_new_sockets(server.port, request, 20)
     try:
@@ -131,7 +129,7 @@ def test_while_the_handlers_wait_other_requests_answer(
 
 def test_the_per_token_bound_is_a_setting(tmp_path: Path, database: Database) -> None:
     with running(
-        Gunicorn(database, tmp_path, workers=1, threads=32, LONG_POLL_PER_TOKEN=2)
+        Served(database, tmp_path, workers=1, threads=32, LONG_POLL_PER_TOKEN=2)
     ) as server:
         answers = _claims(server, database.tokens["worker"], 5)
     assert sorted(a[2] < AT_ONCE for a in answers) == [False] * 2 + [True] * 3, answers
