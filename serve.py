@@ -90,6 +90,8 @@ def main() -> None:
     host, port = _bind()
     threads = _seconds("QUEUELOG_THREADS", 32)
     header_timeout = _seconds("QUEUELOG_HEADER_TIMEOUT", 10)
+    if header_timeout > 60:
+        raise SystemExit("QUEUELOG_HEADER_TIMEOUT can be at most 60 seconds (granian's bound)")
     _seconds("QUEUELOG_BODY_TIMEOUT", 30)  # checked here, read by each worker (rsgi.py)
     worker_timeout = _seconds("QUEUELOG_WORKER_TIMEOUT", 60)
     workers = _seconds("WEB_CONCURRENCY", os.cpu_count() or 1)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 TIMEOUT_HEADERS = [("content-type", "text/plain; charset=utf-8"), ("connection", "close")]
 # How often a worker's event loop proves it still turns (see ``Heartbeat``).
-BEAT_SECONDS = 5.0
+BEAT_SECONDS = 1.0
 
 
 class Scope(Protocol):
