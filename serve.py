@@ -18,7 +18,8 @@ Settings (environment): ``QUEUELOG_BIND`` (host:port, default 127.0.0.1:8000),
 process, default 32; the app lets half of them wait in long-polls), ``QUEUELOG_HEADER_TIMEOUT``
 and ``QUEUELOG_BODY_TIMEOUT`` (seconds to receive a request's headers, then its body: default 10
 and 30; a connection silent for the header timeout is closed), ``QUEUELOG_WORKER_TIMEOUT``
-(default 60). Run it as ``python serve.py``.
+(default 60). Run it as ``python serve.py`` (an argument names another RSGI target, e.g.
+``bench.noop_app:rsgi_app`` for the benchmark's floor).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import contextlib
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -81,8 +83,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def main() -> None:
-    """Serve until stopped (SIGINT/SIGTERM); SIGHUP restarts the workers gracefully."""
+def main(target: str = "rsgi:app") -> None:
+    """Serve ``target`` until stopped (SIGINT/SIGTERM); SIGHUP restarts the workers
+    gracefully."""
     from granian.constants import HTTPModes, Interfaces
     from granian.http import HTTP1Settings
     from granian.server import Server
@@ -115,7 +118,7 @@ def main() -> None:
     watcher.start()
     try:
         Server(
-            "rsgi:app",
+            target,
             address=host,
             port=port,
             interface=Interfaces.RSGI,
@@ -134,4 +137,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])

@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import queue
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -53,11 +54,9 @@ class HTTPProtocol(Protocol):
 
     def __aiter__(self) -> Any: ...
 
+    async def __call__(self) -> bytes: ...
+
     def response_bytes(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None: ...
-
-
-class TooLarge(Exception):
-    """The request body is larger than the app accepts."""
 
 
 class Heartbeat:
@@ -84,6 +83,60 @@ class Heartbeat:
         self.path.unlink(missing_ok=True)
 
 
+Answer = tuple[int, list[tuple[str, str]], bytes]
+
+
+class Handlers:
+    """``count`` threads that each run one request at a time and hand the answer back to the
+    event loop that asked. Lighter than ``run_in_executor`` (one future, one wake-up of the
+    loop per request), which is most of what the bridge costs per request."""
+
+    def __init__(self, count: int, call: Callable[[WSGIEnvironment], Answer]) -> None:
+        self.call = call
+        self.requests: queue.SimpleQueue[tuple[asyncio.Future[Answer], WSGIEnvironment] | None]
+        self.requests = queue.SimpleQueue()
+        self.threads = [
+            threading.Thread(target=self._serve, name=f"queuelog-request-{i}", daemon=True)
+            for i in range(count)
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def run(self, environ: WSGIEnvironment) -> asyncio.Future[Answer]:
+        """The answer of the app to ``environ``, computed in a free handler thread."""
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self.requests.put((future, environ))
+        return future
+
+    def stop(self) -> None:
+        """Let every thread end once the requests already queued are answered."""
+        for _ in self.threads:
+            self.requests.put(None)
+
+    def _serve(self) -> None:
+        while (item := self.requests.get()) is not None:
+            future, environ = item
+            try:
+                answer = self.call(environ)
+            except BaseException as exc:  # handed to the awaiting request, which re-raises it
+                future.get_loop().call_soon_threadsafe(_settle, future, None, exc)
+            else:
+                future.get_loop().call_soon_threadsafe(_settle, future, answer, None)
+
+
+def _settle(
+    future: asyncio.Future[Answer], answer: Answer | None, error: BaseException | None
+) -> None:
+    """On the loop: give the awaiting request its answer (unless it was cancelled meanwhile)."""
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        assert answer is not None
+        future.set_result(answer)
+
+
 class WSGIBridge:
     """An RSGI application (granian's native interface) that serves a WSGI app from
     ``threads`` threads once each request's body has arrived within ``body_timeout``."""
@@ -101,7 +154,7 @@ class WSGIBridge:
         self.body_timeout = body_timeout
         self.max_body = max_body
         self.heartbeat = heartbeat
-        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="queuelog-request")
+        self.handlers = Handlers(threads, self._call)
 
     def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
         """Called by granian in each worker once its loop runs."""
@@ -112,7 +165,7 @@ class WSGIBridge:
         """Called by granian in each worker as it stops (requests in flight have answered)."""
         if self.heartbeat is not None:
             self.heartbeat.stop()
-        self.pool.shutdown(wait=False)
+        self.handlers.stop()
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             from prometheus_client import multiprocess
 
@@ -122,30 +175,34 @@ class WSGIBridge:
     async def __rsgi__(self, scope: Scope, protocol: HTTPProtocol) -> None:
         """Read the body on the loop (bounded in time and size), then run the app in a thread."""
         try:
-            body = await asyncio.wait_for(self._body(protocol), self.body_timeout)
+            async with asyncio.timeout(self.body_timeout):
+                body = await self._body(scope, protocol)
         except TimeoutError:
             protocol.response_bytes(408, TIMEOUT_HEADERS, b"the request body did not arrive\n")
             return
-        except TooLarge:
-            body = None
         environ = wsgi_environ(scope, body)
         if body is None:  # unread: the app answers 413 for a length over its limit
             environ["CONTENT_LENGTH"] = str(self.max_body + 1 if self.max_body else 0)
-        loop = asyncio.get_running_loop()
-        status, headers, data = await loop.run_in_executor(self.pool, self._call, environ)
+        status, headers, data = await self.handlers.run(environ)
         protocol.response_bytes(status, headers, data)
 
-    async def _body(self, protocol: HTTPProtocol) -> bytes:
-        chunks = []
+    async def _body(self, scope: Scope, protocol: HTTPProtocol) -> bytes | None:
+        """The whole body, or None when it is over ``max_body`` (read no further)."""
+        declared = scope.headers.get("content-length")
+        if declared is not None and declared.isdigit():
+            if self.max_body is not None and int(declared) > self.max_body:
+                return None
+            return await protocol() if declared != "0" else b""
+        chunks = []  # chunked: count as it comes
         size = 0
         async for chunk in protocol:
             size += len(chunk)
             if self.max_body is not None and size > self.max_body:
-                raise TooLarge
+                return None
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _call(self, environ: WSGIEnvironment) -> tuple[int, list[tuple[str, str]], bytes]:
+    def _call(self, environ: WSGIEnvironment) -> Answer:
         """Run the WSGI app to the end of its answer (in a pool thread)."""
         started: list[Any] = []
 
