@@ -86,6 +86,12 @@ def _alive(pid: int) -> bool:
 def main(target: str = "rsgi:app") -> None:
     """Serve ``target`` until stopped (SIGINT/SIGTERM); SIGHUP restarts the workers
     gracefully."""
+    if "MALLOC_ARENA_MAX" not in os.environ:
+        # glibc gives each busy thread its own malloc arena and rarely returns them: with 32
+        # request threads a process grew to 94-97 MB under attack, 89 MB with two arenas.
+        # glibc reads the variable only when a process starts, so start again with it.
+        os.environ["MALLOC_ARENA_MAX"] = "2"
+        os.execv(sys.executable, [sys.executable, *sys.argv])  # noqa: S606 (this same program)
     from granian.constants import HTTPModes, Interfaces
     from granian.http import HTTP1Settings
     from granian.server import Server

@@ -87,34 +87,52 @@ Answer = tuple[int, list[tuple[str, str]], bytes]
 
 
 class Handlers:
-    """``count`` threads that each run one request at a time and hand the answer back to the
-    event loop that asked. Lighter than ``run_in_executor`` (one future, one wake-up of the
-    loop per request), which is most of what the bridge costs per request."""
+    """Up to ``count`` threads that each run one request at a time and hand the answer back to
+    the event loop that asked. Lighter than ``run_in_executor`` (one future, one wake-up of the
+    loop per request), which is most of what the bridge costs per request. A thread starts only
+    when every started one is busy, so a quiet process keeps its memory small."""
 
     def __init__(self, count: int, call: Callable[[WSGIEnvironment], Answer]) -> None:
+        self.count = count
         self.call = call
         self.requests: queue.SimpleQueue[tuple[asyncio.Future[Answer], WSGIEnvironment] | None]
         self.requests = queue.SimpleQueue()
-        self.threads = [
-            threading.Thread(target=self._serve, name=f"queuelog-request-{i}", daemon=True)
-            for i in range(count)
-        ]
-        for thread in self.threads:
-            thread.start()
+        self.threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._idle = 0  # threads waiting for a request
+        self._queued = 0  # requests no thread has taken yet
 
     def run(self, environ: WSGIEnvironment) -> asyncio.Future[Answer]:
         """The answer of the app to ``environ``, computed in a free handler thread."""
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._queued += 1
+            if self._queued > self._idle and len(self.threads) < self.count:
+                thread = threading.Thread(
+                    target=self._serve, name=f"queuelog-request-{len(self.threads)}", daemon=True
+                )
+                thread.start()
+                self.threads.append(thread)
         self.requests.put((future, environ))
         return future
 
     def stop(self) -> None:
         """Let every thread end once the requests already queued are answered."""
-        for _ in self.threads:
-            self.requests.put(None)
+        with self._lock:
+            self.count = 0  # no new threads
+            for _ in self.threads:
+                self.requests.put(None)
 
     def _serve(self) -> None:
-        while (item := self.requests.get()) is not None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            item = self.requests.get()
+            with self._lock:
+                self._idle -= 1
+                self._queued -= item is not None
+            if item is None:
+                return
             future, environ = item
             try:
                 answer = self.call(environ)
