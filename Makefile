@@ -19,12 +19,13 @@ run: install
 	$(BIN)/flask --app app setup
 	$(BIN)/flask --app app run --host 127.0.0.1 --port 5000
 
-# Production-like: migrate, then gunicorn with gunicorn.conf.py (threaded workers) on wsgi:app.
+# Production: migrate, then granian (serve.py: settings and why) on QUEUELOG_BIND.
+# Plain gunicorn still works: gunicorn -c gunicorn.conf.py wsgi:app.
 serve: install
 	@test -n "$$FLASK_SECRET_KEY" || { echo "make serve needs FLASK_SECRET_KEY (32+ characters), e.g." \
 		"export FLASK_SECRET_KEY=\$$(python3 -c 'import secrets; print(secrets.token_urlsafe(48))')" >&2; exit 2; }
 	$(BIN)/flask --app app db upgrade
-	$(BIN)/gunicorn -c gunicorn.conf.py wsgi:app
+	$(BIN)/python serve.py
 
 test: install
 	$(BIN)/python -m pytest -n 2

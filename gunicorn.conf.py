@@ -1,5 +1,8 @@
-"""gunicorn settings for production (`make serve`): threaded workers that long-polls cannot starve,
-and Prometheus multiprocess mode so /metrics adds up the HTTP figures of every worker.
+"""gunicorn settings for those who deploy with plain gunicorn (``gunicorn -c gunicorn.conf.py
+wsgi:app``; ``make serve`` runs granian, see ``serve.py``): threaded workers that long-polls
+cannot starve, and Prometheus multiprocess mode so /metrics adds up the HTTP figures of every
+worker. gunicorn has no request body timeout: a client that stops sending its body holds a
+thread, so put a buffering reverse proxy in front (see the README).
 
 Why threads: a long-polling claim (``wait_seconds`` up to 30) occupies a request handler while it
 sleeps, and a client that sends its body slowly occupies one while the body trickles in. With
@@ -21,7 +24,8 @@ bind = os.environ.get("QUEUELOG_BIND", "127.0.0.1:8000")
 # Processes: WEB_CONCURRENCY (gunicorn's convention), else two per core.
 workers = int(os.environ.get("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1)))
 worker_class = "gthread"
-# Requests served at once per process: long-polls, slow clients and everything else.
+# Requests served at once per process: long-polls, slow clients and everything else. The app
+# reads the same variable and lets at most half of them wait in long-polls.
 threads = int(os.environ.get("QUEUELOG_THREADS", 32))
 # gthread's heartbeat comes from the main loop, so a 30 s long-poll never trips it; a worker
 # silent for this long is stuck and is replaced.

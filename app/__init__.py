@@ -24,6 +24,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     from app import config as app_config
     from app.accounts import login
     from app.api import (
+        admission,
         batches,  # noqa: F401 (adds the batch routes to the API blueprint)
         bulk,  # noqa: F401 (adds POST /jobs/bulk to the API blueprint)
     )
@@ -45,6 +46,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     db.init_app(app)
     queue_settings.init_app(app)
     ticks.init_app(app)
+    admission.init_app(app)
     csrf.init_app(app)
     ratelimit.init_app(app)
     limiter.init_app(app)

@@ -105,6 +105,12 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULE_GRACE_SECONDS": 300,
     # The explainer says no worker polls for a type when none claimed it for this long.
     "EXPLAIN_IDLE_WORKER_SECONDS": 300,
+    # Long-polls (claims with wait_seconds, and later waits) one API token may have waiting at
+    # once in one server process; one more answers at once (204 for a claim) with Retry-After.
+    "LONG_POLL_PER_TOKEN": 8,
+    # Request handlers (threads) per server process. The server reads the same number from
+    # QUEUELOG_THREADS, which also sets this default; at most half of them wait in long-polls.
+    "SERVER_THREADS": 32,
 }
 
 SECRET_KEY_FILE = "secret_key"  # noqa: S105 (a file name)
@@ -118,6 +124,7 @@ class ConfigError(RuntimeError):
 def load_config(app: Flask, overrides: dict[str, Any] | None) -> None:
     """Fill ``app.config`` from defaults, the instance TOML file, the environment and overrides."""
     app.config.from_mapping(DEFAULTS)
+    app.config["SERVER_THREADS"] = _server_threads()
     toml_path = Path(app.instance_path) / "config.toml"
     if toml_path.is_file():
         with toml_path.open("rb") as fh:
@@ -148,7 +155,20 @@ POSITIVE_SETTINGS = (
     "MAX_BATCH",
     "BULK_BATCH_SIZE",
     "BULK_MAX_JOBS",
+    "LONG_POLL_PER_TOKEN",
+    "SERVER_THREADS",
 )
+
+
+def _server_threads() -> int:
+    """The handlers per process the server was told to start (QUEUELOG_THREADS), so the app
+    bounds its long-polls by the number the server really has."""
+    raw = os.environ.get("QUEUELOG_THREADS")
+    if raw is None:
+        return int(DEFAULTS["SERVER_THREADS"])
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"QUEUELOG_THREADS must be a positive integer, not {raw!r}")
+    return int(raw)
 
 
 def _check_limits(config: Any) -> None:

@@ -9,7 +9,9 @@ do, so a noisy shared machine moves both together:
   (index-served: the ratio should stay near 1);
 * each call of the HTTP API through gunicorn against a no-op Flask JSON app served by the
   same gunicorn configuration (``bench/http_calls.py``), then the same calls in one process,
-  CPU time per call against the no-op app's (``bench/wsgi_calls.py``).
+  CPU time per call against the no-op app's (``bench/wsgi_calls.py``), then the HTTP path
+  driven by wrk, ``make serve``'s server beside gunicorn (``bench/wrk_http.py``; section
+  ``wrk`` alone).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from app.queue.requests import EnqueueBody
 from app.queue_settings import queue_settings
 from app.schema import jobs
 from app.timeutil import utcnow
-from bench import e2e, http_calls, pg, wsgi_calls
+from bench import e2e, http_calls, pg, wrk_http, wsgi_calls
 from bench.scale import run_scale
 
 SECRET = "bench-secret-" + "x" * 40
@@ -303,6 +305,8 @@ def http_section(base: Path) -> None:
     count = int(os.environ.get("BENCH_HTTP_CALLS", "500"))
     http_calls.run(base / "server", rounds, count, report)
     wsgi_calls.run(base / "in-process", rounds, count)
+    print("the HTTP path from a C load generator (wrk): make serve's server beside gunicorn")
+    wrk_http.run(base / "wrk")
 
 
 def scale_section(base: Path) -> None:
@@ -314,6 +318,7 @@ def scale_section(base: Path) -> None:
 SECTIONS = {
     "service": service_section,
     "http": http_section,
+    "wrk": wrk_http.run,
     "e2e": e2e.run,
     "pg": pg.run,
     "scale": scale_section,

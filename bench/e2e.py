@@ -1,4 +1,4 @@
-"""End to end: queuelog through its Python SDK (``make serve``'s gunicorn) next to huey.
+"""End to end: queuelog through its Python SDK (``make serve``'s server) next to huey.
 
 Three scenarios per system, 4 worker processes each: bulk (enqueue N in batches, drain),
 trickle (4 producer threads, one enqueue per job), pickup latency (one job every 50 ms into an
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.references import against_reference
-from tests.servers import REPO, Database, Gunicorn, prepare_database
+from tests.servers import REPO, Database, Served, prepare_database
 
 WORKERS = 4
 # Handler threads per worker process. The Worker claims as many jobs as it has free slots (at
@@ -96,13 +96,13 @@ class System(Protocol):
 
 
 class Queuelog:
-    """gunicorn with gunicorn.conf.py on a fresh database, and 4 SDK worker processes."""
+    """``make serve``'s server on a fresh database, and 4 SDK worker processes."""
 
     name = "queuelog"
 
     def __init__(self, folder: Path, url: str | None = None, **config: Any) -> None:
         self.database: Database = prepare_database(folder / "db", USERS, url=url)
-        self.server = Gunicorn(self.database, folder, workers=WORKERS, **config).start()
+        self.server = Served(self.database, folder, workers=WORKERS, **config).start()
         context = mp.get_context("spawn")
         self.held, self.stop = context.Queue(), context.Event()
         self.counts = context.Array("q", 4)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "reliability-secret-key-" + "s" * 40
@@ -88,16 +88,28 @@ def server_env(database: Database, **config: Any) -> dict[str, str]:
     return env
 
 
-class Gunicorn:
-    """gunicorn serving ``wsgi:app`` with ``gunicorn.conf.py`` on a free port, in its own
-    process group."""
+class Server:
+    """A production server process on a free port, in its own process group; subclasses give
+    its command line."""
+
+    name = "server"
 
     def __init__(
-        self, database: Database, log_dir: Path, *, workers: int = 4, **config: Any
+        self,
+        database: Database,
+        log_dir: Path,
+        *,
+        workers: int = 4,
+        threads: int | None = None,
+        env: Mapping[str, str] | None = None,
+        **config: Any,
     ) -> None:
         self.database = database
         self.workers = workers
         self.env = server_env(database, **config)
+        if threads is not None:  # the server's handlers per process, read by the app as well
+            self.env["QUEUELOG_THREADS"] = str(threads)
+        self.env.update(env or {})
         self.log_dir = log_dir
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
@@ -107,32 +119,20 @@ class Gunicorn:
     def host(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> Gunicorn:
+    def command(self) -> list[str]:
+        """The command line that serves on ``self.host``."""
+        raise NotImplementedError
+
+    def start(self) -> Server:
         """Start and wait until a worker answers HTTP (bounded; retries a port taken meanwhile)."""
         for _ in range(3):
             self.port = free_port()
             self.starts += 1
-            log = (self.log_dir / f"gunicorn-{self.starts}.log").open("wb")
+            log = (self.log_dir / f"{self.name}-{self.starts}.log").open("wb")
             self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "gunicorn",
-                    "-c",
-                    str(REPO / "gunicorn.conf.py"),  # the production configuration
-                    "-w",
-                    str(self.workers),
-                    "-b",
-                    self.host,
-                    "--no-control-socket",
-                    "--graceful-timeout",
-                    "5",
-                    "--timeout",
-                    "30",
-                    "wsgi:app",
-                ],
+                self.command(),
                 cwd=REPO,
-                env=self.env,
+                env={**self.env, "QUEUELOG_BIND": self.host, "WEB_CONCURRENCY": str(self.workers)},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -142,7 +142,13 @@ class Gunicorn:
             if self._wait_ready():
                 return self
             self.stop()
-        raise RuntimeError(f"gunicorn did not start; see {self.log_dir}\n{self.log_tail()}")
+        raise RuntimeError(f"{self.name} did not start; see {self.log_dir}\n{self.log_tail()}")
+
+    def worker_pids(self) -> list[int]:
+        """The process ids of the server's workers (the children of its main process)."""
+        assert self.process is not None
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return [int(pid) for pid in children.read_text().split()]
 
     def _wait_ready(self) -> bool:
         deadline = time.monotonic() + START_TIMEOUT
@@ -188,17 +194,43 @@ class Gunicorn:
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of the latest server log, for assertion messages."""
-        path = self.log_dir / f"gunicorn-{self.starts}.log"
+        path = self.log_dir / f"{self.name}-{self.starts}.log"
         if not path.exists():
             return ""
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
+class Gunicorn(Server):
+    """gunicorn serving ``wsgi:app`` with ``gunicorn.conf.py`` (the plain-gunicorn deployment)."""
+
+    name = "gunicorn"
+
+    def command(self) -> list[str]:
+        return [
+            *(sys.executable, "-m", "gunicorn", "-c", str(REPO / "gunicorn.conf.py")),
+            *("-w", str(self.workers), "-b", self.host, "--no-control-socket"),
+            *("--graceful-timeout", "5", "--timeout", "30", "wsgi:app"),
+        ]
+
+
+class Served(Server):
+    """The server of ``make serve`` (``serve.py``: granian on ``rsgi:app``)."""
+
+    name = "served"
+
+    def command(self) -> list[str]:
+        return [sys.executable, str(REPO / "serve.py")]
+
+
+ServerT = TypeVar("ServerT", bound=Server)
+
+
 @contextlib.contextmanager
-def running(server: Gunicorn) -> Iterator[Gunicorn]:
+def running(server: ServerT) -> Iterator[ServerT]:
     """Start ``server`` and stop it whatever happens."""
     try:
-        yield server.start()
+        server.start()
+        yield server
     finally:
         server.stop()
 
@@ -251,3 +283,44 @@ class Client:
         # The server keeps connections alive, so a client dropped without close() still holds
         # an open socket; close it rather than leave it to a ResourceWarning.
         self.close()
+
+
+def send_on_new_sockets(port: int, data: bytes, count: int) -> list[socket.socket]:
+    """Open ``count`` connections to 127.0.0.1:``port`` and send ``data`` on each without
+    reading: many requests in flight from one thread (long-polls, or clients that stall)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall(data)
+            sockets.append(sock)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def http_request(method: str, path: str, token: str, body: Any = None) -> bytes:
+    """The bytes of one HTTP/1.1 request with a bearer token and an optional JSON body."""
+    data = json.dumps(body).encode() if body is not None else b""
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+    )
+    return head.encode() + data
+
+
+def read_status(sock: socket.socket, timeout: float) -> tuple[int, dict[str, str]] | None:
+    """The status and headers of the response arriving on ``sock`` within ``timeout`` seconds;
+    None when the server closed the connection without answering."""
+    sock.settimeout(timeout)
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return None
+        received += chunk
+    lines = received.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    headers = dict(line.split(":", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), {k.strip().lower(): v.strip() for k, v in headers.items()}

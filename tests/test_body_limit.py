@@ -16,7 +16,7 @@ import pytest
 
 from app.config import DEFAULTS
 from tests.builders import make_user
-from tests.servers import Gunicorn, app_settings, prepare_database, running
+from tests.servers import Gunicorn, Served, app_settings, prepare_database, running
 
 LIMIT = int(DEFAULTS["MAX_CONTENT_LENGTH"])
 PASSWORD = "correct horse battery staple"
@@ -71,7 +71,8 @@ def _signed_in(host: str) -> tuple[str, str]:
 
 
 @pytest.mark.slow
-def test_chunked_body_over_limit_is_413(tmp_path: Path) -> None:
+@pytest.mark.parametrize("server_class", [Served, Gunicorn])  # make serve's, and plain gunicorn
+def test_chunked_body_over_limit_is_413(tmp_path: Path, server_class: type[Served]) -> None:
     database = prepare_database(tmp_path / "db", {"producer": "producer"})
     from app import create_app
 
@@ -80,7 +81,7 @@ def test_chunked_body_over_limit_is_413(tmp_path: Path) -> None:
     app.extensions["queuelog.db"].dispose()
     token = database.tokens["producer"]
     api = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    with running(Gunicorn(database, tmp_path, workers=2)) as server:
+    with running(server_class(database, tmp_path, workers=2)) as server:
         # Under the limit, chunked is fine; over it by a little or a lot, it is refused whole.
         assert _chunked_post(server.host, "/jobs", _padded_json(LIMIT // 2), api) == 201
         for size in (LIMIT + 1, LIMIT + 256 * 1024):

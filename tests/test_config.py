@@ -60,6 +60,8 @@ def test_production_starts_with_a_strong_key(tmp_path: Path) -> None:
         ("MAX_JSON_DEPTH", "32"),
         ("LEASE_SECONDS", 10**6),
         ("JOB_TYPE_SETTINGS", {"report.build": {"lease_seconds": 10**6}}),
+        ("LONG_POLL_PER_TOKEN", 0),
+        ("SERVER_THREADS", 0),
     ],
 )
 def test_settings_that_would_break_the_queue_are_refused(
@@ -95,3 +97,16 @@ def test_flow_settings_become_the_types_defaults(tmp_path: Path) -> None:
     app = _app(tmp_path, SECRET_KEY=TEST_SECRET, JOB_TYPE_SETTINGS={"report.build": flow})
     limits = app.extensions[EXTENSION_KEY].flow["report.build"]
     assert (limits.max_running, str(limits.rate_limit), limits.paused) == (4, "100/minute", True)
+
+
+def test_the_servers_thread_count_is_the_apps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QUEUELOG_THREADS, which the server starts its handlers by, also bounds the long-polls."""
+    monkeypatch.setenv("QUEUELOG_THREADS", "12")
+    app = _app(tmp_path, SECRET_KEY=TEST_SECRET)
+    assert app.config["SERVER_THREADS"] == 12
+    assert app.extensions["queuelog.admission"].total == 6
+    monkeypatch.setenv("QUEUELOG_THREADS", "twelve")
+    with pytest.raises(ConfigError, match="QUEUELOG_THREADS must be a positive integer"):
+        _app(tmp_path, SECRET_KEY=TEST_SECRET)

@@ -84,6 +84,13 @@ def _ensure_authenticated(caller: _Caller) -> None:
             pass  # the gate authenticates, or raises 401 / 403
 
 
+def caller_key() -> str:
+    """The hash of this request's bearer token: the key of per-token bounds such as
+    long-poll admission (never the token itself)."""
+    caller: _Caller = getattr(g, _CALLER)
+    return caller.token_hash
+
+
 def current_actor() -> Actor:
     """The caller, for a route that hands it to work running its own transactions: each of
     them authenticates again, and this one first if none has yet."""

@@ -5,17 +5,26 @@ from __future__ import annotations
 import contextlib
 import time
 from datetime import datetime, timedelta
-from typing import cast
+from typing import NamedTuple, cast
 
 from flask import g
 
 from app import db
+from app.api import auth
+from app.api.admission import admission
 from app.queue import due, service
 from app.queue.models import Job, QueueSettings
 from app.timeutil import utcnow
 
 # Look a little after a due instant: leases count as expired only strictly after their end.
 _AFTER_DUE = timedelta(milliseconds=5)
+
+
+class Claim(NamedTuple):
+    """What a claim got, and whether it was refused a wait (too many waiting already)."""
+
+    jobs: list[Job]
+    refused_wait: bool = False
 
 
 def claim(
@@ -25,38 +34,47 @@ def claim(
     *,
     max_jobs: int = 1,
     types: tuple[str, ...] | None = None,
-) -> list[Job]:
+) -> Claim:
     """Claim up to ``max_jobs`` due jobs (of ``types``, when given) for the current actor,
     waiting up to ``wait_seconds`` for one.
 
     Between tries the request holds no connection, transaction or lock: it sleeps on the
     process's wake-up bell until a commit anywhere makes a job due, the next scheduled instant
-    (``run_at``, lease end) arrives, or the wait ends.
+    (``run_at``, lease end) arrives, or the wait ends. It waits only when admitted (see
+    ``app.api.admission``); refused, it answers with what its first try found.
     """
     deadline = time.monotonic() + wait_seconds
     wakeups = db.wakeups()
     turn = wakeups.turn(types)
     rung = False
-    while True:
-        # Read before looking, so a job committed after our look still rings a newer generation.
-        seen = wakeups.generation() if wait_seconds else 0
-        # A ring wakes every waiting claim of the process. They look one at a time, and once
-        # one that looked after this ring found nothing, the others go back to sleep at once.
-        with turn.gate if rung else contextlib.nullcontext():
-            found_nothing, note = turn.nothing_since(seen) if rung else (False, None)
-            claimed: list[Job] = []
-            if found_nothing:
-                next_due = cast("datetime | None", note)
-            else:
-                claimed, next_due = _try(settings, lease, max_jobs, types, waiting=wait_seconds > 0)
-                if not claimed and wait_seconds:
-                    turn.found_nothing(seen, next_due)
-        remaining = deadline - time.monotonic()
-        if claimed or remaining <= 0:
-            return claimed
-        if next_due is not None:
-            remaining = min(remaining, (next_due + _AFTER_DUE - utcnow()).total_seconds())
-        rung = wakeups.wait(seen, remaining)
+    with contextlib.ExitStack() as slot:
+        admitted = False
+        while True:
+            # Read before looking, so a job committed after our look still rings a newer generation.
+            seen = wakeups.generation() if wait_seconds else 0
+            # A ring wakes every waiting claim of the process. They look one at a time, and once
+            # one that looked after this ring found nothing, the others go back to sleep at once.
+            with turn.gate if rung else contextlib.nullcontext():
+                found_nothing, note = turn.nothing_since(seen) if rung else (False, None)
+                claimed: list[Job] = []
+                if found_nothing:
+                    next_due = cast("datetime | None", note)
+                else:
+                    claimed, next_due = _try(
+                        settings, lease, max_jobs, types, waiting=wait_seconds > 0
+                    )
+                    if not claimed and wait_seconds:
+                        turn.found_nothing(seen, next_due)
+            remaining = deadline - time.monotonic()
+            if claimed or remaining <= 0:
+                return Claim(claimed)
+            if not admitted:
+                admitted = slot.enter_context(admission().waiting(auth.caller_key()))
+                if not admitted:
+                    return Claim([], refused_wait=True)
+            if next_due is not None:
+                remaining = min(remaining, (next_due + _AFTER_DUE - utcnow()).total_seconds())
+            rung = wakeups.wait(seen, remaining)
 
 
 def _try(

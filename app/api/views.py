@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from app import db, ticks
-from app.api import auth, body, longpoll, ops
+from app.api import admission, auth, body, longpoll, ops
 from app.api import schedules as schedules_api
 from app.api import types as types_api
 from app.api.openapi import Operation, Reply, documented
@@ -210,7 +210,9 @@ def explain_job(job_id: int) -> Response:
         summary="Claim the next due job, or up to max_jobs of them (workers, admins)",
         description='Without `max_jobs` the answer is the job; with it, `{"jobs": [...]}` '
         "holding 1..max_jobs jobs in claim order. `types` hands out only those job types. "
-        "`wait_seconds` waits for a job to become due (204 when none did).",
+        "`wait_seconds` waits for a job to become due (204 when none did); when the token "
+        "(LONG_POLL_PER_TOKEN) or the process (half its handlers) already has as many "
+        "waiting as allowed, it answers 204 at once with Retry-After.",
         body=ClaimBody,
         body_required=False,
         replies={
@@ -225,7 +227,7 @@ def claim() -> Response:
     settings = queue_settings()
     claim_body = parse_body(ClaimBody, optional=True)
     types = tuple(claim_body.types) if claim_body.types else None
-    claimed = longpoll.claim(
+    claimed, refused_wait = longpoll.claim(
         settings,
         claim_body.lease_seconds,
         claim_body.wait_seconds,
@@ -233,7 +235,9 @@ def claim() -> Response:
         types=types,
     )
     if not claimed:
-        return Response(status=204)
+        # Refused a wait (too many waiting): say when to ask again rather than queue.
+        headers = {"Retry-After": admission.RETRY_AFTER} if refused_wait else None
+        return Response(status=204, headers=headers)
     if claim_body.max_jobs is None:
         return job_response(claimed[0])
     sees_errors = g.actor.sees_errors

@@ -1,5 +1,6 @@
-"""/metrics behind real gunicorn workers and two app servers on one database: job figures are
-the database's from every server, HTTP figures add up over the workers of a server."""
+"""/metrics behind two app servers on one database, ``make serve``'s (granian) and plain
+gunicorn: job figures are the database's from every server, HTTP figures add up over the
+workers of a server."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.ops.metrics_help import parse, value
-from tests.servers import Client, Gunicorn, prepare_database, running
+from tests.servers import Client, Gunicorn, Served, prepare_database, running
 
 pytestmark = pytest.mark.slow
 ENQUEUES = 60
@@ -35,7 +36,7 @@ def test_figures_agree_with_the_database_across_workers_and_servers(tmp_path: Pa
     database = prepare_database(
         tmp_path / "db", {"maker": "producer", "runner": "worker", "prom": "monitor"}
     )
-    first = Gunicorn(database, tmp_path / "logs1", workers=3)
+    first = Served(database, tmp_path / "logs1", workers=3)
     second = Gunicorn(database, tmp_path / "logs2", workers=2)
     (tmp_path / "logs1").mkdir()
     (tmp_path / "logs2").mkdir()

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.reliability import fleet
-from tests.servers import REPO, Client, Database, Gunicorn, prepare_database
+from tests.servers import REPO, Client, Database, Served, prepare_database
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
 
@@ -37,13 +37,14 @@ def database(database_url: str, tmp_path: Path) -> Database:
 
 
 @pytest.fixture
-def servers(database: Database, tmp_path: Path) -> Iterator[list[Gunicorn]]:
-    """Two gunicorn instances on different ports; recovered leases are due within a second."""
+def servers(database: Database, tmp_path: Path) -> Iterator[list[Served]]:
+    """Two production servers (``make serve``'s) on different ports; recovered leases are
+    due within a second."""
     started = []
     try:
         for name in ("a", "b"):
             (tmp_path / name).mkdir()
-            server = Gunicorn(database, tmp_path / name, workers=2, BACKOFF_BASE_SECONDS=1)
+            server = Served(database, tmp_path / name, workers=2, BACKOFF_BASE_SECONDS=1)
             started.append(server.start())
         yield started
     finally:
@@ -82,7 +83,7 @@ def _sql(database: Database, statement: str) -> list[Any]:
 
 
 def test_jobs_complete_exactly_once_across_two_servers_even_when_one_is_killed(
-    servers: list[Gunicorn], database: Database, tmp_path: Path
+    servers: list[Served], database: Database, tmp_path: Path
 ) -> None:
     hosts = [server.host for server in servers]
     stop = tmp_path / "stop"
@@ -148,7 +149,7 @@ def test_jobs_complete_exactly_once_across_two_servers_even_when_one_is_killed(
 
 
 def test_a_long_poll_on_one_server_is_woken_by_an_enqueue_on_the_other(
-    servers: list[Gunicorn], database: Database
+    servers: list[Served], database: Database
 ) -> None:
     answer: dict[str, Any] = {}
 

@@ -1,4 +1,4 @@
-"""The production server configuration under long-polls and slow clients (real gunicorn)."""
+"""The production server (``make serve``) under long-polls and slow or silent clients."""
 
 from __future__ import annotations
 
@@ -18,7 +18,17 @@ from app.queue.requests import EnqueueBody
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (these tests run on both engines)
-from tests.servers import Client, Database, Gunicorn, app_settings, prepare_database, running
+from tests.servers import (
+    Client,
+    Database,
+    Served,
+    app_settings,
+    http_request,
+    prepare_database,
+    read_status,
+    running,
+    send_on_new_sockets,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -33,13 +43,13 @@ def database(database_url: str, tmp_path: Path) -> Database:
 
 
 @pytest.fixture
-def server(database: Database, tmp_path: Path) -> Iterator[Gunicorn]:
-    """gunicorn with the production configuration and two processes."""
-    with running(Gunicorn(database, tmp_path, workers=2)) as started:
+def server(database: Database, tmp_path: Path) -> Iterator[Served]:
+    """The production server with two processes."""
+    with running(Served(database, tmp_path, workers=2)) as started:
         yield started
 
 
-def _long_polls(server: Gunicorn, token: str, count: int, wait: float) -> Callable[[], list[Any]]:
+def _long_polls(server: Served, token: str, count: int, wait: float) -> Callable[[], list[Any]]:
     """Start ``count`` long-polling claims, each on its own connection and thread; the
     returned function joins them and gives [(status, job or None, seconds taken)]."""
     results: list[Any] = [None] * count
@@ -71,7 +81,7 @@ def _timed(call: Callable[[], tuple[int, Any, Any]]) -> tuple[int, float]:
 
 
 def test_more_waiting_claims_than_processes_leave_enqueues_and_lists_answering(
-    server: Gunicorn, database: Database
+    server: Served, database: Database
 ) -> None:
     waiting = _long_polls(server, database.tokens["worker"], count=8, wait=6)
     time.sleep(0.5)  # every long-poll is asleep in a server thread now
@@ -87,7 +97,7 @@ def test_more_waiting_claims_than_processes_leave_enqueues_and_lists_answering(
     assert len({r[1]["id"] for r in results if r[0] == 200}) == 3
 
 
-def test_slow_clients_do_not_stall_others(server: Gunicorn, database: Database) -> None:
+def test_slow_clients_do_not_stall_others(server: Served, database: Database) -> None:
     stalled = []
     for _ in range(6):  # each declares a 100-byte body, sends a few bytes and stops
         sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
@@ -112,9 +122,9 @@ def test_slow_clients_do_not_stall_others(server: Gunicorn, database: Database) 
 
 @pytest.mark.usefixtures("backend")
 def test_long_polls_in_every_process_are_woken_by_an_enqueue_from_another_process(
-    server: Gunicorn, database: Database
+    server: Served, database: Database
 ) -> None:
-    """Waiters in both gunicorn processes; the jobs are enqueued by this test's own process."""
+    """Waiters in both server processes; the jobs are enqueued by this test's own process."""
     waiting = _long_polls(server, database.tokens["worker"], count=6, wait=15)
     time.sleep(1.0)  # connections spread over both processes, every claim asleep
     app = create_app(app_settings(database))
@@ -136,8 +146,70 @@ def test_long_polls_in_every_process_are_woken_by_an_enqueue_from_another_proces
     assert woken - enqueued < 1.0, results
 
 
-def test_a_long_poll_answers_204_when_nothing_comes(server: Gunicorn, database: Database) -> None:
+def test_a_long_poll_answers_204_when_nothing_comes(server: Served, database: Database) -> None:
     client = Client(server.host, database.tokens["worker"], timeout=20)
     status, took = _timed(lambda: client.post("/jobs/claim", {"wait_seconds": 1.5}))
     client.close()
     assert status == 204 and 1.5 <= took < 4, (status, took)
+
+
+SLOW_BODY = (
+    b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100000\r\n\r\nu"
+)
+
+
+def test_slow_bodies_and_one_tokens_long_polls_leave_the_service_answering(
+    server: Served, database: Database
+) -> None:
+    """160 clients that send a byte of their body and stop, and 140 long-polls of one token
+    (the attack of issue #25): health checks and enqueues of another client still answer."""
+    stalled = send_on_new_sockets(server.port, SLOW_BODY, 160)
+    claim = http_request("POST", "/jobs/claim", database.tokens["worker"], {"wait_seconds": 5})
+    waiting = send_on_new_sockets(server.port, claim, 140)
+    try:
+        time.sleep(0.5)
+        producer = Client(server.host, database.tokens["producer"], timeout=10)
+        for _ in range(5):
+            status, took = _timed(lambda: producer.get("/healthz"))
+            assert status == 200 and took < ANSWER_WITHIN, (status, took)
+            status, took = _timed(lambda: producer.post("/jobs", {"type": "email.send"}))
+            assert status == 201 and took < ANSWER_WITHIN, (status, took)
+            producer.close()  # a new connection each time: it may land on any process
+    finally:
+        for sock in stalled + waiting:
+            sock.close()
+
+
+@pytest.fixture
+def impatient(database: Database, tmp_path: Path) -> Iterator[Served]:
+    """The production server with header and body timeouts of one second."""
+    env = {"QUEUELOG_HEADER_TIMEOUT": "1", "QUEUELOG_BODY_TIMEOUT": "1"}
+    with running(Served(database, tmp_path, workers=1, env=env)) as started:
+        yield started
+
+
+STOPPED_CLIENTS = {
+    "silent": b"",  # connects and says nothing
+    "partial headers": b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le",
+    "partial body": SLOW_BODY,  # a body that stops after one byte
+    "no body": SLOW_BODY[: SLOW_BODY.index(b"\r\n\r\n") + 4],  # announced, never sent
+}
+
+
+def test_a_client_that_stops_sending_is_cut_off_after_the_timeout(impatient: Served) -> None:
+    sockets = {
+        name: send_on_new_sockets(impatient.port, sent, 1)[0]
+        for name, sent in STOPPED_CLIENTS.items()
+    }
+    started = time.monotonic()
+    try:
+        for name, sock in sockets.items():
+            answer = read_status(sock, 5)  # None: closed without an answer
+            took = time.monotonic() - started
+            assert answer is None or answer[0] == 408, (name, answer)
+            assert 0.8 < took < 3, (name, took)
+            assert sock.recv(1) == b"", name  # and the connection is closed
+    finally:
+        for sock in sockets.values():
+            sock.close()
