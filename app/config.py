@@ -6,10 +6,12 @@ environment variables (values parsed as JSON), then the mapping passed to ``crea
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import tempfile
 import tomllib
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -109,6 +111,9 @@ DEFAULTS: dict[str, Any] = {
 
 SECRET_KEY_FILE = "secret_key"  # noqa: S105 (a file name)
 MIN_SECRET_KEY_LENGTH = 32
+# A key's strength estimated from its own characters (length times the entropy of their
+# frequencies): 40 x "a" has none, secrets.token_hex(16) about 116 bits, token_urlsafe(32) 200.
+MIN_SECRET_KEY_BITS = 100
 
 
 class ConfigError(RuntimeError):
@@ -205,11 +210,26 @@ def _secret_key(app: Flask) -> str:
             "print(secrets.token_urlsafe(48))') or put SECRET_KEY in instance/config.toml; "
             "production (gunicorn wsgi:app) never uses the generated development key."
         )
-    if len(str(key)) < MIN_SECRET_KEY_LENGTH and not app.config.get("TESTING"):
-        raise ConfigError(
-            f"SECRET_KEY is too short: use at least {MIN_SECRET_KEY_LENGTH} characters."
-        )
+    if not app.config.get("TESTING"):
+        _check_key_strength(str(key))
     return str(key)
+
+
+def _check_key_strength(key: str) -> None:
+    """Refuse a short key, and a long one made of few characters (``"a" * 40`` passes a length
+    check yet anyone can guess it, and with it forge sessions)."""
+    how = "python -c 'import secrets; print(secrets.token_urlsafe(48))'"
+    if len(key) < MIN_SECRET_KEY_LENGTH:
+        raise ConfigError(
+            f"SECRET_KEY is too short: use at least {MIN_SECRET_KEY_LENGTH} characters ({how})."
+        )
+    counts = Counter(key).values()
+    bits = -sum(n * math.log2(n / len(key)) for n in counts)
+    if bits < MIN_SECRET_KEY_BITS:
+        raise ConfigError(
+            f"SECRET_KEY is too predictable (about {bits:.0f} bits from repeated characters, "
+            f"at least {MIN_SECRET_KEY_BITS} needed): use a random key ({how})."
+        )
 
 
 def _create_key_file(key_file: Path) -> str:

@@ -17,7 +17,7 @@ from app import create_app, migrate
 from tests.builders import Api, make_api
 from tests.postgres import postgres_server
 
-TEST_SECRET = "test-secret-key-" + "x" * 40
+TEST_SECRET = "test-secret-key-3rGq7vXw1-NzKp0sTyB8uHd4LmQe6Jc9aFb2WoPi5"
 JOB_TYPES = ["email.send", "report.build", "webhook.deliver"]
 PG_TEMPLATE = "queuelog_template"
 _pg_databases = itertools.count(1)
