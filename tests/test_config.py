@@ -46,9 +46,7 @@ def test_production_refuses_a_weak_key(tmp_path: Path) -> None:
         _app(tmp_path, PRODUCTION=True, SECRET_KEY="short")
 
 
-@pytest.mark.parametrize(
-    "key", ["a" * 40, "ab" * 32, "abcd" * 10, "test-secret-key-" + "x" * 40]
-)
+@pytest.mark.parametrize("key", ["a" * 40, "ab" * 32, "abcd" * 10, "test-secret-key-" + "x" * 40])
 def test_production_refuses_a_long_but_predictable_key(tmp_path: Path, key: str) -> None:
     with pytest.raises(ConfigError, match="SECRET_KEY is too predictable"):
         _app(tmp_path, PRODUCTION=True, SECRET_KEY=key)
