@@ -20,6 +20,7 @@ class AuditAction(StrEnum):
     USER_CREATE = "user_create"
     USER_UPDATE = "user_update"  # role and priority cap, set together
     USER_PASSWORD = "user_password"  # noqa: S105 (an action name)
+    PASSWORD_CHANGE_FAILED = "password_change_failed"  # noqa: S105 (wrong current password)
     USER_ENABLE = "user_enable"
     USER_DISABLE = "user_disable"
     TOKEN_ISSUE = "token_issue"  # noqa: S105

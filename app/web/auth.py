@@ -12,7 +12,6 @@ from flask import (
     url_for,
 )
 from flask_login import current_user, login_user, logout_user
-from werkzeug.exceptions import TooManyRequests
 from werkzeug.wrappers import Response
 
 from app import access, db
@@ -25,19 +24,13 @@ from app.audit.actions import AuditAction
 from app.timeutil import utcnow
 from app.web.forms import CodeForm, LoginForm
 from app.web.redirects import safe_next
-from app.web.throttle import login_throttle
+from app.web.throttle import client_address, login_throttle, refusal
 
 bp = Blueprint("auth", __name__)
 LOGIN_FAILED = "Invalid user name or password."
 CODE_FAILED = "Invalid or already used code."
 PENDING = "pending_login"  # session key: the user whose password passed, awaiting the code
 PENDING_SECONDS = 300
-
-
-def _refuse(retry_after: int) -> TooManyRequests:
-    refusal = TooManyRequests("Too many sign-in attempts; try again later.")
-    refusal.retry_after = retry_after
-    return refusal
 
 
 def _sign_in(user: User, next_page: str | None) -> Response:
@@ -83,9 +76,9 @@ def second_factor_step() -> Response | tuple[str, int]:
     form = CodeForm()
     status = 200
     if form.validate_on_submit():
-        throttle, address = login_throttle(), request.remote_addr or ""
+        throttle, address = login_throttle(), client_address()
         if (retry_after := throttle.attempt(address, user.name)) is not None:
-            raise _refuse(retry_after)
+            raise refusal(retry_after)
         with db.transaction() as conn:
             accepted = second_factor.verify(conn, user, form.code.data, now=utcnow())
         if accepted:
@@ -104,9 +97,9 @@ def login() -> Response | tuple[str, int]:
     form = LoginForm()
     status = 200
     if form.validate_on_submit():
-        throttle, address = login_throttle(), request.remote_addr or ""
+        throttle, address = login_throttle(), client_address()
         if (retry_after := throttle.attempt(address, form.username.data)) is not None:
-            raise _refuse(retry_after)
+            raise refusal(retry_after)
         with db.read() as conn:
             user = accounts.authenticate_password(conn, form.username.data, form.password.data)
         if user is not None:
