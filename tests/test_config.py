@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 
 from app import create_app
 from app.config import ConfigError
-from tests.conftest import TEST_SECRET
+from app.secretbox import SecretBox
+from tests.conftest import TEST_SECRET, TEST_SECRETS_KEY
 
 
 def _app(tmp_path: Path, **config: Any) -> Any:
@@ -101,3 +103,28 @@ def test_flow_settings_become_the_types_defaults(tmp_path: Path) -> None:
     app = _app(tmp_path, SECRET_KEY=TEST_SECRET, JOB_TYPE_SETTINGS={"report.build": flow})
     limits = app.extensions[EXTENSION_KEY].flow["report.build"]
     assert (limits.max_running, str(limits.rate_limit), limits.paused) == (4, "100/minute", True)
+
+
+@pytest.mark.parametrize(
+    "value", ["not a key", "zF6ucAaOK_BwvsG35SO9BR6SCT4G4xRdDRqA3vxor70=,", "c2hvcnQ=", 42]
+)
+def test_a_malformed_secrets_key_stops_the_start_naming_it(tmp_path: Path, value: Any) -> None:
+    with pytest.raises(ConfigError, match="SECRETS_KEY") as refused:
+        _app(tmp_path, SECRET_KEY=TEST_SECRET, SECRETS_KEY=value)
+    assert "not a key" not in str(refused.value)  # the message never echoes a key
+
+
+def test_development_generates_a_secrets_key_and_production_has_none_unless_set(
+    tmp_path: Path,
+) -> None:
+    first = _app(tmp_path)
+    key_file = tmp_path / "instance" / "secrets_key"
+    assert (
+        first.config["SECRETS_KEY"] == key_file.read_text() == _app(tmp_path).config["SECRETS_KEY"]
+    )
+    SecretBox.from_setting(key_file.read_text())
+    production = _app(tmp_path, PRODUCTION=True, SECRET_KEY=TEST_SECRET)
+    assert production.config["SECRETS_KEY"] is None
+    two_keys = f"{Fernet.generate_key().decode()},{TEST_SECRETS_KEY}"
+    rotated = _app(tmp_path, PRODUCTION=True, SECRET_KEY=TEST_SECRET, SECRETS_KEY=two_keys)
+    assert rotated.config["SECRETS_KEY"] == two_keys
