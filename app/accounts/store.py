@@ -60,11 +60,16 @@ def user_by_id(conn: Connection, user_id: int) -> User | None:
 
 
 def count_enabled_admins(conn: Connection, *, excluding: int) -> int:
-    """How many enabled admins there are besides user ``excluding``."""
-    query = select(func.count()).where(
-        users.c.role == "admin", users.c.disabled.is_(False), users.c.id != excluding
+    """How many enabled admins there are besides user ``excluding``. The admins' rows stay
+    locked until the caller's transaction ends (FOR UPDATE; SQLite has one writer anyway), so
+    two admins demoting each other at once on PostgreSQL take turns: the second one counts
+    after the first commits, and the last-admin rule holds."""
+    query = (
+        select(users.c.id)
+        .where(users.c.role == "admin", users.c.disabled.is_(False))
+        .with_for_update()
     )
-    return int(conn.execute(query).scalar_one())
+    return sum(1 for user_id in conn.execute(query).scalars() if user_id != excluding)
 
 
 def password_hash(conn: Connection, user_id: int) -> str | None:
