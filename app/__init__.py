@@ -20,7 +20,17 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         template_folder="../templates",
         static_folder="../static",
     )
-    from app import bodylimit, cli, db, errors, queue_settings, ratelimit, security, ticks
+    from app import (
+        bodylimit,
+        cli,
+        db,
+        errors,
+        queue_settings,
+        ratelimit,
+        secretbox,
+        security,
+        ticks,
+    )
     from app import config as app_config
     from app.accounts import login
     from app.api import (
@@ -51,6 +61,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     ratelimit.init_app(app)
     limiter.init_app(app)
     throttle.init_app(app)
+    secretbox.init_app(app)
     login.init_app(app)
     security.init_app(app)
     bodylimit.init_app(app)

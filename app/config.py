@@ -6,21 +6,29 @@ environment variables (values parsed as JSON), then the mapping passed to ``crea
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import tempfile
 import tomllib
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from cryptography.fernet import Fernet
 from flask import Flask
 
 from app.queue.flow import FLOW_KEYS, config_limits
+from app.secretbox import SecretBox
 
 DEFAULTS: dict[str, Any] = {
     # Signs session cookies and CSRF tokens. Production refuses to start without a strong one.
     "SECRET_KEY": None,
+    # Encrypts secrets at rest (TOTP secrets): comma-separated Fernet keys, the first encrypts,
+    # all decrypt (rotation). None: development generates instance/secrets_key; production
+    # then has none, and turning on the second factor is refused, naming this setting.
+    "SECRETS_KEY": None,
     # SQLAlchemy URL; None means a SQLite file in the instance folder.
     "DATABASE_URL": None,
     # True for the gunicorn entry point: no generated secret key, refuse weak ones.
@@ -114,7 +122,11 @@ DEFAULTS: dict[str, Any] = {
 }
 
 SECRET_KEY_FILE = "secret_key"  # noqa: S105 (a file name)
+SECRETS_KEY_FILE = "secrets_key"
 MIN_SECRET_KEY_LENGTH = 32
+# A key's strength estimated from its own characters (length times the entropy of their
+# frequencies): 40 x "a" has none, secrets.token_hex(16) about 116 bits, token_urlsafe(32) 200.
+MIN_SECRET_KEY_BITS = 100
 
 
 class ConfigError(RuntimeError):
@@ -138,6 +150,7 @@ def load_config(app: Flask, overrides: dict[str, Any] | None) -> None:
     if not app.config["DATABASE_URL"]:
         app.config["DATABASE_URL"] = f"sqlite:///{Path(app.instance_path) / 'queuelog.sqlite3'}"
     app.config["SECRET_KEY"] = _secret_key(app)
+    app.config["SECRETS_KEY"] = _secrets_key(app)
     _check_limits(app.config)
 
 
@@ -225,19 +238,57 @@ def _secret_key(app: Flask) -> str:
             "print(secrets.token_urlsafe(48))') or put SECRET_KEY in instance/config.toml; "
             "production (gunicorn wsgi:app) never uses the generated development key."
         )
-    if len(str(key)) < MIN_SECRET_KEY_LENGTH and not app.config.get("TESTING"):
-        raise ConfigError(
-            f"SECRET_KEY is too short: use at least {MIN_SECRET_KEY_LENGTH} characters."
-        )
+    if not app.config.get("TESTING"):
+        _check_key_strength(str(key))
     return str(key)
 
 
-def _create_key_file(key_file: Path) -> str:
-    """Create the instance key file once; concurrent processes all read the winner's key."""
+def _check_key_strength(key: str) -> None:
+    """Refuse a short key, and a long one made of few characters (``"a" * 40`` passes a length
+    check yet anyone can guess it, and with it forge sessions)."""
+    how = "python -c 'import secrets; print(secrets.token_urlsafe(48))'"
+    if len(key) < MIN_SECRET_KEY_LENGTH:
+        raise ConfigError(
+            f"SECRET_KEY is too short: use at least {MIN_SECRET_KEY_LENGTH} characters ({how})."
+        )
+    counts = Counter(key).values()
+    bits = -sum(n * math.log2(n / len(key)) for n in counts)
+    if bits < MIN_SECRET_KEY_BITS:
+        raise ConfigError(
+            f"SECRET_KEY is too predictable (about {bits:.0f} bits from repeated characters, "
+            f"at least {MIN_SECRET_KEY_BITS} needed): use a random key ({how})."
+        )
+
+
+def _secrets_key(app: Flask) -> str | None:
+    """``SECRETS_KEY`` checked (a malformed key stops the start, naming the setting); for
+    development runs without one, the instance folder's generated key."""
+    key = app.config.get("SECRETS_KEY")
+    if not key and not app.config["PRODUCTION"]:
+        key_file = Path(app.instance_path) / SECRETS_KEY_FILE
+        key = (
+            key_file.read_text().strip()
+            if key_file.is_file()
+            else _create_key_file(key_file, Fernet.generate_key().decode())
+        )
+    if not key:
+        return None
+    if not isinstance(key, str):
+        raise ConfigError("SECRETS_KEY must be a string of comma-separated Fernet keys")
+    try:
+        SecretBox.from_setting(key)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return key
+
+
+def _create_key_file(key_file: Path, key: str | None = None) -> str:
+    """Create the instance key file once (with ``key``, else a random secret key); concurrent
+    processes all read the winner's key."""
     key_file.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=key_file.parent, prefix=".secret-")
     try:
-        os.write(fd, secrets.token_urlsafe(48).encode())
+        os.write(fd, (key or secrets.token_urlsafe(48)).encode())
         os.close(fd)
         os.link(tmp, key_file)  # atomic: the first process wins, the others read its key
     except FileExistsError:

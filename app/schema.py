@@ -49,9 +49,13 @@ users = Table(
     Column("session_nonce", String(64), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
     # Second factor: the TOTP secret (None until enrolled) and the last time step accepted,
-    # so a code cannot be used twice.
+    # so a code cannot be used twice. The secret is encrypted under SECRETS_KEY in
+    # totp_sealed; totp_secret holds only secrets stored in plain text before migration 0012,
+    # until their next use moves them. totp_pending: the secret shown during enrolment.
     Column("totp_secret", String(64), nullable=True),
     Column("totp_last_step", BigInteger, nullable=True),
+    Column("totp_sealed", String(512), nullable=True),
+    Column("totp_pending", String(512), nullable=True),
     CheckConstraint("role IN ('producer', 'worker', 'admin', 'monitor')", name="role"),
     CheckConstraint("max_priority IN (0, 10, 20, 30)", name="max_priority"),
     sqlite_autoincrement=True,

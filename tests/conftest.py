@@ -17,7 +17,9 @@ from app import create_app, migrate
 from tests.builders import Api, make_api
 from tests.postgres import postgres_server
 
-TEST_SECRET = "test-secret-key-" + "x" * 40
+TEST_SECRET = "test-secret-key-3rGq7vXw1-NzKp0sTyB8uHd4LmQe6Jc9aFb2WoPi5"
+# A Fernet key (the format of SECRETS_KEY): test apps encrypt TOTP secrets under it.
+TEST_SECRETS_KEY = "zF6ucAaOK_BwvsG35SO9BR6SCT4G4xRdDRqA3vxor70="
 JOB_TYPES = ["email.send", "report.build", "webhook.deliver"]
 PG_TEMPLATE = "queuelog_template"
 _pg_databases = itertools.count(1)
@@ -28,6 +30,7 @@ def base_config(database_url: str, **overrides: Any) -> dict[str, Any]:
     return {
         "TESTING": True,
         "SECRET_KEY": TEST_SECRET,
+        "SECRETS_KEY": TEST_SECRETS_KEY,
         "DATABASE_URL": database_url,
         "JOB_TYPES": JOB_TYPES,
         "SQLITE_SYNCHRONOUS": "NORMAL",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 REPO = Path(__file__).resolve().parent.parent
-SECRET = "reliability-secret-key-" + "s" * 40
+SECRET = "reliability-secret-key-Vb7Kq2Lx9-Rm4Tz0Wc6Np1Hs8Fy3Dj5Ga"
 JOB_TYPES = ["email.send", "report.build", "webhook.deliver"]
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0

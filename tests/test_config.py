@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 
 from app import create_app
 from app.config import ConfigError
-from tests.conftest import TEST_SECRET
+from app.secretbox import SecretBox
+from tests.conftest import TEST_SECRET, TEST_SECRETS_KEY
 
 
 def _app(tmp_path: Path, **config: Any) -> Any:
@@ -44,6 +46,12 @@ def test_production_refuses_to_start_without_a_key_even_if_development_made_one(
 def test_production_refuses_a_weak_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="too short"):
         _app(tmp_path, PRODUCTION=True, SECRET_KEY="short")
+
+
+@pytest.mark.parametrize("key", ["a" * 40, "ab" * 32, "abcd" * 10, "test-secret-key-" + "x" * 40])
+def test_production_refuses_a_long_but_predictable_key(tmp_path: Path, key: str) -> None:
+    with pytest.raises(ConfigError, match="SECRET_KEY is too predictable"):
+        _app(tmp_path, PRODUCTION=True, SECRET_KEY=key)
 
 
 def test_production_starts_with_a_strong_key(tmp_path: Path) -> None:
@@ -110,3 +118,28 @@ def test_the_servers_thread_count_is_the_apps(
     monkeypatch.setenv("QUEUELOG_THREADS", "twelve")
     with pytest.raises(ConfigError, match="QUEUELOG_THREADS must be a positive integer"):
         _app(tmp_path, SECRET_KEY=TEST_SECRET)
+
+
+@pytest.mark.parametrize(
+    "value", ["not a key", "zF6ucAaOK_BwvsG35SO9BR6SCT4G4xRdDRqA3vxor70=,", "c2hvcnQ=", 42]
+)
+def test_a_malformed_secrets_key_stops_the_start_naming_it(tmp_path: Path, value: Any) -> None:
+    with pytest.raises(ConfigError, match="SECRETS_KEY") as refused:
+        _app(tmp_path, SECRET_KEY=TEST_SECRET, SECRETS_KEY=value)
+    assert "not a key" not in str(refused.value)  # the message never echoes a key
+
+
+def test_development_generates_a_secrets_key_and_production_has_none_unless_set(
+    tmp_path: Path,
+) -> None:
+    first = _app(tmp_path)
+    key_file = tmp_path / "instance" / "secrets_key"
+    assert (
+        first.config["SECRETS_KEY"] == key_file.read_text() == _app(tmp_path).config["SECRETS_KEY"]
+    )
+    SecretBox.from_setting(key_file.read_text())
+    production = _app(tmp_path, PRODUCTION=True, SECRET_KEY=TEST_SECRET)
+    assert production.config["SECRETS_KEY"] is None
+    two_keys = f"{Fernet.generate_key().decode()},{TEST_SECRETS_KEY}"
+    rotated = _app(tmp_path, PRODUCTION=True, SECRET_KEY=TEST_SECRET, SECRETS_KEY=two_keys)
+    assert rotated.config["SECRETS_KEY"] == two_keys

@@ -29,6 +29,12 @@ class InvalidAccountInput(AccountError):
         super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()), errors)
 
 
+class WrongPasswordOrCode(AccountError):
+    """Wrong password or code."""
+
+    status = 401
+
+
 class AccountForbidden(AccountError):
     """Forbidden."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
 
@@ -60,11 +60,16 @@ def user_by_id(conn: Connection, user_id: int) -> User | None:
 
 
 def count_enabled_admins(conn: Connection, *, excluding: int) -> int:
-    """How many enabled admins there are besides user ``excluding``."""
-    query = select(func.count()).where(
-        users.c.role == "admin", users.c.disabled.is_(False), users.c.id != excluding
+    """How many enabled admins there are besides user ``excluding``. The admins' rows stay
+    locked until the caller's transaction ends (FOR UPDATE; SQLite has one writer anyway), so
+    two admins demoting each other at once on PostgreSQL take turns: the second one counts
+    after the first commits, and the last-admin rule holds."""
+    query = (
+        select(users.c.id)
+        .where(users.c.role == "admin", users.c.disabled.is_(False))
+        .with_for_update()
     )
-    return int(conn.execute(query).scalar_one())
+    return sum(1 for user_id in conn.execute(query).scalars() if user_id != excluding)
 
 
 def password_hash(conn: Connection, user_id: int) -> str | None:
@@ -137,19 +142,60 @@ def token_by_id(conn: Connection, token_id: int) -> ApiToken | None:
     return ApiToken.from_row(row._mapping) if row else None
 
 
-def totp_state(conn: Connection, user_id: int) -> tuple[str | None, int | None]:
-    """A user's TOTP secret (None when not enrolled) and the last time step accepted."""
+class TotpState(NamedTuple):
+    """A user's second factor as stored: the secret encrypted (``sealed``) or, if stored before
+    secrets were encrypted, in plain text (``plain``); the last step accepted."""
+
+    plain: str | None
+    sealed: str | None
+    last_step: int | None
+
+
+def totp_state(conn: Connection, user_id: int) -> TotpState:
+    """A user's stored second factor (all None when not enrolled)."""
     row = conn.execute(
-        select(users.c.totp_secret, users.c.totp_last_step).where(users.c.id == user_id)
+        select(users.c.totp_secret, users.c.totp_sealed, users.c.totp_last_step).where(
+            users.c.id == user_id
+        )
     ).first()
-    return (row.totp_secret, row.totp_last_step) if row else (None, None)
+    return TotpState(*row) if row else TotpState(None, None, None)
 
 
-def set_totp(conn: Connection, user_id: int, secret: str, step: int) -> None:
-    """Store a user's TOTP secret and the step of the code that confirmed it."""
+def set_totp(conn: Connection, user_id: int, sealed: str, step: int | None) -> None:
+    """Store a user's encrypted TOTP secret (dropping any plain-text one and the pending one)
+    and the step of the code that confirmed it."""
     conn.execute(
-        update(users).where(users.c.id == user_id).values(totp_secret=secret, totp_last_step=step)
+        update(users)
+        .where(users.c.id == user_id)
+        .values(totp_sealed=sealed, totp_secret=None, totp_pending=None, totp_last_step=step)
     )
+
+
+def seal_plain_totp(conn: Connection, user_id: int, sealed: str) -> None:
+    """Replace a plain-text TOTP secret by its encrypted form (the last step stays)."""
+    conn.execute(
+        update(users).where(users.c.id == user_id).values(totp_sealed=sealed, totp_secret=None)
+    )
+
+
+def clear_totp(conn: Connection, user_id: int) -> None:
+    """Turn a user's second factor off: no secret, no step, no recovery codes."""
+    conn.execute(
+        update(users)
+        .where(users.c.id == user_id)
+        .values(totp_secret=None, totp_sealed=None, totp_pending=None, totp_last_step=None)
+    )
+    conn.execute(delete(recovery_codes).where(recovery_codes.c.user_id == user_id))
+
+
+def pending_totp(conn: Connection, user_id: int) -> str | None:
+    """The encrypted secret of an enrolment in progress."""
+    return conn.execute(select(users.c.totp_pending).where(users.c.id == user_id)).scalar()
+
+
+def set_pending_totp(conn: Connection, user_id: int, sealed: str) -> None:
+    """Keep the encrypted secret an enrolment shows until a code confirms it."""
+    conn.execute(update(users).where(users.c.id == user_id).values(totp_pending=sealed))
 
 
 def advance_totp_step(conn: Connection, user_id: int, step: int) -> bool:
@@ -172,6 +218,14 @@ def replace_recovery_codes(conn: Connection, user_id: int, code_hashes: list[str
     conn.execute(
         insert(recovery_codes), [{"user_id": user_id, "code_hash": h} for h in code_hashes]
     )
+
+
+def count_recovery_codes(conn: Connection, user_id: int) -> int:
+    """How many of a user's recovery codes are still unused."""
+    query = select(func.count()).where(
+        recovery_codes.c.user_id == user_id, recovery_codes.c.used_at.is_(None)
+    )
+    return int(conn.execute(query).scalar_one())
 
 
 def spend_recovery_code(conn: Connection, user_id: int, code_hash: str, now: datetime) -> bool:

@@ -20,6 +20,12 @@ class AuditAction(StrEnum):
     USER_CREATE = "user_create"
     USER_UPDATE = "user_update"  # role and priority cap, set together
     USER_PASSWORD = "user_password"  # noqa: S105 (an action name)
+    PASSWORD_CHANGE_FAILED = "password_change_failed"  # noqa: S105 (wrong current password)
+    SECOND_FACTOR_ON = "second_factor_on"
+    SECOND_FACTOR_OFF = "second_factor_off"
+    RECOVERY_CODES_NEW = "recovery_codes_new"  # all recovery codes replaced
+    RECOVERY_CODE_USED = "recovery_code_used"  # a sign-in spent one (details: how many remain)
+    SECOND_FACTOR_CHANGE_FAILED = "second_factor_change_failed"  # wrong password or code
     USER_ENABLE = "user_enable"
     USER_DISABLE = "user_disable"
     TOKEN_ISSUE = "token_issue"  # noqa: S105

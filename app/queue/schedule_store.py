@@ -12,7 +12,8 @@ from sqlalchemy.exc import IntegrityError
 
 from app.queue import engines
 from app.queue.schedule_models import Schedule
-from app.schema import schedules
+from app.queue.states import Role
+from app.schema import schedules, users
 
 _COLUMNS = [schedules.c[name] for name in Schedule.__dataclass_fields__]
 
@@ -91,6 +92,13 @@ def due_schedules(conn: Connection, now: datetime, limit: int) -> list[Schedule]
     )
     query = engines.of(conn).skip_locked(query)
     return [Schedule.from_row(row._mapping) for row in conn.execute(query)]
+
+
+def creator_may_run(conn: Connection, user_id: int) -> bool:
+    """Whether a schedule's creator is still an enabled admin: schedules run in their name,
+    and only admins manage schedules."""
+    row = conn.execute(select(users.c.role, users.c.disabled).where(users.c.id == user_id)).first()
+    return row is not None and row.role == Role.ADMIN.value and not row.disabled
 
 
 def claim_slot(

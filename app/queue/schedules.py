@@ -193,6 +193,10 @@ def _fire(
         # Later slots would fail alike: the slot passes without a job and the log says why.
         log.warning("schedule %s cannot enqueue: %s", schedule.name, exc.detail)
         request = None
+    if request is not None and not store.creator_may_run(conn, schedule.created_by):
+        # A disabled (or demoted) account's schedules do not act in its name either.
+        log.warning("schedule %s: its creator is disabled or no longer an admin", schedule.name)
+        request = None
     run = request is not None and (schedule.catch_up == "one" or now - latest <= grace)
     claimed = store.claim_slot(
         conn,

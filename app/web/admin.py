@@ -37,7 +37,7 @@ def require_admin_enrolled() -> Response | None:
             enrolled = second_factor.is_enrolled(conn, current_user.user)
         if not enrolled:
             flash("Turn on the second factor to use the admin pages.", "info")
-            return redirect(url_for("web.account.enrol_second_factor"))
+            return redirect(url_for("web.second_factor.page"))
     return None
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import (
     Blueprint,
     flash,
@@ -12,7 +14,6 @@ from flask import (
     url_for,
 )
 from flask_login import current_user, login_user, logout_user
-from werkzeug.exceptions import TooManyRequests
 from werkzeug.wrappers import Response
 
 from app import access, db
@@ -22,10 +23,11 @@ from app.accounts.login import LOGIN_AT, SessionUser
 from app.accounts.models import User
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
+from app.secretbox import current_box
 from app.timeutil import utcnow
 from app.web.forms import CodeForm, LoginForm
 from app.web.redirects import safe_next
-from app.web.throttle import login_throttle
+from app.web.throttle import client_address, login_throttle, refusal
 
 bp = Blueprint("auth", __name__)
 LOGIN_FAILED = "Invalid user name or password."
@@ -34,20 +36,14 @@ PENDING = "pending_login"  # session key: the user whose password passed, awaiti
 PENDING_SECONDS = 300
 
 
-def _refuse(retry_after: int) -> TooManyRequests:
-    refusal = TooManyRequests("Too many sign-in attempts; try again later.")
-    refusal.retry_after = retry_after
-    return refusal
-
-
-def _sign_in(user: User, next_page: str | None) -> Response:
+def _sign_in(user: User, next_page: str | None, **details: Any) -> Response:
     """Start the signed-in session. A new session for the new identity: nothing from before
     the login survives (no fixation), and the login time makes the session "fresh"."""
     session.clear()
     login_user(SessionUser(user), fresh=True)
     session[LOGIN_AT] = utcnow().timestamp()
     session.permanent = True
-    audit.record_alone(AuditAction.SIGN_IN, f"user:{user.name}")
+    audit.record_alone(AuditAction.SIGN_IN, f"user:{user.name}", **details)
     return redirect(safe_next(next_page))
 
 
@@ -83,14 +79,17 @@ def second_factor_step() -> Response | tuple[str, int]:
     form = CodeForm()
     status = 200
     if form.validate_on_submit():
-        throttle, address = login_throttle(), request.remote_addr or ""
+        throttle, address = login_throttle(), client_address()
         if (retry_after := throttle.attempt(address, user.name)) is not None:
-            raise _refuse(retry_after)
+            raise refusal(retry_after)
         with db.transaction() as conn:
-            accepted = second_factor.verify(conn, user, form.code.data, now=utcnow())
-        if accepted:
+            method = second_factor.verify(conn, user, current_box(), form.code.data, now=utcnow())
+            if method is second_factor.Method.RECOVERY_CODE:
+                left = second_factor.unused_recovery_codes(conn, user)
+                audit.record(conn, AuditAction.RECOVERY_CODE_USED, f"user:{user.name}", left=left)
+        if method is not None:
             throttle.succeeded(address, user.name)
-            return _sign_in(user, request.args.get("next"))
+            return _sign_in(user, request.args.get("next"), second_factor=method.value)
         form.form_errors.append(CODE_FAILED)
         audit.record_alone(AuditAction.SIGN_IN_FAILED, f"user:{user.name}", step="code")
         status = 401
@@ -104,9 +103,9 @@ def login() -> Response | tuple[str, int]:
     form = LoginForm()
     status = 200
     if form.validate_on_submit():
-        throttle, address = login_throttle(), request.remote_addr or ""
+        throttle, address = login_throttle(), client_address()
         if (retry_after := throttle.attempt(address, form.username.data)) is not None:
-            raise _refuse(retry_after)
+            raise refusal(retry_after)
         with db.read() as conn:
             user = accounts.authenticate_password(conn, form.username.data, form.password.data)
         if user is not None:

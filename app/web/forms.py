@@ -49,6 +49,14 @@ class CodeForm(FlaskForm):
     code = StringField("Code", validators=[InputRequired(), Length(max=32)])
 
 
+class SecondFactorChangeForm(FlaskForm):
+    """The password and a current code, to turn the second factor off or renew its recovery
+    codes (a stolen session alone can do neither)."""
+
+    password = PasswordField("Password", validators=[InputRequired(), Length(max=1024)])
+    code = StringField("Code", validators=[InputRequired(), Length(max=32)])
+
+
 class PasswordChangeForm(FlaskForm):
     """The user's current password and the new one."""
 

@@ -1,4 +1,6 @@
-"""Sign-in throttling per client address and per account, counted before the password check.
+"""Password-guess throttling per client address and per account, counted before the password
+is checked: signing in, its second step, and the current password of a password change all
+draw on the same two counters, so a stolen session guesses no faster than a stranger.
 
 Each attempt increments its counters first (one atomic statement per counter) and is refused
 unchecked when a counter is over its limit, so concurrent guesses cannot slip past the limit.
@@ -13,9 +15,10 @@ import time
 from dataclasses import dataclass
 from typing import cast
 
-from flask import Flask, current_app
+from flask import Flask, current_app, request
 from limits import RateLimitItem, parse
 from limits.storage import Storage, storage_from_string
+from werkzeug.exceptions import TooManyRequests
 
 from app import db
 from app.ratelimit import DatabaseStorage
@@ -73,3 +76,15 @@ def init_app(app: Flask) -> None:
 def login_throttle() -> LoginThrottle:
     """The current app's sign-in throttle."""
     return current_app.extensions[EXTENSION_KEY]  # type: ignore[no-any-return]
+
+
+def client_address() -> str:
+    """The address the per-address counter counts (after ProxyFix when TRUSTED_PROXIES)."""
+    return request.remote_addr or ""
+
+
+def refusal(retry_after: int) -> TooManyRequests:
+    """The 429 for an attempt over a limit, with Retry-After set to the window's end."""
+    refused = TooManyRequests("Too many attempts; try again later.")
+    refused.retry_after = retry_after
+    return refused

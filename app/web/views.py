@@ -11,7 +11,7 @@ from app.accounts.errors import AccountError
 from app.queue.errors import QueueError
 from app.queue.policy import Action
 from app.timeutil import human_duration
-from app.web import account, admin, auth, bulk, operations, pages, schedules, types
+from app.web import account, admin, auth, bulk, operations, pages, schedules, second_factor, types
 from app.web.guard import current_actor
 from app.web.htmx import is_htmx
 
@@ -20,6 +20,7 @@ bp.register_blueprint(auth.bp)
 bp.register_blueprint(pages.bp)
 bp.register_blueprint(admin.bp)
 bp.register_blueprint(account.bp)
+bp.register_blueprint(second_factor.bp)
 bp.register_blueprint(operations.bp)
 bp.register_blueprint(schedules.bp)
 bp.register_blueprint(bulk.bp)

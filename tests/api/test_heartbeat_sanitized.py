@@ -17,3 +17,19 @@ def test_sanitizer_covers_heartbeat_messages(app: Flask, producer: Api, worker: 
     assert response.status_code == 200
     stored = job_row(app, job["id"])["progress_message"]
     assert stored == "pushing with [REDACTED] PGPASSWORD=[REDACTED] evil"
+
+
+def test_heartbeat_messages_lose_the_third_pass_variants(
+    app: Flask, producer: Api, worker: Api
+) -> None:
+    job = producer.enqueue()
+    worker.claim()
+    message = (
+        'PGPASSWORD="Quoted SecretPW" psql; curl -u deploy:pw2 x; '
+        "postgres://u:pa/ssSLASHPW@db/x a\u200fb"
+    )
+    response = worker.post(f"/jobs/{job['id']}/heartbeat", {"progress": 5, "message": message})
+    assert response.status_code == 200
+    assert job_row(app, job["id"])["progress_message"] == (
+        "PGPASSWORD=[REDACTED] psql; curl -u deploy:[REDACTED] x; postgres://[REDACTED]@db/x ab"
+    )

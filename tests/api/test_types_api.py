@@ -170,3 +170,23 @@ def test_a_type_at_max_running_says_so(admin: Api, producer: Api, worker: Api) -
         "type": "report.build", "max_running": 1, "running": 1,
     }  # fmt: skip
     assert reasons["behind_in_queue"]["ahead"] == 0
+
+
+def test_every_api_route_is_under_an_api_root(app: Flask) -> None:
+    """A route the list of API roots misses gets the page session and the page Origin check."""
+    from app.security import is_api_path
+
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint.split(".")[0] == "api":
+            assert is_api_path(rule.rule.split("<")[0].rstrip("/") or "/"), rule.rule
+
+
+def test_patch_types_with_an_origin_header_is_a_bearer_call_without_a_session(admin: Api) -> None:
+    origin = {"Origin": "https://elsewhere.example"}
+    changed = admin.client.patch(
+        "/types/report.build", json={"paused": True}, headers=admin.headers(origin)
+    )
+    assert changed.status_code == 200, changed.data[:200]
+    assert changed.get_json()["paused"] is True
+    assert "Set-Cookie" not in changed.headers
+    assert "Cookie" not in changed.headers.get("Vary", "")

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, select, update
 
 from app import db
 from app.queue import schedules, store
 from app.queue.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.queue.models import Actor, Job, QueueSettings
 from app.queue.schedule_models import Schedule, ScheduleCreate, ScheduleUpdate, parse
-from app.schema import jobs
+from app.schema import jobs, users
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_user
 
@@ -135,6 +135,27 @@ def test_disabled_schedules_never_fire_and_resume_from_now(desk: Desk) -> None:
     enabled = desk.update(schedule.id, now=at(15, 10), enabled=True)
     assert enabled.next_run_at == at(16)  # slots missed while disabled are not caught up
     assert desk.tick(at(15, 30)) == []
+
+
+def _set_creator(desk: Desk, **values: Any) -> None:
+    with desk.tx() as conn:
+        conn.execute(update(users).where(users.c.id == desk.admin.id).values(**values))
+
+
+def test_a_disabled_or_demoted_creators_schedules_stop_enqueuing_in_their_name(
+    desk: Desk,
+) -> None:
+    """Schedules run as the admin who made them: once that account is disabled or no longer
+    an admin, their slots pass without a job (the account cannot act, nor can its schedules)."""
+    desk.create()
+    assert len(desk.tick(at(10, 0, 1))) == 1
+    _set_creator(desk, disabled=True)
+    assert desk.tick(at(11, 0, 1)) == []
+    _set_creator(desk, disabled=False, role="producer")
+    assert desk.tick(at(12, 0, 1)) == []
+    _set_creator(desk, role="admin")
+    assert len(desk.tick(at(13, 0, 1))) == 1  # back in charge: the next slot fires
+    assert len(desk.jobs()) == 2
 
 
 def test_changing_the_timing_moves_the_next_slot_and_other_changes_keep_it(desk: Desk) -> None:

@@ -129,7 +129,8 @@ class TestBehindATrustedProxy:
         client = team.app.test_client()
         https = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "queue.example"}
         page = client.get("/login", headers=https)
-        assert page.headers["Strict-Transport-Security"].startswith("max-age=")
+        assert page.headers["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains"
+        assert page.headers["Cross-Origin-Opener-Policy"] == "same-origin"
         response = client.post(
             "/login",
             data={"username": "prod", "password": PASSWORD, "csrf_token": csrf_token(page)},
@@ -141,6 +142,7 @@ class TestBehindATrustedProxy:
     def test_without_the_forwarded_proto_it_is_plain_http(self, team: Team) -> None:
         response = team.app.test_client().get("/login")
         assert "Strict-Transport-Security" not in response.headers
+        assert response.headers["Cross-Origin-Opener-Policy"] == "same-origin"
 
 
 def test_logout_needs_post_and_csrf(team: Team) -> None:

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import pyotp
 import pytest
 from playwright.sync_api import ConsoleMessage, Page, expect
 
@@ -182,3 +183,37 @@ def test_api_reference_renders_under_the_csp(watched: Page, live_site: LiveSite)
     expect(watched.locator(".opblock")).to_have_count(operations)
     watched.locator(".opblock-summary", has_text="/jobs/claim").first.click()
     expect(watched.locator(".opblock-body").first).to_contain_text("lease_seconds")
+
+
+def test_second_factor_on_renewed_and_off_at_375_px(
+    watched: Page, live_site: LiveSite, people, expected_statuses: list[int]
+) -> None:
+    """Turn the factor on with a real code, renew the recovery codes and turn it off, on a
+    small phone's width."""
+    expected_statuses.append(401)  # the wrong code below
+    watched.set_viewport_size({"width": 375, "height": 800})
+    sign_in(watched, live_site, people["producer"], "/ui/account/second-factor")
+    totp = pyotp.TOTP(watched.locator("#totp-key").input_value())
+    watched.get_by_label("Code").fill(totp.now())
+    watched.get_by_role("button", name="Turn on").click()
+    expect(watched.locator(".recovery-codes code")).to_have_count(10)
+    recovery = watched.locator(".recovery-codes code").all_inner_texts()
+    watched.get_by_role("link", name="Done").click()
+    expect(watched.locator("#recovery-left")).to_have_text("10")
+    assert watched.evaluate("document.documentElement.scrollWidth") <= 375
+    watched.locator("#codes-password").fill(PASSWORD)
+    watched.locator("#codes-code").fill(recovery[0])
+    watched.get_by_role("button", name="Make new recovery codes").click()
+    expect(watched.locator(".recovery-codes code")).to_have_count(10)
+    renewed = watched.locator(".recovery-codes code").all_inner_texts()
+    assert set(renewed).isdisjoint(recovery)
+    watched.get_by_role("link", name="Done").click()
+    watched.locator("#off-password").fill(PASSWORD)
+    watched.locator("#off-code").fill("000000x")
+    watched.get_by_role("button", name="Turn the second factor off").click()
+    expect(watched.get_by_text("Wrong password or code.")).to_be_visible()
+    watched.locator("#off-password").fill(PASSWORD)
+    watched.locator("#off-code").fill(renewed[0])
+    watched.get_by_role("button", name="Turn the second factor off").click()
+    expect(watched.locator(".flash")).to_contain_text("The second factor is off")
+    expect(watched.locator("#totp-key")).to_be_visible()  # a new enrolment is offered
