@@ -396,3 +396,13 @@ def test_a_repeated_filter_is_refused_like_the_api(team: Team) -> None:
     response = prod.get("/ui/jobs?status=pending&status=bogus")
     assert response.status_code == 422
     assert team.producer.get("/jobs?status=pending&status=failed").status_code == 422
+
+
+def test_an_admins_cap_reads_the_same_everywhere(team: Team) -> None:
+    """The users page and the enqueue form show the cap enqueue enforces: critical for admins."""
+    boss = team.person("boss")
+    row = soup(boss.get("/ui/admin/users")).find("th", string="boss").parent
+    assert row.find("select", id=re.compile("max_priority")).find("option", selected=True).text == (
+        "critical"
+    )
+    assert "Your cap is critical" in boss.get("/ui/jobs/new").get_data(as_text=True)
