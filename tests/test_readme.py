@@ -71,7 +71,7 @@ def _script(blocks_: list[str], url: str) -> str:
     """The blocks as one bash script against ``url``, with the venv that runs these tests."""
     text = "\n".join(blocks_).replace(DOCUMENTED_URL, url)
     text = text.replace(". .venv/bin/activate", f". {sys.prefix}/bin/activate")
-    return f"set -euo pipefail\n{text}\nprintf '\\nTOKENS %s %s\\n' \"$P\" \"$W\"\n"
+    return f'set -euo pipefail\n{text}\nprintf \'\\nTOKENS %s %s\\n\' "$P" "$W"\n'
 
 
 @pytest.mark.slow
