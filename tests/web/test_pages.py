@@ -406,3 +406,18 @@ def test_an_admins_cap_reads_the_same_everywhere(team: Team) -> None:
         "critical"
     )
     assert "Your cap is critical" in boss.get("/ui/jobs/new").get_data(as_text=True)
+
+
+def test_only_failed_jobs_show_their_error_as_a_failure(team: Team) -> None:
+    """An earlier attempt's error on a job that is pending, running, completed or cancelled is
+    not shown in red: the row would read as failed."""
+    failed = failed_job(team)
+    retried = retrying_job(team)
+    page = soup(team.person("boss").get("/ui/jobs"))
+    cells = {
+        int(row.find("a").text.lstrip("#")): row.find_all("td")[-1]
+        for row in page.select("table.jobs tbody tr")
+    }
+    assert "error-text" in cells[failed["id"]]["class"]
+    assert "error-text" not in cells[retried["id"]].get("class", [])
+    assert cells[retried["id"]].text.startswith("earlier attempt: ")
