@@ -160,15 +160,51 @@ def test_progress_bar_follows_heartbeats_until_done(
     expect(watched.locator("#job-detail")).not_to_have_attribute("hx-trigger", re.compile("."))
 
 
+# Every control in <main> lies within the window (none cut off by a table that scrolls), and
+# no table cell wraps its text one or two characters per line.
+UNREACHABLE = """() => {
+  const out = [];
+  for (const el of document.querySelectorAll(
+      'main a, main button, main select, main input:not([type=hidden]), main summary, ' +
+      'main td, main tbody th')) {
+    const box = el.getBoundingClientRect();
+    if (box.width === 0 || el.closest('.visually-hidden')) continue;
+    if (box.left < 0 || box.right > window.innerWidth + 0.5) out.push(el.outerHTML.slice(0, 80));
+  }
+  for (const cell of document.querySelectorAll('main td, main th')) {
+    const text = cell.textContent.trim();
+    if (text.length < 8) continue;
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+    if (lines.size > text.length / 3) out.push('squeezed: ' + text.slice(0, 40));
+  }
+  return out;
+}"""
+
+
 def test_pages_fit_a_small_phone(watched: Page, live_site: LiveSite, people) -> None:
     job = people["producer_api"].enqueue(payload={"long": "x" * 300})
+    admin = people["admin_api"]
+    for paused in (True, False):  # audit rows with details
+        assert (
+            admin.client.patch(
+                "/types/report.build", json={"paused": paused}, headers=admin.headers()
+            ).status_code
+            == 200
+        )
     watched.set_viewport_size({"width": 375, "height": 800})
     sign_in(watched, live_site, people["admin"])
     pages = ["/ui/", "/ui/jobs", f"/ui/jobs/{job['id']}", "/ui/jobs/new", "/ui/admin/users"]
-    for path in [*pages, "/ui/admin/tokens", "/ui/account/password", "/ui/account/second-factor"]:
+    pages += ["/ui/admin/tokens", "/ui/admin/audit", "/ui/workers", "/ui/types", "/ui/schedules"]
+    for path in [*pages, "/ui/account/password", "/ui/account/second-factor"]:
         watched.goto(live_site.url + path)
         width = watched.evaluate("document.documentElement.scrollWidth")
         assert width <= 375, (path, width)
+        assert watched.evaluate(UNREACHABLE) == [], path
+    watched.goto(live_site.url + "/ui/admin/audit")
+    details = watched.locator("table.audit td.details", has_text="paused=").first
+    expect(details).to_contain_text("paused=false")  # JSON's words, not Python's
 
 
 def test_expired_session_in_htmx_goes_to_login(
