@@ -421,3 +421,11 @@ def test_only_failed_jobs_show_their_error_as_a_failure(team: Team) -> None:
     assert "error-text" in cells[failed["id"]]["class"]
     assert "error-text" not in cells[retried["id"]].get("class", [])
     assert cells[retried["id"]].text.startswith("earlier attempt: ")
+
+
+def test_a_refusal_keeps_the_header_and_navigation(team: Team) -> None:
+    response = team.person("prod").get("/ui/admin/users")
+    assert response.status_code == 403
+    nav = soup(response).find("nav", attrs={"aria-label": "Main"})
+    assert nav is not None and nav.find("a", href="/ui/jobs") is not None
+    assert "Sign out" in nav.text
