@@ -88,12 +88,13 @@ def test_anonymous_sees_only_the_login(team: Team, client) -> None:
 
 def test_navigation_follows_the_role(team: Team) -> None:
     links = {
-        name: {a["href"] for a in soup(team.person(name).get("/ui/")).select("nav a")}
+        name: {a["href"] for a in soup(team.person(name).get("/ui/")).select("header nav a")}
         for name in ("prod", "work", "boss")
     }
     assert "/ui/jobs/new" in links["prod"] and "/ui/admin/users" not in links["prod"]
     assert "/ui/jobs/new" not in links["work"]
     assert {"/ui/admin/users", "/ui/admin/tokens"} <= links["boss"]
+    assert {"/ui/workers", "/ui/types/", "/ui/admin/audit"} <= links["boss"]  # at the top
 
 
 def test_producer_lists_only_own_jobs(team: Team) -> None:
