@@ -201,7 +201,7 @@ def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
 
 
 def _utc_if_naive(value: str) -> str:
-    """A browser's datetime-local value has no offset; the form says it is UTC."""
+    """A time typed without an offset (``2030-01-02 15:04``) is UTC, as the form says."""
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
