@@ -96,3 +96,16 @@ def test_a_worker_with_pending_jobs_is_not_told_nothing_waits(team: Team) -> Non
     assert _tile(worker, "pending") == 1
     text = worker.find(id="oldest-pending").get_text()
     assert "Nothing is waiting" not in text and "1 pending job waits" in text
+
+
+def test_the_oldest_due_job_leaves_out_paused_types(team: Team) -> None:
+    """A paused type's jobs are not claimable: they would make the queue look stuck."""
+    team.producer.enqueue("webhook.deliver")
+    paused = team.admin.client.patch(
+        "/types/webhook.deliver", json={"paused": True}, headers=team.admin.headers()
+    )
+    assert paused.status_code == 200
+    page = soup(team.person("boss").get("/ui/"))
+    assert _tile(page, "pending") == 1
+    assert "None due yet" in page.find(id="oldest-pending").get_text()
+    assert page.find(id="paused-note").get_text() == "Not counting the paused type webhook.deliver."
