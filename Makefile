@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# Where `make run` serves: `make run PORT=5733` for another port.
+HOST ?= 127.0.0.1
+PORT ?= 5000
 
 .PHONY: install run serve test bench lint fmt
 
@@ -16,8 +19,8 @@ $(STAMP): pyproject.toml client/pyproject.toml
 install: $(STAMP)
 
 run: install
-	$(BIN)/flask --app app setup
-	$(BIN)/flask --app app run --host 127.0.0.1 --port 5000
+	$(BIN)/flask --app app setup --url http://$(HOST):$(PORT)
+	$(BIN)/flask --app app run --host $(HOST) --port $(PORT)
 
 # Production: migrate, then granian (serve.py: settings and why) on QUEUELOG_BIND.
 # Plain gunicorn still works: gunicorn -c gunicorn.conf.py wsgi:app.

@@ -257,8 +257,14 @@ def jobs_prune(older_than: str) -> None:
 
 
 @click.command("setup")
+@click.option(
+    "--url",
+    default="http://127.0.0.1:5000",
+    show_default=True,
+    help="Where the server answers (make run passes HOST and PORT), for the sign-in hint.",
+)
 @with_appcontext  # app.cli.add_command does not wrap plain click commands (the runner needs it)
-def setup() -> None:
+def setup(url: str) -> None:
     """Migrate the database and, on the very first run, create the user `admin`."""
     migrate.upgrade(current_app._get_current_object())  # type: ignore[attr-defined]
     password = secrets.token_urlsafe(18)
@@ -270,7 +276,7 @@ def setup() -> None:
             conn, accounts.OPERATOR, "admin", Role.ADMIN, now=utcnow(), password=password
         )
         audit.record(conn, AuditAction.USER_CREATE, "user:admin", role=Role.ADMIN.value)
-    click.echo("created the first user. Log in at http://127.0.0.1:5000/login with")
+    click.echo(f"created the first user. Log in at {url.rstrip('/')}/login with")
     click.echo("  username: admin")
     click.echo(f"  password: {password}")
     click.echo("This password is shown once.")

@@ -30,7 +30,8 @@ def _respond(
 ) -> ResponseReturnValue:
     if wants_json():
         return problem(status, detail, headers=headers)
-    body = render_template("error.html", status=status, detail=detail)
+    # A server error may come from the database that the signed-in user's header would read.
+    body = render_template("error.html", status=status, detail=detail, bare=status >= 500)
     return body, status, headers or {}
 
 

@@ -4,7 +4,7 @@
 Serves the app on 127.0.0.1 with a throwaway database and sample jobs, then drives Debian's
 Chromium through Playwright, like the browser tests. Writes docs/*.png (desktop and 375 px);
 name pages (``dashboard jobs job enqueue workers audit bulk schedules job-explained types
-job-held``) to take only those.
+job-held users tokens``) to take only those.
 """
 
 from __future__ import annotations
@@ -145,6 +145,8 @@ def main(wanted: list[str]) -> None:
                         "bulk": "/ui/jobs/bulk?status=failed&action=retry",
                         "types": "/ui/types/",
                         "job-held": f"/ui/jobs/{held}",
+                        "users": "/ui/admin/users",
+                        "tokens": "/ui/admin/tokens",
                     }
                     for name, path in shots.items():
                         if wanted and name not in wanted:

@@ -335,3 +335,11 @@ def test_token_revoke_refuses_impossible_ids_cleanly(runner: FlaskCliRunner, tok
     result = runner.invoke(args=["token", "revoke", token_id])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
+
+
+def test_user_list_shows_the_cap_enqueue_enforces(app: Flask, runner: FlaskCliRunner) -> None:
+    """An admin may enqueue any priority, so its cap reads ``critical`` whatever is stored."""
+    make_user(app, "root", "admin", max_priority="low")
+    assert "root\tadmin\tcritical\tactive" in runner.invoke(args=["user", "list"]).output
+    created = runner.invoke(args=["user", "create", "chief", "--role", "admin"])
+    assert "max priority critical" in created.output

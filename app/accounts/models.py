@@ -36,7 +36,9 @@ class User:
 
     @property
     def max_priority_label(self) -> str:
-        return priority_label(self.max_priority)
+        """The cap enqueue enforces (``Actor.priority_cap``): an admin's is ``critical`` whatever
+        was stored, so a list or a form never shows a cap that is not the one applied."""
+        return priority_label(self.actor().priority_cap())
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from app.audit import query
 from app.monitoring import rollup
 from app.monitoring.exposition import JobFigures, exposition
 from app.queue import count_store
+from app.queue.job_types import paused as paused_types
 from app.queue.policy import Action
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
@@ -45,6 +46,7 @@ def metrics() -> Response:
             counts=count_store.counts_by_status_type(conn),
             oldest_due=rollup.oldest_due(conn, job_types, now),
             totals=rollup.totals(conn),
+            paused=paused_types(conn, queue_settings()),
         )
     return Response(exposition(figures), mimetype=None, content_type=EXPOSITION_TYPE)
 

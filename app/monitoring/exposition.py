@@ -29,6 +29,7 @@ class JobFigures:
     counts: list[tuple[str, str, int]]
     oldest_due: dict[str, datetime]
     totals: dict[rollup.Key, float]
+    paused: Sequence[str]  # the types no claim hands out now
 
 
 class JobCollector:
@@ -58,6 +59,14 @@ class JobCollector:
             age = (figures.now - due).total_seconds() if due else 0.0
             oldest.add_metric([job_type], max(age, 0.0))
         yield oldest
+        paused = GaugeMetricFamily(
+            "queuelog_type_paused",
+            "1 while an admin or the configuration pauses the type (its jobs wait), else 0.",
+            labels=["type"],
+        )
+        for job_type in types:
+            paused.add_metric([job_type], 1.0 if job_type in figures.paused else 0.0)
+        yield paused
         yield from self._counters(types)
         for name, family, doc in (
             (rollup.WAIT, "queuelog_job_wait_seconds", "From due to claimed."),

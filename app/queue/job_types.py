@@ -128,3 +128,9 @@ def change(
     flow_store.save_override(conn, name, request.overrides(), actor=actor.name, now=now)
     conn.info[JOB_DUE] = True
     return _views(conn, settings, (name,))[0]
+
+
+def paused(conn: Connection, settings: QueueSettings) -> list[str]:
+    """The types whose jobs no claim hands out now (configuration merged with overrides)."""
+    limits = flow.effective_all(settings.flow, flow_store.claim_overrides(conn))
+    return sorted(name for name, found in limits.items() if found.paused)

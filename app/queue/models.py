@@ -195,6 +195,7 @@ class Job:
             "lease_expires_at": iso(self.lease_expires_at),
             "worker_id": self.worker_id,
             "progress": self.progress,
+            "progress_message": self.progress_message,
             "result": self.result,
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),

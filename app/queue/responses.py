@@ -45,6 +45,10 @@ class JobOut(ResponseModel):
     lease_expires_at: Instant | None
     worker_id: str | None
     progress: Annotated[int, Field(ge=0, le=100)] | None
+    progress_message: Annotated[
+        str | None,
+        Field(description="The latest heartbeat's `message` (sanitized); null when none."),
+    ]
     result: dict[str, Any] | None
     created_at: Instant
     updated_at: Instant

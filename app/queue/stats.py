@@ -7,12 +7,13 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, and_
 
 from app.queue import count_store, store
 from app.queue.models import Actor, Job
 from app.queue.service import viewer
 from app.queue.states import PRIORITIES, JobStatus
+from app.schema import jobs
 
 WINDOW_MINUTES = 60
 LATEST_FAILURES = 10
@@ -34,20 +35,25 @@ class Dashboard:
     by_status: dict[str, int]
     by_priority: dict[str, int]
     oldest_pending_age: timedelta | None
+    paused_types: list[str]  # left out of oldest_pending_age: no claim hands their jobs out
     per_minute: list[MinuteCount]
     latest_failures: list[Job]
 
 
-def dashboard(conn: Connection, actor: Actor, *, now: datetime) -> Dashboard:
+def dashboard(
+    conn: Connection, actor: Actor, *, now: datetime, paused: list[str] | None = None
+) -> Dashboard:
     """The figures of the jobs ``actor`` may see (the same visibility as the job list), read
-    from the counts the database keeps rather than from the jobs themselves."""
+    from the counts the database keeps rather than from the jobs themselves. The oldest due job
+    leaves out the ``paused`` types: it says how long claimable work has waited."""
+    paused = paused or []
     of = viewer(actor).counts_scope
     statuses: Counter[str] = Counter()
     priorities: Counter[int] = Counter()
     for status, priority, n in count_store.counts(conn, of):
         statuses[status] += n
         priorities[priority] += n
-    oldest = _oldest_due(conn, actor, now) if statuses[JobStatus.PENDING] else None
+    oldest = _oldest_due(conn, actor, now, paused) if statuses[JobStatus.PENDING] else None
     return Dashboard(
         by_status={status.value: statuses[status.value] for status in JobStatus},
         by_priority={
@@ -55,19 +61,27 @@ def dashboard(conn: Connection, actor: Actor, *, now: datetime) -> Dashboard:
             for label, number in sorted(PRIORITIES.items(), key=lambda item: -item[1])
         },
         oldest_pending_age=max(now - oldest, timedelta(0)) if oldest else None,
+        paused_types=paused,
         per_minute=_per_minute(conn, now, of),
         # Failures carry error texts, which only admins may read.
         latest_failures=store.latest_failures(conn, LATEST_FAILURES) if actor.sees_errors else [],
     )
 
 
-def _oldest_due(conn: Connection, actor: Actor, now: datetime) -> datetime | None:
-    """When the longest-waiting due job ``actor`` may see became due (a worker's through its
-    holder rows)."""
+def _oldest_due(
+    conn: Connection, actor: Actor, now: datetime, paused: list[str]
+) -> datetime | None:
+    """When the longest-waiting due job ``actor`` may see became due, not counting ``paused``
+    types (a worker's through its holder rows, which do not know the type: paused types
+    count there)."""
     seen = viewer(actor)
     if seen.holder is not None:
         return store.oldest_held_pending_run_at(conn, now, seen.holder)
-    return store.oldest_pending_run_at(conn, now, seen.condition())
+    visible = seen.condition()
+    if paused:
+        claimable = jobs.c.type.not_in(paused)
+        visible = claimable if visible is None else and_(visible, claimable)
+    return store.oldest_pending_run_at(conn, now, visible)
 
 
 def _per_minute(conn: Connection, now: datetime, of: str) -> list[MinuteCount]:

@@ -24,7 +24,7 @@ from werkzeug.wrappers import Response
 from app import access, db
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue import explain, service, stats
+from app.queue import explain, job_types, service, stats
 from app.queue.errors import Conflict, Forbidden, InvalidInput
 from app.queue.models import Actor, Job, JobFilters
 from app.queue.policy import Action
@@ -51,7 +51,8 @@ requires = access.guard(current_actor)
 def dashboard() -> str:
     actor = g.actor
     with db.read() as conn:
-        figures = stats.dashboard(conn, actor, now=utcnow())
+        paused = job_types.paused(conn, queue_settings())
+        figures = stats.dashboard(conn, actor, now=utcnow(), paused=paused)
     return render_template(
         "dashboard/index.html", figures=figures, chart=minute_chart(figures.per_minute)
     )
@@ -201,7 +202,7 @@ def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
 
 
 def _utc_if_naive(value: str) -> str:
-    """A browser's datetime-local value has no offset; the form says it is UTC."""
+    """A time typed without an offset (``2030-01-02 15:04``) is UTC, as the form says."""
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:

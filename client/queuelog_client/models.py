@@ -66,6 +66,7 @@ class Job(_FromJson):
     lease_expires_at: datetime | None = None
     worker_id: str | None = None
     progress: int | None = None
+    progress_message: str | None = None
     result: Any = None
     created_at: datetime | None = None
     updated_at: datetime | None = None

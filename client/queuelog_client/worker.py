@@ -26,13 +26,18 @@ MAX_CLAIM = 100  # the server's largest max_jobs
 CLAIM_LINGER = 0.02
 FLUSH_SECONDS = 10.0  # after the grace, how long outcomes may still take to be acknowledged
 TRANSIENT = (Unreachable, ServerError, RateLimited)  # claim again later; anything else is fatal
+# A repeat of the first stop signal this soon after it is the same request, not a second one:
+# `timeout` and many supervisors signal the worker and then its process group, so one stop
+# arrives twice within microseconds. A person's second Ctrl-C or `kill` comes later than this.
+DUPLICATE_SIGNAL_SECONDS = 1.0
 
 
 class Worker:
     """Runs ``handlers`` ({type: fn(ctx) -> dict | None}) for the jobs it claims.
 
     ``run()`` blocks until ``stop()`` (from any thread) or, when it runs in the main thread,
-    SIGTERM/SIGINT; a second signal exits the process at once. Stopping claims nothing more,
+    SIGTERM/SIGINT; a second signal exits the process at once (the same signal again within
+    ``DUPLICATE_SIGNAL_SECONDS`` of the first counts as the first). Stopping claims nothing more,
     releases claimed jobs not yet started, and gives running handlers ``grace`` seconds."""
 
     def __init__(
@@ -62,7 +67,7 @@ class Worker:
         self.abandoned = 0  # handlers still running when the grace ran out
         self.unreported = 0  # outcomes the server never acknowledged (their leases will expire)
         self._stopping = threading.Event()
-        self._signals = 0
+        self._first_signal: tuple[int, float] | None = None  # (signum, monotonic time)
         self._queue: queue.Queue[Held | None] = queue.Queue()
         self._busy = 0  # claimed jobs whose handler has not returned (queued or running)
         self._slots = threading.Condition()
@@ -196,11 +201,15 @@ class Worker:
         return previous
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._signals += 1
-        if self._signals > 1:
+        now = time.monotonic()
+        if self._first_signal is not None:
+            first, at = self._first_signal
+            if signum == first and now - at < DUPLICATE_SIGNAL_SECONDS:
+                return  # the process group's copy of the first signal
             log.warning("second %s: exiting now", signal.Signals(signum).name)
             logging.shutdown()
             os._exit(128 + signum)
+        self._first_signal = (signum, now)
         log.info(
             "%s: stopping (no more claims, %.0f s grace for running handlers)",
             signal.Signals(signum).name,

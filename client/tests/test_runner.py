@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,12 +60,12 @@ class Runner:
         self.log.touch()
         self.process: subprocess.Popen[str] | None = None
 
-    def start(self, *options: str) -> Runner:
+    def start(self, *options: str, wrapper: tuple[str, ...] = ()) -> Runner:
         env = {**os.environ, "QUEUELOG_TOKEN": self.server.database.tokens["worker"]}
         env["HANDLER_LOG"] = str(self.log)
         argv = [sys.executable, "-m", "queuelog_client.cli", "sleepy_handlers:HANDLERS"]
         self.process = subprocess.Popen(
-            [*argv, "--url", self.server.url, *options],
+            [*wrapper, *argv, "--url", self.server.url, *options],
             cwd=self.directory,
             env=env,
             stdout=subprocess.PIPE,
@@ -141,6 +142,28 @@ def test_a_second_signal_exits_at_once(fresh_server: Server, runner: Runner) -> 
         code, err = runner.wait(10)
     assert code == 128 + signal.SIGINT, err
     assert time.monotonic() - signalled < 10 and "exiting now" in err
+
+
+def test_timeouts_doubled_sigterm_still_gives_the_grace(
+    fresh_server: Server, runner: Runner
+) -> None:
+    """``timeout`` sends its SIGTERM to the worker and then to the whole process group: the
+    worker gets it twice, and must take that as one stop, not as "exit now".
+
+    The two ``kill`` calls are microseconds apart, so Python usually merges them into one call
+    of the handler; ``strace`` on ``timeout`` (not on the worker) slows its system calls enough
+    that the worker handles the first before the second arrives, every time."""
+    if shutil.which("strace") is None or shutil.which("timeout") is None:
+        pytest.skip("needs strace and GNU timeout (Debian packages strace, coreutils)")
+    with fresh_server.client("producer") as producer:
+        job = producer.enqueue("report.build", {"seconds": 4})
+        wrapper = ("strace", "-o", os.devnull, "timeout", "2")
+        runner.start("--grace", "30", wrapper=wrapper)
+        code, err = runner.wait(30)
+        assert code == 124, err  # timeout's own code: it did send its signal
+        assert "exiting now" not in err and "SIGTERM: stopping" in err, err
+        assert runner.lines("end")[job.id] == 1  # the handler got its grace and finished
+        assert producer.get(job.id).status == "completed"
 
 
 def test_the_worker_carries_on_when_the_server_is_killed_and_restarted(

@@ -30,6 +30,7 @@ JOB_KEYS = [
     "lease_expires_at",
     "worker_id",
     "progress",
+    "progress_message",
     "result",
     "created_at",
     "updated_at",
@@ -313,6 +314,8 @@ def test_heartbeat_is_not_a_transition_but_extends_the_lease(
     body = beat.get_json()
     assert beat.status_code == 200
     assert body["progress"] == 40 and body["status"] == "running"
+    seen = producer.get(f"/jobs/{job['id']}").get_json()  # the message the job page shows
+    assert (seen["progress"], seen["progress_message"]) == (40, "a third")
     assert _parse(body["lease_expires_at"]) >= _parse(held["lease_expires_at"])
     assert _parse(body["lease_expires_at"]) - _parse(body["updated_at"]) == timedelta(seconds=30)
     assert len(event_rows(app, job["id"])) == events

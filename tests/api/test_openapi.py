@@ -148,3 +148,8 @@ def test_nested_error_keys_reach_the_problem(producer: Api) -> None:
     assert assert_problem(response, 422)["errors"] == {
         "payload": "strings must not contain NUL characters"
     }
+
+
+def test_the_job_documents_its_progress_message(client: FlaskClient) -> None:
+    job = client.get("/openapi.json").get_json()["components"]["schemas"]["JobOut"]
+    assert "progress_message" in job["properties"] and "progress_message" in job["required"]

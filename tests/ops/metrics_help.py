@@ -7,6 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 FAMILIES = {
     "queuelog_jobs": ("gauge", {"status", "type"}),
     "queuelog_oldest_due_job_age_seconds": ("gauge", {"type"}),
+    "queuelog_type_paused": ("gauge", {"type"}),
     "queuelog_jobs_enqueued": ("counter", {"type"}),
     "queuelog_jobs_finished": ("counter", {"type", "outcome"}),
     "queuelog_job_wait_seconds": ("histogram", {"type"}),

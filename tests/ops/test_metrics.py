@@ -136,3 +136,13 @@ def test_monitor_reads_metrics_and_nothing_else(
         call = monitor.get if method == "GET" else monitor.post
         assert_problem(call(path), 403)
     assert producer.get(f"/jobs/{job['id']}").get_json()["status"] == "pending"
+
+
+def test_a_paused_type_reads_1(admin: Api) -> None:
+    """A paused type's jobs wait however old they get: the gauge says why."""
+    patched = admin.client.patch(
+        "/types/webhook.deliver", json={"paused": True}, headers=admin.headers()
+    )
+    assert patched.status_code == 200
+    paused = {have["type"]: value for _, have, value in scrape(admin)["queuelog_type_paused"]}
+    assert paused == {"email.send": 0.0, "report.build": 0.0, "webhook.deliver": 1.0}

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pyotp
 import pytest
-from playwright.sync_api import ConsoleMessage, Page, expect
+from playwright.sync_api import ConsoleMessage, Page, Route, expect
 
 from tests.builders import PASSWORD, Api, make_token, make_user
 from tests.web.conftest import LiveSite
@@ -43,12 +44,22 @@ def expected_statuses() -> list[int]:
 
 
 @pytest.fixture
-def watched(page: Page, expected_statuses: list[int]) -> Iterator[Page]:
+def expected_console() -> list[str]:
+    """Console errors a test provokes on purpose (htmx logs every request it aborts)."""
+    return []
+
+
+@pytest.fixture
+def watched(
+    page: Page, expected_statuses: list[int], expected_console: list[str]
+) -> Iterator[Page]:
     """The page, failing the test on any console error, CSP violation or uncaught exception."""
     problems: list[str] = []
 
     def on_console(message: ConsoleMessage) -> None:
         if any(f"status of {status} " in message.text for status in expected_statuses):
+            return
+        if any(message.text.startswith(f"{event},") for event in expected_console):
             return
         if message.type in ("error", "warning") or "Content Security Policy" in message.text:
             problems.append(f"console {message.type}: {message.text}")
@@ -72,7 +83,11 @@ def sign_in(page: Page, site: LiveSite, name: str, path: str = "/ui/") -> None:
 def test_sign_in_lands_on_the_dashboard(watched: Page, live_site: LiveSite, people) -> None:
     sign_in(watched, live_site, people["admin"])
     expect(watched.get_by_role("heading", name="Dashboard", level=1)).to_be_visible()
-    expect(watched.locator("figure.chart svg")).to_be_visible()
+    sizes = watched.evaluate(
+        "[...document.querySelectorAll('main h1, main h2')]"
+        ".map((h) => parseFloat(getComputedStyle(h).fontSize))"
+    )
+    assert all(sizes[0] >= 1.5 * size for size in sizes[1:]), sizes  # h1 stands out
     watched.get_by_role("button", name=re.compile("Sign out")).click()
     expect(watched).to_have_url(live_site.url + "/login")
     watched.goto(live_site.url + "/ui/")
@@ -150,15 +165,51 @@ def test_progress_bar_follows_heartbeats_until_done(
     expect(watched.locator("#job-detail")).not_to_have_attribute("hx-trigger", re.compile("."))
 
 
+# Every control in <main> lies within the window (none cut off by a table that scrolls), and
+# no table cell wraps its text one or two characters per line.
+UNREACHABLE = """() => {
+  const out = [];
+  for (const el of document.querySelectorAll(
+      'main a, main button, main select, main input:not([type=hidden]), main summary, ' +
+      'main td, main tbody th')) {
+    const box = el.getBoundingClientRect();
+    if (box.width === 0 || el.closest('.visually-hidden')) continue;
+    if (box.left < 0 || box.right > window.innerWidth + 0.5) out.push(el.outerHTML.slice(0, 80));
+  }
+  for (const cell of document.querySelectorAll('main td, main th')) {
+    const text = cell.textContent.trim();
+    if (text.length < 8) continue;
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+    if (lines.size > text.length / 3) out.push('squeezed: ' + text.slice(0, 40));
+  }
+  return out;
+}"""
+
+
 def test_pages_fit_a_small_phone(watched: Page, live_site: LiveSite, people) -> None:
     job = people["producer_api"].enqueue(payload={"long": "x" * 300})
+    admin = people["admin_api"]
+    for paused in (True, False):  # audit rows with details
+        assert (
+            admin.client.patch(
+                "/types/report.build", json={"paused": paused}, headers=admin.headers()
+            ).status_code
+            == 200
+        )
     watched.set_viewport_size({"width": 375, "height": 800})
     sign_in(watched, live_site, people["admin"])
     pages = ["/ui/", "/ui/jobs", f"/ui/jobs/{job['id']}", "/ui/jobs/new", "/ui/admin/users"]
-    for path in [*pages, "/ui/admin/tokens", "/ui/account/password", "/ui/account/second-factor"]:
+    pages += ["/ui/admin/tokens", "/ui/admin/audit", "/ui/workers", "/ui/types", "/ui/schedules"]
+    for path in [*pages, "/ui/account/password", "/ui/account/second-factor"]:
         watched.goto(live_site.url + path)
         width = watched.evaluate("document.documentElement.scrollWidth")
         assert width <= 375, (path, width)
+        assert watched.evaluate(UNREACHABLE) == [], path
+    watched.goto(live_site.url + "/ui/admin/audit")
+    details = watched.locator("table.audit td.details", has_text="paused=").first
+    expect(details).to_contain_text("paused=false")  # JSON's words, not Python's
 
 
 def test_expired_session_in_htmx_goes_to_login(
@@ -217,3 +268,48 @@ def test_second_factor_on_renewed_and_off_at_375_px(
     watched.get_by_role("button", name="Turn the second factor off").click()
     expect(watched.locator(".flash")).to_contain_text("The second factor is off")
     expect(watched.locator("#totp-key")).to_be_visible()  # a new enrolment is offered
+
+
+@pytest.mark.parametrize("expected_console", [["htmx:afterRequest", "htmx:sendAbort"]])
+def test_a_poll_in_flight_when_the_filter_changes_cannot_undo_it(
+    watched: Page, live_site: LiveSite, people: dict[str, Any], expected_console: list[str]
+) -> None:
+    """The poll's answer arrives after the filter was applied and before the filtered table:
+    the filter still wins, and the table goes on polling the filtered URL. (The filter aborts
+    the poll, which htmx logs as console errors: ``expected_console``.)"""
+    producer = people["producer_api"]
+    cancelled = producer.enqueue()
+    assert producer.post(f"/jobs/{cancelled['id']}/cancel").status_code == 200
+    waiting = producer.enqueue()
+    held: dict[str, Route] = {}
+
+    def hold_the_poll_and_the_filter(route: Route) -> None:
+        request = route.request
+        kind = "filter" if "status=cancelled" in request.url else "poll"
+        if request.headers.get("hx-request") and kind not in held:
+            held[kind] = route  # answered when the test says so
+        else:
+            route.continue_()
+
+    def wait_for(kind: str) -> None:
+        deadline = time.monotonic() + 15
+        while kind not in held:
+            assert time.monotonic() < deadline, f"no {kind} request was sent"
+            watched.wait_for_timeout(50)
+
+    sign_in(watched, live_site, people["producer"], "/ui/jobs?live=1")
+    table = watched.locator("#jobs-table")
+    expect(table).to_contain_text(f"#{waiting['id']}")
+    watched.route(re.compile(r"/ui/jobs\?"), hold_the_poll_and_the_filter)
+    wait_for("poll")  # the table polls every second
+    watched.get_by_label("Status").select_option("cancelled")
+    wait_for("filter")
+    held["poll"].continue_()  # the old, unfiltered answer lands first
+    watched.wait_for_timeout(300)
+    held["filter"].continue_()
+    watched.wait_for_timeout(2_500)  # the table polls again meanwhile
+    expect(table).to_contain_text(f"#{cancelled['id']}")
+    expect(table).not_to_contain_text(f"#{waiting['id']}")
+    expect(table).to_have_attribute("hx-get", re.compile(r"status=cancelled"))
+    expect(watched).to_have_url(re.compile(r"status=cancelled"))
+    expect(watched.get_by_label("Status")).to_have_value("cancelled")

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.browser
 expect.set_options(timeout=15_000)
 people = test_browser.people  # the browser tests' fixtures: fresh users, a watched page
 watched = test_browser.watched
+expected_console = test_browser.expected_console
 
 
 @pytest.fixture

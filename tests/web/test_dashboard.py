@@ -60,8 +60,52 @@ def test_per_minute_buckets_and_chart(team: Team) -> None:
 
 
 def test_chart_is_svg_with_presentation_attributes(team: Team) -> None:
+    done = team.producer.enqueue()
+    team.worker.claim()
+    team.worker.post(f"/jobs/{done['id']}/complete", {})
     page = soup(team.person("prod").get("/ui/"))
     svg = page.select_one("figure.chart svg")
     assert svg["role"] == "img"
     assert svg.find("title") is not None
     assert all(not tag.get("style") for tag in svg.find_all(True))
+
+
+def test_an_empty_hour_is_a_line_not_a_blank_chart(team: Team) -> None:
+    page = soup(team.person("prod").get("/ui/"))
+    assert page.select_one("figure.chart") is None
+    assert page.find(id="chart-empty").get_text() == "Nothing finished in the last hour."
+
+
+def test_the_chart_key_names_outcomes_and_the_heading_the_clock(team: Team) -> None:
+    done = team.producer.enqueue()
+    team.worker.claim()
+    team.worker.post(f"/jobs/{done['id']}/complete", {})
+    page = soup(team.person("prod").get("/ui/"))
+    assert page.select_one("figure.chart figcaption").get_text(" ", strip=True) == (
+        "completed failed"
+    )
+    assert page.find(id="throughput").get_text().endswith("(UTC)")
+
+
+def test_a_worker_with_pending_jobs_is_not_told_nothing_waits(team: Team) -> None:
+    """A job the worker held that backs off is pending for it but not due: say so."""
+    job = team.producer.enqueue()
+    team.worker.claim()
+    team.worker.post(f"/jobs/{job['id']}/fail", {"error": "later", "retry_in": 3600})
+    worker = soup(team.person("work").get("/ui/"))
+    assert _tile(worker, "pending") == 1
+    text = worker.find(id="oldest-pending").get_text()
+    assert "Nothing is waiting" not in text and "1 pending job waits" in text
+
+
+def test_the_oldest_due_job_leaves_out_paused_types(team: Team) -> None:
+    """A paused type's jobs are not claimable: they would make the queue look stuck."""
+    team.producer.enqueue("webhook.deliver")
+    paused = team.admin.client.patch(
+        "/types/webhook.deliver", json={"paused": True}, headers=team.admin.headers()
+    )
+    assert paused.status_code == 200
+    page = soup(team.person("boss").get("/ui/"))
+    assert _tile(page, "pending") == 1
+    assert "None due yet" in page.find(id="oldest-pending").get_text()
+    assert page.find(id="paused-note").get_text() == "Not counting the paused type webhook.deliver."

@@ -255,3 +255,14 @@ def test_hostile_admin_paths_and_labels_are_4xx(team: Team) -> None:
     assert boss.post("/ui/admin/users/x%ED%A0%80/disable").status_code == 404
     nul_label = boss.post("/ui/admin/tokens", {"user": "boss", "label": "a\x00b"})
     assert nul_label.status_code == 422
+
+
+def test_run_at_is_typed_in_24_hour_utc_like_every_other_time(team: Team) -> None:
+    """No datetime-local picker: it shows the browser's locale (12-hour mm/dd/yyyy) instead."""
+    person = team.person("prod")
+    field = soup(person.get("/ui/jobs/new")).find("input", attrs={"name": "run_at"})
+    assert field.get("type", "text") == "text" and field["placeholder"] == "YYYY-MM-DD HH:MM"
+    response = person.post("/ui/jobs/new", enqueue_form(run_at="2030-01-02 15:04"))
+    assert response.status_code == 302
+    job = team.producer.get(response.location.replace("/ui", "")).get_json()
+    assert job["run_at"].startswith("2030-01-02T15:04:00") and job["run_at"].endswith("Z")

@@ -88,12 +88,13 @@ def test_anonymous_sees_only_the_login(team: Team, client) -> None:
 
 def test_navigation_follows_the_role(team: Team) -> None:
     links = {
-        name: {a["href"] for a in soup(team.person(name).get("/ui/")).select("nav a")}
+        name: {a["href"] for a in soup(team.person(name).get("/ui/")).select("header nav a")}
         for name in ("prod", "work", "boss")
     }
     assert "/ui/jobs/new" in links["prod"] and "/ui/admin/users" not in links["prod"]
     assert "/ui/jobs/new" not in links["work"]
     assert {"/ui/admin/users", "/ui/admin/tokens"} <= links["boss"]
+    assert {"/ui/workers", "/ui/types/", "/ui/admin/audit"} <= links["boss"]  # at the top
 
 
 def test_producer_lists_only_own_jobs(team: Team) -> None:
@@ -396,3 +397,36 @@ def test_a_repeated_filter_is_refused_like_the_api(team: Team) -> None:
     response = prod.get("/ui/jobs?status=pending&status=bogus")
     assert response.status_code == 422
     assert team.producer.get("/jobs?status=pending&status=failed").status_code == 422
+
+
+def test_an_admins_cap_reads_the_same_everywhere(team: Team) -> None:
+    """The users page and the enqueue form show the cap enqueue enforces: critical for admins."""
+    boss = team.person("boss")
+    row = soup(boss.get("/ui/admin/users")).find("th", string="boss").parent
+    assert row.find("select", id=re.compile("max_priority")).find("option", selected=True).text == (
+        "critical"
+    )
+    assert "Your cap is critical" in boss.get("/ui/jobs/new").get_data(as_text=True)
+
+
+def test_only_failed_jobs_show_their_error_as_a_failure(team: Team) -> None:
+    """An earlier attempt's error on a job that is pending, running, completed or cancelled is
+    not shown in red: the row would read as failed."""
+    failed = failed_job(team)
+    retried = retrying_job(team)
+    page = soup(team.person("boss").get("/ui/jobs"))
+    cells = {
+        int(row.find("a").text.lstrip("#")): row.find_all("td")[-1]
+        for row in page.select("table.jobs tbody tr")
+    }
+    assert "error-text" in cells[failed["id"]]["class"]
+    assert "error-text" not in cells[retried["id"]].get("class", [])
+    assert cells[retried["id"]].text.startswith("earlier attempt: ")
+
+
+def test_a_refusal_keeps_the_header_and_navigation(team: Team) -> None:
+    response = team.person("prod").get("/ui/admin/users")
+    assert response.status_code == 403
+    nav = soup(response).find("nav", attrs={"aria-label": "Main"})
+    assert nav is not None and nav.find("a", href="/ui/jobs") is not None
+    assert "Sign out" in nav.text

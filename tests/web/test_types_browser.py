@@ -17,6 +17,7 @@ pytestmark = pytest.mark.browser
 expect.set_options(timeout=15_000)
 people = test_browser.people  # the browser tests' fixtures: fresh users, a watched page
 watched = test_browser.watched
+expected_console = test_browser.expected_console
 CLEARED = {"max_running": None, "rate_limit": None, "paused": None}
 
 
@@ -40,7 +41,7 @@ def test_pause_resume_and_set_limits(
 ) -> None:
     watched.set_viewport_size({"width": width, "height": 900})
     sign_in(watched, live_site, people["admin"], "/ui/")
-    watched.get_by_role("link", name="Job types").click()
+    watched.get_by_role("link", name="Types", exact=True).click()
     card = watched.locator(
         "article.job-type", has=watched.get_by_role("heading", name="webhook.deliver")
     )

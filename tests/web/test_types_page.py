@@ -40,7 +40,7 @@ def test_cards_show_counts_limits_and_their_source(team: Team) -> None:
     facts = report.select_one(".facts").get_text(" ", strip=True)
     assert "Max running 3 configured" in facts and "Rate limit no limit" in facts
     assert report.select_one(".badge-completed").get_text() == "active"
-    links = {a["href"] for a in soup(team.person("boss").get("/ui/")).select(".ops-links a")}
+    links = {a["href"] for a in soup(team.person("boss").get("/ui/")).select("nav a")}
     assert "/ui/types/" in links
 
 
