@@ -31,7 +31,7 @@ serve: install
 	$(BIN)/python serve.py
 
 test: install
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 --durations=15
 
 bench: install
 	$(BIN)/python -m bench $(SECTION)

@@ -290,7 +290,7 @@ def test_cli_in_a_real_process(tmp_path: Path) -> None:
     producer_raw = producer_token.stdout.rstrip("\n").splitlines()[-1]
     listing = _flask(env, "user", "list")
     assert listing.stdout.splitlines() == [
-        "admin\tadmin\tmedium\tactive",
+        "admin\tadmin\tcritical\tactive",
         "pat\tproducer\tmedium\tactive",
         "wendy\tworker\tmedium\tactive",
     ]
