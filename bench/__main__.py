@@ -37,10 +37,9 @@ from app.queue.requests import EnqueueBody
 from app.queue_settings import queue_settings
 from app.schema import jobs
 from app.timeutil import utcnow
-from bench import e2e, http_calls, pg, wrk_http, wsgi_calls
+from bench import SECRET, e2e, http_calls, pg, wrk_http, wsgi_calls
 from bench.scale import run_scale
 
-SECRET = "bench-secret-" + "x" * 40
 ROOT = Path(__file__).resolve().parent.parent
 
 

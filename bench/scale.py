@@ -35,13 +35,13 @@ from app.queue import service
 from app.queue.cursors import encode_cursor
 from app.queue.models import JobFilters
 from app.timeutil import utcnow
+from bench import SECRET
 from bench import scale_load as load
 from bench.http_calls import wait_ready
 from tests.postgres import postgres_server
 from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-SECRET = "bench-secret-" + "x" * 40
 SAMPLES = 15
 ROLES = {"admin": "admin", "producer": load.PRODUCERS[0], "worker": load.WORKERS[0]}
 CLAIMER = load.WORKERS[1]
