@@ -16,7 +16,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from cryptography.fernet import Fernet
 from flask import Flask
 
 from app.queue.flow import FLOW_KEYS, config_limits
@@ -265,6 +264,8 @@ def _secrets_key(app: Flask) -> str | None:
     development runs without one, the instance folder's generated key."""
     key = app.config.get("SECRETS_KEY")
     if not key and not app.config["PRODUCTION"]:
+        from cryptography.fernet import Fernet  # only where a key is used (see app.secretbox)
+
         key_file = Path(app.instance_path) / SECRETS_KEY_FILE
         key = (
             key_file.read_text().strip()

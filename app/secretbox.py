@@ -9,10 +9,13 @@ Without a key nothing can be sealed: whoever needs a secret stored says so, nami
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from flask import Flask, current_app
 from werkzeug.exceptions import ServiceUnavailable
+
+if TYPE_CHECKING:  # imported where used: a server without SECRETS_KEY never loads it (7 MB)
+    from cryptography.fernet import MultiFernet
 
 EXTENSION_KEY = "queuelog.secretbox"
 HOW_TO_MAKE_A_KEY = (
@@ -43,6 +46,8 @@ class SecretBox:
     @classmethod
     def from_setting(cls, value: str) -> SecretBox:
         """Parse ``SECRETS_KEY``; ValueError says what is wrong (never echoing a key)."""
+        from cryptography.fernet import Fernet, MultiFernet
+
         parts = [part.strip() for part in value.split(",")]
         if not parts or any(not part for part in parts):
             raise ValueError("SECRETS_KEY must be one or more comma-separated Fernet keys")
@@ -63,6 +68,8 @@ class SecretBox:
 
     def open(self, token: str) -> str:
         """Decrypt a sealed text with whichever key sealed it."""
+        from cryptography.fernet import InvalidToken
+
         try:
             return self.keys.decrypt(token.encode()).decode()
         except InvalidToken:
