@@ -167,20 +167,20 @@ def finish(
     found = store_batches.jobs_by_ids(conn, {o.job_id for o in outcomes}, None)
     refused: dict[int, QueueError] = {}
     reports: dict[int, transitions.Report] = {}
+    reported_by: dict[int, int] = {}  # job id -> the outcome that reports it
     for index, outcome in enumerate(outcomes):
         job, _ = found.get(outcome.job_id, (None, False))
         if (mismatch := _mismatch(outcome)) is not None:
             refused[index] = mismatch
+        elif outcome.job_id in reports:
+            continue  # a repeat: answered as the job is after the first report moved it
         elif job is not None and _holds(actor, job, outcome.attempt):
-            # not held: no report, and the answer explains why (a repeat: after the first moved)
-            reports.setdefault(
-                outcome.job_id,
-                _report(job, outcome, now=now, settings=settings, uniform=uniform),
-            )
+            # (not held: no report, and the answer explains why)
+            reports[job.id] = _report(job, outcome, now=now, settings=settings, uniform=uniform)
+            reported_by[job.id] = index
     moved = transitions.finish_many(conn, list(reports.values()), worker=actor.name, now=now)
     asked = [(o.job_id, o.attempt) for o in outcomes]
-    first = {job_id: index for index, (job_id, _) in reversed(list(enumerate(asked)))}
-    repeats = {index for index, (job_id, _) in enumerate(asked) if first[job_id] != index}
+    repeats = {i for i, (job_id, _) in enumerate(asked) if reported_by.get(job_id, i) != i}
     return _answers(conn, actor, asked, moved, refused, visible, repeats)
 
 

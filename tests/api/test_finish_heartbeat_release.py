@@ -81,6 +81,18 @@ def test_a_job_named_twice_in_one_finish_is_answered_in_order(
     assert job_row(app, b["id"])["status"] == "pending"
 
 
+def test_a_refused_outcome_does_not_stand_for_a_later_one_of_the_same_job(
+    app: Flask, producer: Api, worker: Api
+) -> None:
+    """The first outcome of the job is refused for its shape (422); the second applies."""
+    (job,) = _claimed(producer, worker, 1)
+    malformed = {"id": job["id"], "attempt": 1, "outcome": "completed", "error": "x"}
+    done = {"id": job["id"], "attempt": 1, "outcome": "completed"}
+    response = worker.post("/jobs/finish", {"results": [malformed, done]})
+    assert _statuses(response) == [(job["id"], 422), (job["id"], 200)]
+    assert job_row(app, job["id"])["status"] == "completed"
+
+
 def test_finish_with_retries_goes_back_to_pending(producer: Api, worker: Api) -> None:
     (job,) = _claimed(producer, worker, 1)
     item = {"id": job["id"], "attempt": 1, "outcome": "failed", "error": "x", "retry_in": 0}
