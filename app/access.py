@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 from flask import g
 
-from app.queue.models import Actor
-from app.queue.policy import Action, require
+from app.queue.domain.models import Actor
+from app.queue.domain.policy import Action, require
 
 PUBLIC = "public"  # no sign-in at all (static files, the sign-in page)
 SIGNED_IN = "signed-in"  # any signed-in user; what they see is filtered by the service

@@ -12,8 +12,8 @@ from flask import current_app
 from app import db
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue import bulk
-from app.queue.models import Actor
+from app.queue.domain import bulk
+from app.queue.domain.models import Actor
 from app.timeutil import utcnow
 
 # PostgreSQL skips jobs another transaction holds at that instant; they are tried again after a

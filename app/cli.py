@@ -18,8 +18,8 @@ from app.accounts import service as accounts
 from app.accounts.errors import AccountError
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue import service
-from app.queue.states import PRIORITIES, Role
+from app.queue.domain import service
+from app.queue.domain.states import PRIORITIES, Role
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from flask import Flask
 
-from app.queue.flow import FLOW_KEYS, config_limits
+from app.queue.domain.flow import FLOW_KEYS, config_limits
 from app.secretbox import SecretBox
 
 DEFAULTS: dict[str, Any] = {

@@ -34,7 +34,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from app import wakeup
-from app.queue.store import JOB_DUE
+from app.queue.engines.jobs import JOB_DUE
 
 EXTENSION_KEY = "queuelog.db"
 WAKEUP_KEY = "queuelog.wakeup"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import Flask, current_app
 
-from app.queue.models import QueueSettings
+from app.queue.domain.models import QueueSettings
 
 EXTENSION_KEY = "queuelog.settings"
 

@@ -20,7 +20,7 @@ from sqlalchemy import (
     text,
 )
 
-from app.queue.states import EventKind, JobStatus
+from app.queue.domain.states import EventKind, JobStatus
 from app.sqltypes import BigId, JSONDocument, UTCDateTime, partial_index
 
 metadata = MetaData(

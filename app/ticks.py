@@ -13,8 +13,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app import db
 from app import queue_settings as app_settings
-from app.queue import schedule_store, schedules
-from app.queue.models import QueueSettings
+from app.queue.domain import schedules
+from app.queue.domain.models import QueueSettings
+from app.queue.engines import schedules as schedule_store
 from app.timeutil import utcnow
 
 EXTENSION_KEY = "queuelog.ticks"

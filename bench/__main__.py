@@ -31,9 +31,9 @@ from sqlalchemy import insert
 
 from app import create_app, db, migrate
 from app.accounts import service as accounts
-from app.queue import service
-from app.queue.models import Actor
-from app.queue.requests import EnqueueBody
+from app.queue.contract.requests import EnqueueBody
+from app.queue.domain import service
+from app.queue.domain.models import Actor
 from app.queue_settings import queue_settings
 from app.schema import jobs
 from app.timeutil import utcnow

@@ -31,9 +31,9 @@ from flask import Flask
 from app import create_app, db
 from app.accounts import service as accounts
 from app.accounts import store as users
-from app.queue import service
-from app.queue.cursors import encode_cursor
-from app.queue.models import JobFilters
+from app.queue.contract.cursors import encode_cursor
+from app.queue.domain import service
+from app.queue.domain.models import JobFilters
 from app.timeutil import utcnow
 from bench import SECRET
 from bench import scale_load as load

@@ -14,9 +14,9 @@ from werkzeug.test import TestResponse
 from app import db
 from app.accounts import service as accounts
 from app.accounts.models import User
-from app.queue import service
-from app.queue.models import Actor, Job, QueueSettings
-from app.queue.requests import EnqueueBody
+from app.queue.contract.requests import EnqueueBody
+from app.queue.domain import service
+from app.queue.domain.models import Actor, Job, QueueSettings
 from app.timeutil import utcnow
 
 PASSWORD = "correct horse battery staple"

@@ -18,8 +18,9 @@ from flask import Flask
 from sqlalchemy import Connection
 
 from app import db
-from app.queue import service, store
-from app.queue.models import Actor, Event, Job, QueueSettings
+from app.queue.domain import service
+from app.queue.domain.models import Actor, Event, Job, QueueSettings
+from app.queue.engines import jobs as store
 from tests.builders import make_job, make_user
 from tests.servers import REPO
 

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, func, select
 
-from app.queue.states import JobStatus
+from app.queue.domain.states import JobStatus
 from app.schema import (
     finished_per_minute,
     job_counts,

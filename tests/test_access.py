@@ -10,8 +10,8 @@ import pytest
 from flask import Flask
 
 from app import access
-from app.queue import policy
-from app.queue.policy import Action
+from app.queue.domain import policy
+from app.queue.domain.policy import Action
 from tests.builders import Api
 
 # Routes outside the policy by nature: Flask's static files and signing in and out.

@@ -16,7 +16,7 @@ from sqlalchemy import text
 
 from app import create_app, db
 from app.accounts import service as accounts
-from app.queue import service
+from app.queue.domain import service
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.builders import Api, make_api, make_token, make_user

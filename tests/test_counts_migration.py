@@ -12,7 +12,7 @@ from flask import Flask
 from sqlalchemy import inspect
 
 from app import db, migrate
-from app.queue import service
+from app.queue.domain import service
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (run on both engines)

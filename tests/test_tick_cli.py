@@ -8,8 +8,8 @@ from flask import Flask
 from flask.testing import FlaskCliRunner
 
 from app import db
-from app.queue import schedules
-from app.queue.schedule_models import ScheduleCreate, parse
+from app.queue.contract.schedule_models import ScheduleCreate, parse
+from app.queue.domain import schedules
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.builders import make_user

@@ -26,9 +26,9 @@ from app.accounts.errors import (
     InvalidAccountInput,
 )
 from app.accounts.models import ApiToken, User
-from app.queue.models import Actor
-from app.queue.states import PRIORITIES, Role
-from app.queue.strictjson import text_problem
+from app.queue.contract.strictjson import text_problem
+from app.queue.domain.models import Actor
+from app.queue.domain.states import PRIORITIES, Role
 
 OPERATOR = Actor(id=0, name="operator", role=Role.ADMIN)
 TOKEN_PREFIX = "ql_"  # noqa: S105 (a prefix, not a secret)

@@ -23,8 +23,8 @@ from sqlalchemy import Connection
 
 from app import db
 from app.accounts import service as accounts
-from app.queue.models import Actor
-from app.queue.policy import Action, require
+from app.queue.domain.models import Actor
+from app.queue.domain.policy import Action, require
 from app.timeutil import utcnow
 
 View = TypeVar("View", bound=Callable[..., Any])

@@ -9,12 +9,12 @@ from flask import Response, g, jsonify
 from app import db
 from app.api.openapi import Operation, Reply, documented
 from app.api.views import CAP, ROLE, bp, job_json, parse_body, requires
-from app.queue import batches, uniqueness
-from app.queue.batch_requests import BatchBody, FinishBody, HeartbeatsBody
-from app.queue.errors import QueueError
-from app.queue.models import Job
-from app.queue.policy import Action
-from app.queue.responses import BeatAnswers, CreatedJobs, FinishAnswers
+from app.queue.contract.batch_requests import BatchBody, FinishBody, HeartbeatsBody
+from app.queue.contract.responses import BeatAnswers, CreatedJobs, FinishAnswers
+from app.queue.domain import batches, uniqueness
+from app.queue.domain.errors import QueueError
+from app.queue.domain.models import Job
+from app.queue.domain.policy import Action
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 

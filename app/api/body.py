@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Request
 
-from app.queue.strictjson import MalformedJSON, decode_json
+from app.queue.contract.strictjson import MalformedJSON, decode_json
 
 
 class BadBody(Exception):

@@ -9,9 +9,9 @@ from app.api.auth import current_actor
 from app.api.openapi import Operation, Reply, documented
 from app.api.problems import problem
 from app.api.views import ROLE, bp, parse_body, requires
-from app.queue.bulk import StaleCount
-from app.queue.bulk_models import BulkAnswer, BulkBody, StaleCountProblem
-from app.queue.policy import Action
+from app.queue.contract.bulk_models import BulkAnswer, BulkBody, StaleCountProblem
+from app.queue.domain.bulk import StaleCount
+from app.queue.domain.policy import Action
 
 
 @bp.errorhandler(StaleCount)

@@ -12,8 +12,9 @@ from flask import g
 from app import db
 from app.api import auth
 from app.api.admission import admission
-from app.queue import due, service
-from app.queue.models import Job, QueueSettings
+from app.queue.domain import service
+from app.queue.domain.models import Job, QueueSettings
+from app.queue.engines import due
 from app.timeutil import utcnow
 
 # Look a little after a due instant: leases count as expired only strictly after their end.

@@ -13,10 +13,10 @@ from flask import Flask
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from app.queue.fields import JOB_TYPES_MARK, MAX_BATCH_MARK, MAX_LEASE_MARK
-from app.queue.models import QueueSettings
-from app.queue.request_model import RequestModel
-from app.queue.responses import Problem, ValidationProblem
+from app.queue.contract.fields import JOB_TYPES_MARK, MAX_BATCH_MARK, MAX_LEASE_MARK
+from app.queue.contract.request_model import RequestModel
+from app.queue.contract.responses import Problem, ValidationProblem
+from app.queue.domain.models import QueueSettings
 
 View = TypeVar("View", bound=Callable[..., Any])
 SCHEMAS = "#/components/schemas/"

@@ -10,9 +10,9 @@ from app.api.openapi import Operation, Reply, documented
 from app.audit import query
 from app.monitoring import rollup
 from app.monitoring.exposition import JobFigures, exposition
-from app.queue import count_store
-from app.queue.job_types import paused as paused_types
-from app.queue.policy import Action
+from app.queue.domain.job_types import paused as paused_types
+from app.queue.domain.policy import Action
+from app.queue.engines import counts as count_store
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 

@@ -13,13 +13,13 @@ from app.api.auth import requires
 from app.api.openapi import Operation, Reply, documented
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue import schedules
-from app.queue.control_responses import ScheduleList, ScheduleOut
-from app.queue.errors import InvalidInput
-from app.queue.policy import Action
-from app.queue.requests import NoBody
-from app.queue.responses import JobOut
-from app.queue.schedule_models import Schedule, ScheduleCreate, ScheduleUpdate, parse
+from app.queue.contract.control_responses import ScheduleList, ScheduleOut
+from app.queue.contract.requests import NoBody
+from app.queue.contract.responses import JobOut
+from app.queue.contract.schedule_models import Schedule, ScheduleCreate, ScheduleUpdate, parse
+from app.queue.domain import schedules
+from app.queue.domain.errors import InvalidInput
+from app.queue.domain.policy import Action
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 

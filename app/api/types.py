@@ -11,10 +11,10 @@ from app.api.auth import requires
 from app.api.openapi import Operation, Reply, documented
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue import job_types
-from app.queue.control_responses import TypeList, TypeOut
-from app.queue.job_types import TypeChange
-from app.queue.policy import Action
+from app.queue.contract.control_responses import TypeList, TypeOut
+from app.queue.domain import job_types
+from app.queue.domain.job_types import TypeChange
+from app.queue.domain.policy import Action
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 

@@ -15,15 +15,11 @@ from app.api.openapi import Operation, Reply, documented
 from app.api.problems import problem
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue import explain, service, uniqueness
-from app.queue.batch_requests import ReleaseBody
-from app.queue.control_responses import ExplanationOut
-from app.queue.errors import QueueError
-from app.queue.fields import KEY_PATTERN
-from app.queue.models import Job
-from app.queue.policy import Action
-from app.queue.request_model import RequestModel
-from app.queue.requests import (
+from app.queue.contract.batch_requests import ReleaseBody
+from app.queue.contract.control_responses import ExplanationOut
+from app.queue.contract.fields import KEY_PATTERN
+from app.queue.contract.request_model import RequestModel
+from app.queue.contract.requests import (
     ClaimBody,
     CompleteBody,
     EnqueueBody,
@@ -32,7 +28,11 @@ from app.queue.requests import (
     ListQuery,
     NoBody,
 )
-from app.queue.responses import Claimed, EventList, JobOut, JobPage
+from app.queue.contract.responses import Claimed, EventList, JobOut, JobPage
+from app.queue.domain import explain, service, uniqueness
+from app.queue.domain.errors import QueueError
+from app.queue.domain.models import Job
+from app.queue.domain.policy import Action
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 

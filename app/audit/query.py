@@ -14,9 +14,9 @@ from sqlalchemy import Connection
 
 from app.audit import store
 from app.audit.actions import AuditAction, AuditEvent, AuditFilters
-from app.queue.request_model import RequestModel, parse_query, refuse, says
-from app.queue.responses import Instant, ResponseModel
-from app.queue.strictjson import text_problem
+from app.queue.contract.request_model import RequestModel, parse_query, refuse, says
+from app.queue.contract.responses import Instant, ResponseModel
+from app.queue.contract.strictjson import text_problem
 
 MAX_LIMIT = 200
 MAX_ID = 2**62

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, literal_column, select
 
-from app.queue import count_store
+from app.queue.engines import counts as count_store
 from app.schema import jobs
 
 WINDOW = timedelta(hours=1)

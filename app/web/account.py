@@ -13,7 +13,7 @@ from app.accounts.errors import AccountError
 from app.accounts.login import LOGIN_AT, SessionUser
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue.policy import Action
+from app.queue.domain.policy import Action
 from app.web.forms import PasswordChangeForm
 from app.web.guard import current_actor, require_login
 from app.web.throttle import client_address, login_throttle, refusal

@@ -13,7 +13,7 @@ from app.accounts.errors import AccountError, AccountNotFound, FreshLoginRequire
 from app.accounts.login import is_fresh_login
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue.policy import Action
+from app.queue.domain.policy import Action
 from app.timeutil import utcnow
 from app.web.forms import TOKEN_LIFETIMES, ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
 from app.web.guard import current_actor, login_url, require_login

@@ -10,11 +10,11 @@ from flask import Blueprint, flash, g, redirect, render_template, request, url_f
 from werkzeug.wrappers import Response
 
 from app import access, bulk_runs
-from app.queue.bulk import APPLIES_TO, StaleCount, Verb
-from app.queue.bulk_models import MAX_REASON_LENGTH, BulkBody, BulkChoice
-from app.queue.errors import InvalidInput
-from app.queue.policy import Action
-from app.queue.states import JobStatus
+from app.queue.contract.bulk_models import MAX_REASON_LENGTH, BulkBody, BulkChoice
+from app.queue.domain.bulk import APPLIES_TO, StaleCount, Verb
+from app.queue.domain.errors import InvalidInput
+from app.queue.domain.policy import Action
+from app.queue.domain.states import JobStatus
 from app.queue_settings import queue_settings
 from app.web.forms import BulkForm
 from app.web.guard import current_actor, require_login

@@ -19,10 +19,10 @@ from wtforms import (
 )
 from wtforms.validators import InputRequired, Length, NumberRange, Optional
 
-from app.queue.bulk_models import MAX_REASON_LENGTH
-from app.queue.fields import MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
-from app.queue.schedule_models import MAX_NAME_LENGTH
-from app.queue.states import PRIORITIES, Role
+from app.queue.contract.bulk_models import MAX_REASON_LENGTH
+from app.queue.contract.fields import MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
+from app.queue.contract.schedule_models import MAX_NAME_LENGTH
+from app.queue.domain.states import PRIORITIES, Role
 
 ROLE_CHOICES = [role.value for role in Role]
 # The lifetimes offered on the tokens page (the CLI takes any duration).

@@ -6,7 +6,7 @@ from flask import redirect, request, url_for
 from flask_login import current_user
 from werkzeug.wrappers import Response
 
-from app.queue.models import Actor
+from app.queue.domain.models import Actor
 
 
 def login_url() -> str:

@@ -11,8 +11,8 @@ from app import access, db
 from app.audit import query
 from app.audit.actions import AuditAction
 from app.monitoring.workers import workers as worker_rows
-from app.queue.errors import InvalidInput
-from app.queue.policy import Action
+from app.queue.domain.errors import InvalidInput
+from app.queue.domain.policy import Action
 from app.timeutil import utcnow
 from app.web.guard import current_actor, require_login
 

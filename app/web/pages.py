@@ -24,13 +24,13 @@ from werkzeug.wrappers import Response
 from app import access, db
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue import explain, job_types, service, stats
-from app.queue.errors import Conflict, Forbidden, InvalidInput
-from app.queue.models import Actor, Job, JobFilters
-from app.queue.policy import Action
-from app.queue.requests import EnqueueBody, ListQuery
-from app.queue.states import PRIORITIES, TERMINAL, JobStatus
-from app.queue.strictjson import MalformedJSON, decode_json
+from app.queue.contract.requests import EnqueueBody, ListQuery
+from app.queue.contract.strictjson import MalformedJSON, decode_json
+from app.queue.domain import explain, job_types, service, stats
+from app.queue.domain.errors import Conflict, Forbidden, InvalidInput
+from app.queue.domain.models import Actor, Job, JobFilters
+from app.queue.domain.policy import Action
+from app.queue.domain.states import PRIORITIES, TERMINAL, JobStatus
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from app.web.charts import minute_chart

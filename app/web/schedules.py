@@ -12,11 +12,11 @@ from werkzeug.wrappers import Response
 from app import access, db
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue import cron, schedules
-from app.queue.errors import InvalidInput, QueueError
-from app.queue.policy import Action
-from app.queue.schedule_models import ScheduleCreate, ScheduleUpdate, parse
-from app.queue.strictjson import MalformedJSON, decode_json
+from app.queue.contract.schedule_models import ScheduleCreate, ScheduleUpdate, parse
+from app.queue.contract.strictjson import MalformedJSON, decode_json
+from app.queue.domain import cron, schedules
+from app.queue.domain.errors import InvalidInput, QueueError
+from app.queue.domain.policy import Action
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from app.web.forms import ConfirmForm, ScheduleForm

@@ -20,7 +20,7 @@ from app.accounts.errors import AccountError, WrongPasswordOrCode
 from app.accounts.models import User
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue.policy import Action
+from app.queue.domain.policy import Action
 from app.secretbox import current_box, require_box
 from app.timeutil import utcnow
 from app.web.forms import CodeForm, SecondFactorChangeForm

@@ -12,10 +12,10 @@ from werkzeug.wrappers import Response
 from app import access, db
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue import job_types
-from app.queue.errors import NotFound, QueueError
-from app.queue.job_types import TypeChange, TypeView
-from app.queue.policy import Action
+from app.queue.domain import job_types
+from app.queue.domain.errors import NotFound, QueueError
+from app.queue.domain.job_types import TypeChange, TypeView
+from app.queue.domain.policy import Action
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from app.web.forms import TypeLimitsForm

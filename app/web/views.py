@@ -8,8 +8,8 @@ from werkzeug.wrappers import Response
 
 from app import access
 from app.accounts.errors import AccountError
-from app.queue.errors import QueueError
-from app.queue.policy import Action
+from app.queue.domain.errors import QueueError
+from app.queue.domain.policy import Action
 from app.timeutil import human_duration
 from app.web import account, admin, auth, bulk, operations, pages, schedules, second_factor, types
 from app.web.guard import current_actor

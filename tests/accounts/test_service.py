@@ -20,8 +20,8 @@ from app.accounts.errors import AccountForbidden as Forbidden
 from app.accounts.errors import AccountNotFound as NotFound
 from app.accounts.errors import InvalidAccountInput as InvalidInput
 from app.accounts.models import User
-from app.queue.models import Actor
-from app.queue.states import Role
+from app.queue.domain.models import Actor
+from app.queue.domain.states import Role
 from app.timeutil import utcnow
 from tests.builders import PASSWORD, Api, make_token, make_user
 

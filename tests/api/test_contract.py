@@ -10,7 +10,7 @@ import pytest
 from flask import Flask
 
 from app import db
-from app.queue import service
+from app.queue.domain import service
 from app.queue_settings import queue_settings
 from tests.api.conftest import assert_problem, event_rows, job_count, job_row, snapshot
 from tests.builders import Api

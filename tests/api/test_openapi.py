@@ -11,8 +11,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from app.audit.query import AuditEvents, AuditQuery
-from app.queue.control_responses import ExplanationOut, ScheduleList, ScheduleOut, TypeList
-from app.queue.responses import EventList, JobOut, JobPage
+from app.queue.contract.control_responses import ExplanationOut, ScheduleList, ScheduleOut, TypeList
+from app.queue.contract.responses import EventList, JobOut, JobPage
 from app.security import CONTENT_SECURITY_POLICY, is_api_path
 from tests.api.conftest import assert_problem
 from tests.builders import Api

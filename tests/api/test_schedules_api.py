@@ -14,8 +14,8 @@ from werkzeug.test import TestResponse
 
 from app import db
 from app.accounts import service as accounts
-from app.queue import schedules
-from app.queue.schedule_models import ScheduleCreate, parse
+from app.queue.contract.schedule_models import ScheduleCreate, parse
+from app.queue.domain import schedules
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.api.conftest import assert_problem, snapshot

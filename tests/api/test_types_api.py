@@ -12,7 +12,7 @@ from sqlalchemy import text
 from werkzeug.test import TestResponse
 
 from app import db
-from app.queue.control_responses import ExplanationOut, TypeList, TypeOut
+from app.queue.contract.control_responses import ExplanationOut, TypeList, TypeOut
 from tests.api.conftest import assert_problem, snapshot
 from tests.builders import Api
 

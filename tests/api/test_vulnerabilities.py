@@ -651,7 +651,7 @@ def test_v10_error_key_only_for_admins(app: Flask, producer: Api, worker: Api, a
 def test_v10_lease_expiry_note_and_error_reach_admins_only(
     app: Flask, producer: Api, worker: Api, admin: Api
 ) -> None:
-    from app.queue import service
+    from app.queue.domain import service
     from app.queue_settings import queue_settings
 
     job = _running_job(producer, worker, max_retries=0)

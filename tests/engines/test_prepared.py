@@ -12,8 +12,8 @@ from sqlalchemy import bindparam, event, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app import db
+from app.queue.engines.jobs import JOB_COLUMNS
 from app.queue.engines.prepared import Prepared
-from app.queue.store import JOB_COLUMNS
 from app.schema import jobs
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_user

@@ -12,9 +12,11 @@ import pytest
 from flask import Flask
 
 from app import db
-from app.queue import bulk, bulk_store, service, store
-from app.queue.bulk import JobSet, Selection, Verb
-from app.queue.models import Job, JobFilters
+from app.queue.domain import bulk, service
+from app.queue.domain.bulk import JobSet, Selection, Verb
+from app.queue.domain.models import Job, JobFilters
+from app.queue.engines import bulk as bulk_store
+from app.queue.engines import jobs as store
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 

@@ -9,8 +9,8 @@ import pytest
 from flask import Flask
 
 from app import bulk_runs
-from app.queue.bulk import Selection, Verb
-from app.queue.models import JobFilters
+from app.queue.domain.bulk import Selection, Verb
+from app.queue.domain.models import JobFilters
 from tests.harness import T0, make_queue
 from tests.queue.test_bulk import failed_job
 from tests.queue.test_query_plans import assert_index_served

@@ -13,9 +13,10 @@ from sqlalchemy import Connection, select, text
 from sqlalchemy.exc import DatabaseError
 
 from app import db
-from app.queue import batches, count_store, service, stats
-from app.queue.models import JobFilters
-from app.queue.requests import EnqueueBody
+from app.queue.contract.requests import EnqueueBody
+from app.queue.domain import batches, service, stats
+from app.queue.domain.models import JobFilters
+from app.queue.engines import counts as count_store
 from app.schema import job_counts
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue

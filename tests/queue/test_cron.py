@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.queue import cron
+from app.queue.domain import cron
 
 
 def utc(*args: int) -> datetime:

@@ -13,11 +13,13 @@ from flask import Flask
 from sqlalchemy import Connection
 
 from app import db
-from app.queue import explain, explain_store, job_types, service, store
-from app.queue.errors import NotFound
-from app.queue.explain import Explanation
-from app.queue.job_types import TypeChange
-from app.queue.models import Actor, Job, QueueSettings
+from app.queue.domain import explain, job_types, service
+from app.queue.domain.errors import NotFound
+from app.queue.domain.explain import Explanation
+from app.queue.domain.job_types import TypeChange
+from app.queue.domain.models import Actor, Job, QueueSettings
+from app.queue.engines import explain as explain_store
+from app.queue.engines import jobs as store
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_job, make_user
 

@@ -8,8 +8,8 @@ from datetime import timedelta
 from flask import Flask
 
 from app import db, ticks
-from app.queue import explain, schedules
-from app.queue.schedule_models import ScheduleCreate, parse
+from app.queue.contract.schedule_models import ScheduleCreate, parse
+from app.queue.domain import explain, schedules
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.queue.test_query_plans import recorded, seed

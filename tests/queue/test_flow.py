@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from app.queue import flow, job_types, service
-from app.queue.flow import RateLimit, Window
-from app.queue.job_types import TypeChange
-from app.queue.models import Job
+from app.queue.domain import flow, job_types, service
+from app.queue.domain.flow import RateLimit, Window
+from app.queue.domain.job_types import TypeChange
+from app.queue.domain.models import Job
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 

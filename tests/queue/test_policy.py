@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.queue.errors import Forbidden
-from app.queue.models import Actor
-from app.queue.policy import ROLES, Action, can, require
-from app.queue.states import JobStatus, Role
+from app.queue.domain.errors import Forbidden
+from app.queue.domain.models import Actor
+from app.queue.domain.policy import ROLES, Action, can, require
+from app.queue.domain.states import JobStatus, Role
 from tests.builders import job_value
 
 ACTORS = {role: Actor(id=1, name=str(role), role=role) for role in Role}

@@ -14,10 +14,12 @@ from flask import Flask
 from sqlalchemy import event
 
 from app import db
-from app.queue import batches, count_store, due, service, stats
-from app.queue.cursors import encode_cursor
-from app.queue.models import Actor, JobFilters, Outcome
-from app.queue.requests import EnqueueBody, ListQuery
+from app.queue.contract.cursors import encode_cursor
+from app.queue.contract.requests import EnqueueBody, ListQuery
+from app.queue.domain import batches, service, stats
+from app.queue.domain.models import Actor, JobFilters, Outcome
+from app.queue.engines import counts as count_store
+from app.queue.engines import due
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.builders import Api, make_job, make_token, make_user
@@ -282,8 +284,8 @@ def test_claims_with_limits_and_pauses_read_indexes_only(app: Flask) -> None:
     """A paused type, a max_running and a rate_limit: the claim still walks the claim index
     (skipping held-back types), reads running jobs per type from the counters and the claim
     windows by key; claims of many and typed claims alike."""
-    from app.queue import job_types
-    from app.queue.job_types import TypeChange
+    from app.queue.domain import job_types
+    from app.queue.domain.job_types import TypeChange
 
     with app.app_context():
         _, worker, admin = seed(app)
@@ -323,7 +325,7 @@ def test_claims_with_limits_and_pauses_read_indexes_only(app: Flask) -> None:
 def test_the_types_page_reads_the_counters_by_key(app: Flask) -> None:
     """Jobs per status of each type (``GET /types``): ranges of the counters' primary key, no
     read of jobs."""
-    from app.queue import job_types
+    from app.queue.domain import job_types
 
     with app.app_context():
         _, _, admin = seed(app)

@@ -8,10 +8,8 @@ from typing import Any
 import pytest
 
 from app.config import DEFAULTS
-from app.queue.cursors import encode_cursor
-from app.queue.errors import InvalidInput
-from app.queue.models import EnqueueRequest, JobFilters, QueueSettings
-from app.queue.requests import (
+from app.queue.contract.cursors import encode_cursor
+from app.queue.contract.requests import (
     ClaimBody,
     CompleteBody,
     EnqueueBody,
@@ -19,6 +17,8 @@ from app.queue.requests import (
     HeartbeatBody,
     ListQuery,
 )
+from app.queue.domain.errors import InvalidInput
+from app.queue.domain.models import EnqueueRequest, JobFilters, QueueSettings
 
 SETTINGS = QueueSettings.from_config(DEFAULTS | {"JOB_TYPES": ["email.send", "report.build"]})
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from app.queue.retry import backoff_seconds
+from app.queue.domain.retry import backoff_seconds
 
 
 def upper(low: float, high: float) -> float:

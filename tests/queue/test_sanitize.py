@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from app.queue.sanitize import MARKER, PATH_MARKER, TRUNCATED, sanitize_error
+from app.queue.domain.sanitize import MARKER, PATH_MARKER, TRUNCATED, sanitize_error
 
 # (text, the secret in it): every leak reported so far, one row each. A new variant is a row.
 EARLIER = [

@@ -14,10 +14,11 @@ from flask import Flask
 from sqlalchemy import Connection, select, update
 
 from app import db
-from app.queue import schedules, store
-from app.queue.errors import Conflict, Forbidden, InvalidInput, NotFound
-from app.queue.models import Actor, Job, QueueSettings
-from app.queue.schedule_models import Schedule, ScheduleCreate, ScheduleUpdate, parse
+from app.queue.contract.schedule_models import Schedule, ScheduleCreate, ScheduleUpdate, parse
+from app.queue.domain import schedules
+from app.queue.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
+from app.queue.domain.models import Actor, Job, QueueSettings
+from app.queue.engines import jobs as store
 from app.schema import jobs, users
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_user

@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from flask import Flask
 
-from app.queue import service
-from app.queue.errors import Conflict, Forbidden, NotFound, QueueError
-from app.queue.states import EventKind
+from app.queue.domain import service
+from app.queue.domain.errors import Conflict, Forbidden, NotFound, QueueError
+from app.queue.domain.states import EventKind
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 

@@ -30,10 +30,11 @@ from sqlalchemy import Connection, Engine, select
 from app.accounts import service as accounts
 from app.config import DEFAULTS
 from app.db import make_engine
-from app.queue import service, store
-from app.queue.errors import Conflict, Forbidden, NotFound, QueueError
-from app.queue.models import Actor, QueueSettings
-from app.queue.states import PRIORITIES, TERMINAL, JobStatus
+from app.queue.domain import service
+from app.queue.domain.errors import Conflict, Forbidden, NotFound, QueueError
+from app.queue.domain.models import Actor, QueueSettings
+from app.queue.domain.states import PRIORITIES, TERMINAL, JobStatus
+from app.queue.engines import jobs as store
 from app.schema import jobs
 from tests.builders import make_job
 

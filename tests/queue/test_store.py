@@ -9,8 +9,10 @@ import pytest
 from flask import Flask
 
 from app import db
-from app.queue import due, store, store_transitions
-from app.queue.states import EventKind, JobStatus
+from app.queue.domain.states import EventKind, JobStatus
+from app.queue.engines import due
+from app.queue.engines import jobs as store
+from app.queue.engines import moves as store_transitions
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.queue.strictjson import MalformedJSON, decode_json, json_depth, text_problem
+from app.queue.contract.strictjson import MalformedJSON, decode_json, json_depth, text_problem
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,11 @@ from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app import db
-from app.queue import store, transitions
-from app.queue.models import Job, QueueSettings
-from app.queue.states import EventKind, JobStatus
-from app.queue.transitions import EDGES
+from app.queue.domain import transitions
+from app.queue.domain.models import Job, QueueSettings
+from app.queue.domain.states import EventKind, JobStatus
+from app.queue.domain.transitions import EDGES
+from app.queue.engines import jobs as store
 from app.schema import job_events, jobs
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_job, make_user

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from app.queue import service, uniqueness
-from app.queue.models import Job
-from app.queue.requests import EnqueueBody
+from app.queue.contract.requests import EnqueueBody
+from app.queue.domain import service, uniqueness
+from app.queue.domain.models import Job
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 

@@ -21,10 +21,10 @@ from sqlalchemy import Connection, func, select
 
 from app import create_app, db
 from app.accounts import store as accounts
-from app.queue import batches, service
-from app.queue.errors import QueueError
-from app.queue.models import Actor, EnqueueRequest, Job, QueueSettings
-from app.queue.requests import EnqueueBody
+from app.queue.contract.requests import EnqueueBody
+from app.queue.domain import batches, service
+from app.queue.domain.errors import QueueError
+from app.queue.domain.models import Actor, EnqueueRequest, Job, QueueSettings
 from app.queue_settings import queue_settings
 from app.schema import job_events
 from tests.conftest import base_config

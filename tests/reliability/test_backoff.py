@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from app.queue import service
-from app.queue.retry import backoff_seconds
+from app.queue.domain import service
+from app.queue.domain.retry import backoff_seconds
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import Api
 from tests.harness import T0, Queue

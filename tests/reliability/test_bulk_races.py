@@ -15,10 +15,10 @@ import pytest
 from sqlalchemy import select
 
 from app import bulk_runs, db
-from app.queue import bulk, service
-from app.queue.bulk import Selection, Verb
-from app.queue.errors import Conflict
-from app.queue.models import Actor, JobFilters
+from app.queue.domain import bulk, service
+from app.queue.domain.bulk import Selection, Verb
+from app.queue.domain.errors import Conflict
+from app.queue.domain.models import Actor, JobFilters
 from app.schema import jobs as jobs_table
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (run on both engines)

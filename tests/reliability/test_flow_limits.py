@@ -20,10 +20,10 @@ from flask import Flask
 from sqlalchemy import func, select
 
 from app import create_app, db
-from app.queue import job_types, service
-from app.queue.job_types import TypeChange
-from app.queue.models import Actor, QueueSettings
-from app.queue.states import Role
+from app.queue.domain import job_types, service
+from app.queue.domain.job_types import TypeChange
+from app.queue.domain.models import Actor, QueueSettings
+from app.queue.domain.states import Role
 from app.schema import job_events, jobs
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (run on both engines)

@@ -10,7 +10,7 @@ from flask.testing import FlaskCliRunner
 from sqlalchemy import select
 
 from app import db
-from app.queue import service
+from app.queue.domain import service
 from app.schema import jobs
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (run on both engines)

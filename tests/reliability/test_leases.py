@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from flask.testing import FlaskCliRunner
 
-from app.queue import service
-from app.queue.errors import Conflict
+from app.queue.domain import service
+from app.queue.domain.errors import Conflict
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import Api

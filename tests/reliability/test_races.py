@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy import text
 
 from app import db
-from app.queue import batches, service
-from app.queue.errors import Conflict
-from app.queue.models import Job
-from app.queue.requests import EnqueueBody
+from app.queue.contract.requests import EnqueueBody
+from app.queue.domain import batches, service
+from app.queue.domain.errors import Conflict
+from app.queue.domain.models import Job
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue
 

@@ -14,8 +14,8 @@ from flask import Flask
 from sqlalchemy import select
 
 from app import create_app, db, ticks
-from app.queue import cron, schedules
-from app.queue.schedule_models import ScheduleCreate, parse
+from app.queue.contract.schedule_models import ScheduleCreate, parse
+from app.queue.domain import cron, schedules
 from app.queue_settings import queue_settings
 from app.schema import job_events, jobs
 from tests.backends import every_backend  # noqa: F401 (run on both engines)

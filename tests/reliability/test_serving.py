@@ -13,8 +13,8 @@ import pytest
 
 from app import create_app, db
 from app.accounts import service as accounts
-from app.queue import service
-from app.queue.requests import EnqueueBody
+from app.queue.contract.requests import EnqueueBody
+from app.queue.domain import service
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (these tests run on both engines)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from app import db
-from app.queue import stats
-from app.queue.models import Actor
-from app.queue.states import Role
+from app.queue.domain import stats
+from app.queue.domain.models import Actor
+from app.queue.domain.states import Role
 from app.web.charts import minute_chart
 from tests.backends import every_backend  # noqa: F401 (the figures' SQL differs per engine)
 from tests.web.conftest import Team, soup

@@ -1,7 +1,8 @@
-"""The database engines: everything the queue's SQL does differently on SQLite and on
-PostgreSQL, behind one interface (River's driver, Oban's engines). The store modules build
-their statements through ``of(conn)``; no other module of the queue asks which database it
-runs on.
+"""The queue's SQL. The modules of this package hold the statements (jobs, batches, moves,
+counts, flow, schedules, ...); what they do differently on SQLite and on PostgreSQL sits
+behind one interface (River's driver, Oban's engines), ``Engine``, implemented in ``sqlite``
+and ``postgresql``. The statements are built through ``of(conn)``; no module outside this
+package and the migrations asks which database it runs on.
 
 What differs, in short: PostgreSQL runs many writers at once, so claims and sweeps lock the
 rows they take (``FOR UPDATE SKIP LOCKED``) and uniqueness takes advisory locks, while SQLite

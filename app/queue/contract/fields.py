@@ -1,0 +1,246 @@
+"""Field types shared by request models: each carries its rule, its message and its schema."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, PlainValidator, ValidationInfo, WithJsonSchema
+
+from app.queue.contract.cursors import MAX_DB_INT, decode_cursor
+from app.queue.contract.request_model import refuse, says, settings_of
+from app.queue.contract.strictjson import compact_size, json_value_problem, text_problem
+from app.queue.domain.models import QueueSettings
+
+MAX_RETRIES_LIMIT = 25
+MAX_DELAY_SECONDS = 366 * 86_400
+MAX_KEY_LENGTH = 255
+MAX_MESSAGE_LENGTH = 500
+KEY_PATTERN = r"^[!-~]{1,255}$"  # printable ASCII, no spaces
+# Marks that the API document replaces with configured values (job types, the lease ceiling).
+JOB_TYPES_MARK = "x-job-types"
+MAX_LEASE_MARK = "x-max-lease"
+MAX_BATCH_MARK = "x-max-batch"
+MAX_LIST_LIMIT = 1000
+
+PriorityLabel = Literal["low", "medium", "high", "critical"]
+
+
+def _stored_text(value: str) -> str:
+    if problem := text_problem(value):
+        raise refuse(problem)
+    return value
+
+
+def _allowed_type(value: str, info: ValidationInfo) -> str:
+    if value not in settings_of(info).job_types:
+        raise refuse("is not an allowed job type")
+    return value
+
+
+def json_object_problem(value: dict[str, Any], settings: QueueSettings) -> str | None:
+    """Why a JSON object cannot be stored as a payload or result (depth, text, size), or None."""
+    if problem := json_value_problem(value, settings.max_json_depth):
+        return problem
+    size = compact_size(value)
+    if size > settings.max_payload_bytes:
+        return f"is {size} bytes; the limit is {settings.max_payload_bytes}"
+    return None
+
+
+def _json_object(value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    if problem := json_object_problem(value, settings_of(info)):
+        raise refuse(problem)
+    return value
+
+
+def parse_timestamp(value: Any) -> datetime:
+    """An aware UTC datetime from an ISO 8601 string with an offset; the rule's message if not."""
+    if not isinstance(value, str) or len(value) > 64:
+        raise refuse("must be an ISO 8601 timestamp string")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise refuse("must be an ISO 8601 timestamp, e.g. 2026-01-31T12:00:00Z") from None
+    if parsed.tzinfo is None:
+        raise refuse("must include a UTC offset, e.g. Z or +02:00")
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise refuse("is out of range") from None
+
+
+_OBJECT_RULE = (
+    "A JSON object of at most MAX_PAYLOAD_BYTES bytes as compact UTF-8 JSON, nested at most "
+    "MAX_JSON_DEPTH levels, with no NUL characters or lone surrogates in keys or strings."
+)
+
+JobType = Annotated[
+    str,
+    AfterValidator(_allowed_type),
+    says("is required and must be a string"),
+    WithJsonSchema({"type": "string", JOB_TYPES_MARK: True}),
+    Field(description="A configured job type (JOB_TYPES)."),
+]
+JsonObject = Annotated[
+    dict[str, Any],
+    AfterValidator(_json_object),
+    says("must be a JSON object"),
+    Field(description=_OBJECT_RULE),
+]
+Priority = Annotated[
+    PriorityLabel,
+    says("must be one of low, medium, high, critical"),
+    Field(description="Above the caller's priority cap is 403 (admins: any)."),
+]
+MaxRetries = Annotated[
+    int, Field(ge=0, le=MAX_RETRIES_LIMIT), says("must be an integer from 0 to 25")
+]
+IdempotencyKey = Annotated[
+    str,
+    Field(pattern=KEY_PATTERN, min_length=1, max_length=MAX_KEY_LENGTH),
+    says(f"must be 1-{MAX_KEY_LENGTH} printable ASCII characters without spaces"),
+]
+MAX_UNIQUE_KEY_LENGTH = 200  # the unique_key column
+UniqueKey = Annotated[
+    str,
+    Field(pattern=rf"^[!-~]{{1,{MAX_UNIQUE_KEY_LENGTH}}}$"),
+    says(f"must be 1-{MAX_UNIQUE_KEY_LENGTH} printable ASCII characters without spaces"),
+    Field(
+        description="While a job of yours with this type and key is pending or running (and, "
+        'with unique_for, younger than that), enqueue answers 200 with it and "duplicate": true '
+        "instead of adding one. Printable ASCII without spaces."
+    ),
+]
+UniqueFor = Annotated[
+    float,
+    Field(gt=0, le=MAX_DELAY_SECONDS, allow_inf_nan=False),
+    says(f"must be a number of seconds above 0 and at most {MAX_DELAY_SECONDS}"),
+    Field(description="Seconds: only a job enqueued this recently counts. Needs unique_key."),
+]
+Timestamp = Annotated[
+    datetime,
+    PlainValidator(parse_timestamp),
+    WithJsonSchema({"type": "string", "format": "date-time", "maxLength": 64}),
+    Field(description="ISO 8601 with a UTC offset (Z or +HH:MM)."),
+]
+Delay = Annotated[
+    float,
+    Field(ge=0, le=MAX_DELAY_SECONDS, allow_inf_nan=False),
+    says(f"must be a number from 0 to {MAX_DELAY_SECONDS}"),
+]
+RetryIn = Annotated[
+    float,
+    Field(ge=0, le=MAX_DELAY_SECONDS, allow_inf_nan=False),
+    says(f"must be a number of seconds from 0 to {MAX_DELAY_SECONDS}"),
+    Field(description="Seconds until the retry instead of the backoff."),
+]
+MAX_WAIT_SECONDS = 30  # a long-polling claim waits at most this long (DESIGN §8.1)
+WaitSeconds = Annotated[
+    float,
+    Field(ge=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False),
+    says(f"must be a number from 0 to {MAX_WAIT_SECONDS}"),
+    Field(description="Long-poll: wait up to this many seconds for a job to become due."),
+]
+Attempt = Annotated[
+    int,
+    Field(ge=1, le=MAX_DB_INT),
+    says("must be a positive integer"),
+    Field(description="The attempt the caller holds (the job's `attempt`); a stale one is 409."),
+]
+Progress = Annotated[int, Field(ge=0, le=100), says("must be an integer from 0 to 100")]
+Message = Annotated[
+    str,
+    Field(max_length=MAX_MESSAGE_LENGTH, json_schema_extra={"pattern": "^[^\\u0000]*$"}),
+    AfterValidator(_stored_text),
+    says(f"must be a string of at most {MAX_MESSAGE_LENGTH} characters"),
+]
+ErrorText = Annotated[
+    str,
+    Field(min_length=1, pattern="\\S"),
+    says("is required and must be a non-empty string"),
+    Field(description="What went wrong; sanitized of credentials and capped before it is stored."),
+]
+Flag = Annotated[bool, says("must be true or false")]
+
+
+def _lease(value: int, info: ValidationInfo) -> int:
+    if not 1 <= value <= settings_of(info).max_lease_seconds:
+        raise refuse(f"must be an integer from 1 to {settings_of(info).max_lease_seconds}")
+    return value
+
+
+def _limit(value: Any) -> int:
+    if (
+        not isinstance(value, str)
+        or not value.isascii()
+        or not value.isdigit()
+        or not 1 <= int(value) <= MAX_LIST_LIMIT
+    ):
+        raise refuse(f"must be an integer from 1 to {MAX_LIST_LIMIT}")
+    return int(value)
+
+
+def _cursor(value: Any) -> tuple[int | None, int | None]:
+    try:
+        return decode_cursor(value if isinstance(value, str) else "")
+    except ValueError as exc:
+        raise refuse(str(exc)) from None
+
+
+LeaseSeconds = Annotated[
+    int,
+    AfterValidator(_lease),
+    says("must be an integer from 1 to MAX_LEASE_SECONDS"),
+    WithJsonSchema({"type": "integer", "minimum": 1, MAX_LEASE_MARK: True}),
+    Field(description="1..MAX_LEASE_SECONDS; default: the job type's lease."),
+]
+StatusLabel = Annotated[
+    Literal["pending", "running", "completed", "failed", "cancelled"],
+    says("must be one of pending, running, completed, failed, cancelled"),
+]
+ListType = Annotated[
+    str,
+    Field(max_length=200, pattern="^[^\\u0000]*$"),
+    AfterValidator(_stored_text),
+    says("is not a valid job type"),
+    Field(description="Exact job type."),
+]
+Limit = Annotated[
+    int,
+    PlainValidator(_limit),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT, "default": 50}),
+    Field(description="Page size, ASCII digits only."),
+]
+Cursor = Annotated[
+    tuple[int | None, int | None],
+    PlainValidator(_cursor),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "description": "Opaque: a next_cursor from an earlier page. Anything else is 422.",
+        }
+    ),
+]
+Search = Annotated[
+    str,
+    Field(max_length=MAX_KEY_LENGTH, pattern="^[^\\u0000]*$"),
+    AfterValidator(_stored_text),
+    says("must be a job id or an idempotency key"),
+    Field(description="A job id or an exact idempotency key (surrounding spaces are ignored)."),
+]
+
+
+MAX_CLAIM_JOBS = 100  # most jobs one claim hands out (DESIGN §8.1)
+MaxJobs = Annotated[
+    int,
+    Field(ge=1, le=MAX_CLAIM_JOBS),
+    says(f"must be an integer from 1 to {MAX_CLAIM_JOBS}"),
+    Field(description='Claim up to this many jobs; the answer is then `{"jobs": [...]}`.'),
+]
+ClaimTypes = Annotated[
+    list[JobType],
+    Field(min_length=1, max_length=MAX_LIST_LIMIT),
+    Field(description="Hand out only jobs of these configured types."),
+]
+JobId = Annotated[int, Field(ge=1, le=MAX_DB_INT), says("must be a positive integer")]

@@ -1,0 +1,159 @@
+"""Claims under per-type flow control: a paused type is never handed out, and a limited type
+never beyond its ``max_running`` or its ``rate_limit``, however many claims run at once.
+
+Claims of a limited type count after taking its turn: SQLite writers are one at a time
+(``BEGIN IMMEDIATE``); on PostgreSQL the claim locks the type's ``type_claim_windows`` row
+first, so the running count and the window it reads cannot change until it commits. With
+nothing limited or paused a claim is the plain claim plus one driver-level read of the
+(small) overrides table.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection
+
+from app.queue.domain import flow, transitions
+from app.queue.domain.flow import TypeLimits, Window
+from app.queue.domain.models import Job, QueueSettings
+from app.queue.engines import counts as count_store
+from app.queue.engines import flow as flow_store
+from app.queue.engines.moves import TypeLeases
+
+# Set in a connection's info when a claim found nothing because flow control held due jobs
+# back: the instant worth looking again (``due.next_due_at`` hands it to long-polls).
+HELD_BACK_UNTIL = "queuelog_held_back_until"
+# A long-poll held back by max_running looks again this often: a finished job frees a slot
+# without ringing anyone (ringing every waiter on every completion would cost more).
+RECHECK = timedelta(seconds=0.5)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What a claim read about one limited type while holding its turn."""
+
+    limits: TypeLimits
+    window: Window | None
+    running: int
+
+    def claims_in_window(self, now: datetime) -> int:
+        rate = self.limits.rate_limit
+        return 0 if rate is None else flow.window_claims(rate, self.window, now)
+
+    def allowance(self, now: datetime) -> int:
+        """How many of its jobs this claim may hand out."""
+        return flow.allowance(
+            self.limits, running=self.running, claims_in_window=self.claims_in_window(now)
+        )
+
+    def next_chance(self, now: datetime) -> datetime:
+        """When a claim held back by this type's limits may succeed: the next rate window when
+        this one is full, else soon (a running job may finish any time)."""
+        rate = self.limits.rate_limit
+        if rate is not None and self.claims_in_window(now) >= rate.count:
+            return rate.window_start(now) + timedelta(seconds=rate.seconds)
+        return now + RECHECK
+
+
+def _limits_now(conn: Connection, settings: QueueSettings) -> dict[str, TypeLimits]:
+    """The types that are limited or paused right now (configuration merged with overrides)."""
+    return flow.effective_all(settings.flow, flow_store.claim_overrides(conn))
+
+
+def _take_turns(conn: Connection, limits: dict[str, TypeLimits]) -> dict[str, Turn]:
+    """Lock the claim windows of the limited types in ``limits`` (a paused one needs no turn),
+    then count what runs of each type with a max_running."""
+    counted = {name: limit for name, limit in limits.items() if limit.limited and not limit.paused}
+    windows = flow_store.lock_windows(conn, counted)
+    capped = [name for name, limit in counted.items() if limit.max_running is not None]
+    running = count_store.running_of_types(conn, capped)
+    return {
+        name: Turn(limit, windows.get(name), running.get(name, 0))
+        for name, limit in counted.items()
+    }
+
+
+def claim(
+    conn: Connection,
+    *,
+    settings: QueueSettings,
+    worker: str,
+    now: datetime,
+    lease_seconds: int,
+    limit: int,
+    types: tuple[str, ...] | None,
+    type_leases: TypeLeases,
+) -> list[Job]:
+    """``transitions.claim`` within every type's limits: up to ``limit`` jobs in claim order,
+    none of a paused type, and of each limited type no more than it may still run now."""
+
+    def claim_step(
+        limit: int, types: tuple[str, ...] | None, except_types: tuple[str, ...] = ()
+    ) -> list[Job]:
+        return transitions.claim(
+            conn,
+            worker=worker,
+            now=now,
+            lease_seconds=lease_seconds,
+            limit=limit,
+            types=types,
+            type_leases=type_leases,
+            except_types=except_types,
+        )
+
+    conn.info.pop(HELD_BACK_UNTIL, None)
+    limits = _limits_now(conn, settings)
+    if types is not None:
+        limits = {name: limit for name, limit in limits.items() if name in types}
+    if not limits:  # the common case
+        return claim_step(limit, types)
+    turns = _take_turns(conn, limits)
+    paused = {name for name, limit in limits.items() if limit.paused}
+    caps = {name: turn.allowance(now) for name, turn in turns.items()}
+    blocked = paused | {name for name, cap in caps.items() if cap == 0}
+    claimed: list[Job] = []
+    while len(claimed) < limit:
+        allowed = None if types is None else tuple(t for t in types if t not in blocked)
+        if allowed == ():
+            break
+        # A step hands out no more than the smallest allowance left, so no type passes its
+        # own; each step takes the head of what is still allowed, so the steps stay in claim
+        # order. At most ``limit`` steps, usually one.
+        step = min([limit - len(claimed), *(caps[n] for n in caps if n not in blocked)])
+        batch = claim_step(step, allowed, tuple(sorted(blocked)) if allowed is None else ())
+        claimed += batch
+        for job in batch:
+            if job.type in caps:
+                caps[job.type] -= 1
+                if caps[job.type] == 0:
+                    blocked.add(job.type)
+        if len(batch) < step:
+            break
+    _count_claims(conn, turns, Counter(job.type for job in claimed), now)
+    if not claimed:
+        _hint(conn, turns, blocked - paused, now)
+    return claimed
+
+
+def _count_claims(
+    conn: Connection, turns: dict[str, Turn], taken: Counter[str], now: datetime
+) -> None:
+    """Add this claim's jobs to the rate windows of their types."""
+    for name, turn in turns.items():
+        rate = turn.limits.rate_limit
+        if rate is not None and taken[name]:
+            flow_store.count_claims(
+                conn,
+                name,
+                started_at=rate.window_start(now),
+                claims=turn.claims_in_window(now) + taken[name],
+            )
+
+
+def _hint(conn: Connection, turns: dict[str, Turn], held: set[str], now: datetime) -> None:
+    """Tell a long-poll when to look again, when due jobs wait only for their type's limits."""
+    if held and flow_store.any_due(conn, held, now):
+        conn.info[HELD_BACK_UNTIL] = min(turns[name].next_chance(now) for name in held)

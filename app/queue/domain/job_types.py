@@ -1,0 +1,138 @@
+"""The job types as admins manage them (``/types``, ``/ui/types``): jobs per status and the
+effective limits of each configured type, and the change request that overrides them.
+
+Like the job service: the caller owns the transaction (and records the audit event in it) and
+the clock is the ``now`` argument.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, Field, model_validator
+from sqlalchemy import Connection
+
+from app.queue.contract.fields import Flag
+from app.queue.contract.request_model import RequestModel, refuse, says
+from app.queue.domain import flow
+from app.queue.domain.errors import NotFound
+from app.queue.domain.flow import (
+    MAX_RUNNING_LIMIT,
+    MAX_RUNNING_RULE,
+    RATE_LIMIT_PATTERN,
+    RATE_LIMIT_RULE,
+    Override,
+    TypeLimits,
+)
+from app.queue.domain.models import Actor, QueueSettings
+from app.queue.domain.policy import Action, require
+from app.queue.domain.states import JobStatus
+from app.queue.engines import counts as count_store
+from app.queue.engines import flow as flow_store
+from app.queue.engines.jobs import JOB_DUE
+
+MaxRunning = Annotated[
+    int,
+    Field(ge=1, le=MAX_RUNNING_LIMIT),
+    says(MAX_RUNNING_RULE),
+    Field(description="At most this many jobs of the type run at once; null: the configuration."),
+]
+RateLimitText = Annotated[
+    str,
+    Field(pattern=RATE_LIMIT_PATTERN),
+    says(RATE_LIMIT_RULE),
+    Field(description='At most N claims per fixed window ("10/minute"); null: the configuration.'),
+]
+
+
+class TypeChange(RequestModel):
+    """``PATCH /types/{type}``: the overrides to set; ``null`` clears one, so the configured
+    value (``JOB_TYPE_SETTINGS``) applies again. Fields left out keep their override."""
+
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+
+    max_running: MaxRunning | None = None
+    rate_limit: RateLimitText | None = None
+    paused: Annotated[Flag | None, Field(description="Claims skip a paused type.")] = None
+
+    @model_validator(mode="after")
+    def _something(self) -> TypeChange:
+        if not self.model_fields_set:
+            raise refuse("give at least one of max_running, rate_limit, paused", field="body")
+        return self
+
+    def overrides(self) -> dict[str, Any]:
+        """The override columns to write (None clears)."""
+        return {name: getattr(self, name) for name in sorted(self.model_fields_set)}
+
+
+@dataclass(frozen=True)
+class TypeView:
+    """One job type: its jobs per status, its limits, and where they come from."""
+
+    type: str
+    counts: dict[str, int]
+    limits: TypeLimits  # what claims obey: the configuration merged with the override
+    configured: TypeLimits
+    override: Override | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"type": self.type, "counts": self.counts, **self.limits.as_json()}
+
+
+def _views(conn: Connection, settings: QueueSettings, names: tuple[str, ...]) -> list[TypeView]:
+    counts = count_store.counts_of_types(conn, names)
+    overrides = flow_store.overrides(conn)
+    views = []
+    for name in names:
+        configured = settings.flow.get(name, TypeLimits())
+        override = overrides.get(name)
+        views.append(
+            TypeView(
+                type=name,
+                counts={status: counts[name].get(status, 0) for status in JobStatus},
+                limits=flow.effective(configured, override),
+                configured=configured,
+                override=override,
+            )
+        )
+    return views
+
+
+def list_types(conn: Connection, actor: Actor, settings: QueueSettings) -> list[TypeView]:
+    """Every configured job type (``JOB_TYPES``), in configuration order."""
+    require(actor, Action.MANAGE_TYPES)
+    return _views(conn, settings, settings.job_types)
+
+
+def get_type(conn: Connection, actor: Actor, settings: QueueSettings, name: str) -> TypeView:
+    """One configured job type; NotFound for any other name."""
+    require(actor, Action.MANAGE_TYPES)
+    if name not in settings.job_types:
+        raise NotFound(f"{name!r} is not a configured job type (JOB_TYPES)")
+    return _views(conn, settings, (name,))[0]
+
+
+def change(
+    conn: Connection,
+    actor: Actor,
+    settings: QueueSettings,
+    name: str,
+    request: TypeChange,
+    *,
+    now: datetime,
+) -> TypeView:
+    """Set or clear the type's overrides; claims obey them from the commit on. Waiting claims
+    are woken: a resumed type or a raised limit may have made jobs claimable."""
+    get_type(conn, actor, settings, name)
+    flow_store.save_override(conn, name, request.overrides(), actor=actor.name, now=now)
+    conn.info[JOB_DUE] = True
+    return _views(conn, settings, (name,))[0]
+
+
+def paused(conn: Connection, settings: QueueSettings) -> list[str]:
+    """The types whose jobs no claim hands out now (configuration merged with overrides)."""
+    limits = flow.effective_all(settings.flow, flow_store.claim_overrides(conn))
+    return sorted(name for name, found in limits.items() if found.paused)

@@ -1,0 +1,308 @@
+"""Value objects passed between the store, the service and the front ends."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Any
+
+from app.queue.domain import policy
+from app.queue.domain.flow import TypeLimits, config_limits
+from app.queue.domain.states import PRIORITIES, Role, priority_label
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO 8601 UTC with a ``Z``, the only timestamp format the API speaks."""
+    if value is None:
+        return None
+    # isoformat, not strftime("%Y"): glibc writes year 1 as "1", which is not ISO 8601.
+    if value.tzinfo is UTC:  # what the database hands back: only "+00:00" becomes "Z"
+        # Without timespec (parsing it costs a third of the call) isoformat leaves out zero
+        # microseconds, which the API always writes.
+        text = value.isoformat()[:-6]
+        return text + "Z" if value.microsecond else text + ".000000Z"
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+@dataclass(frozen=True)
+class Actor:
+    """The authenticated caller, whichever front end it came through."""
+
+    id: int
+    name: str
+    role: Role
+    max_priority: int = PRIORITIES["medium"]
+    # Actions the policy already allowed during this request (see ``policy.require``).
+    cleared: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role is Role.ADMIN
+
+    def can(self, action: str, job: Job | None = None) -> bool:
+        """Whether the permission policy lets this actor do ``action`` (to ``job``)."""
+        return policy.can(self, action, job)
+
+    @property
+    def sees_errors(self) -> bool:
+        """Error texts may hold what sanitizing missed: only admins read them, anywhere."""
+        return self.can("see_errors")
+
+    def priority_cap(self) -> int:
+        """The highest priority this actor may enqueue."""
+        return policy.priority_cap(self)
+
+
+@dataclass(frozen=True)
+class TypeSettings:
+    """Lease and backoff for one job type (or the global defaults)."""
+
+    lease_seconds: int
+    backoff_base_seconds: float
+    backoff_cap_seconds: float
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """The configuration the domain needs, read once from the app config."""
+
+    job_types: tuple[str, ...]
+    default: TypeSettings
+    per_type: Mapping[str, TypeSettings]
+    max_lease_seconds: int
+    max_payload_bytes: int
+    max_json_depth: int
+    max_error_bytes: int
+    recover_batch: int
+    max_batch: int
+    # Flow control from JOB_TYPE_SETTINGS (max_running, rate_limit, paused): the defaults that
+    # admins' overrides in the database replace (``flow.effective``).
+    flow: Mapping[str, TypeLimits] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> QueueSettings:
+        """Build settings from a Flask-style config mapping."""
+        default = TypeSettings(
+            lease_seconds=int(config["LEASE_SECONDS"]),
+            backoff_base_seconds=float(config["BACKOFF_BASE_SECONDS"]),
+            backoff_cap_seconds=float(config["BACKOFF_CAP_SECONDS"]),
+        )
+        per_type = {
+            name: TypeSettings(
+                lease_seconds=int(over.get("lease_seconds", default.lease_seconds)),
+                backoff_base_seconds=float(
+                    over.get("backoff_base_seconds", default.backoff_base_seconds)
+                ),
+                backoff_cap_seconds=float(
+                    over.get("backoff_cap_seconds", default.backoff_cap_seconds)
+                ),
+            )
+            for name, over in dict(config.get("JOB_TYPE_SETTINGS") or {}).items()
+        }
+        return cls(
+            job_types=tuple(config["JOB_TYPES"]),
+            default=default,
+            per_type=per_type,
+            max_lease_seconds=int(config["MAX_LEASE_SECONDS"]),
+            max_payload_bytes=int(config["MAX_PAYLOAD_BYTES"]),
+            max_json_depth=int(config["MAX_JSON_DEPTH"]),
+            max_error_bytes=int(config["MAX_ERROR_BYTES"]),
+            recover_batch=int(config["RECOVER_BATCH"]),
+            max_batch=int(config["MAX_BATCH"]),
+            flow={
+                name: limits
+                for name, over in dict(config.get("JOB_TYPE_SETTINGS") or {}).items()
+                if not (limits := config_limits(over)).free
+            },
+        )
+
+    @cached_property
+    def type_leases(self) -> tuple[tuple[str, int], ...]:
+        """``(type, lease_seconds)`` for the types whose lease differs from the default."""
+        return tuple(
+            sorted(
+                (name, s.lease_seconds)
+                for name, s in self.per_type.items()
+                if s.lease_seconds != self.default.lease_seconds
+            )
+        )
+
+    def for_type(self, job_type: str) -> TypeSettings:
+        """The lease and backoff that apply to ``job_type``."""
+        return self.per_type.get(job_type, self.default)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of ``jobs``."""
+
+    id: int
+    type: str
+    payload: dict[str, Any]
+    priority: int
+    status: str
+    retry_count: int
+    max_retries: int
+    attempts: int
+    idempotency_key: str | None
+    request_fingerprint: str | None
+    created_by: int
+    run_at: datetime
+    claimed_at: datetime | None
+    lease_expires_at: datetime | None
+    lease_seconds: int | None
+    worker_id: str | None
+    progress: int | None
+    progress_message: str | None
+    result: dict[str, Any] | None
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def from_values(cls, values: Sequence[Any]) -> Job:
+        """Build a job from its field values in order (a row of the store's job columns).
+        Lists build many: this skips the frozen ``__init__``'s ``__setattr__`` per field."""
+        job = object.__new__(cls)
+        job.__dict__.update(zip(_JOB_FIELDS, values, strict=True))
+        return job
+
+    @property
+    def priority_label(self) -> str:
+        return priority_label(self.priority)
+
+    def as_seen_by(self, actor: Actor) -> Job:
+        """The job as ``actor`` may see it: without the error text unless they may read it."""
+        return self if actor.sees_errors else replace(self, error=None)
+
+    def as_json(self, *, include_error: bool) -> dict[str, Any]:
+        """The job as the API shows it; ``error`` only for admins."""
+        body: dict[str, Any] = {
+            "id": self.id,
+            "type": self.type,
+            "payload": self.payload,
+            "priority": self.priority_label,
+            "status": self.status,
+            "retry_count": self.retry_count,
+            "max_retries": self.max_retries,
+            "attempt": self.attempts,
+            "idempotency_key": self.idempotency_key,
+            "run_at": iso(self.run_at),
+            "claimed_at": iso(self.claimed_at),
+            "lease_expires_at": iso(self.lease_expires_at),
+            "worker_id": self.worker_id,
+            "progress": self.progress,
+            "progress_message": self.progress_message,
+            "result": self.result,
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+            "finished_at": iso(self.finished_at),
+        }
+        if include_error:
+            body["error"] = self.error
+        return body
+
+
+_JOB_FIELDS = tuple(Job.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One row of ``job_events``: a transition of a job."""
+
+    id: int
+    job_id: int
+    at: datetime
+    from_status: str | None
+    to_status: str
+    actor: str | None
+    attempt: int | None
+    kind: str
+    error: str | None
+    note: str | None
+
+    def as_seen_by(self, actor: Actor) -> Event:
+        """The event as ``actor`` may see it: without the error text unless they may read it."""
+        return self if actor.sees_errors else replace(self, error=None)
+
+    def as_json(self, *, include_error: bool) -> dict[str, Any]:
+        """The event as the API shows it; ``error`` only for admins."""
+        body: dict[str, Any] = {
+            "id": self.id,
+            "at": iso(self.at),
+            "kind": self.kind,
+            "from_status": self.from_status,
+            "to_status": self.to_status,
+            "actor": self.actor,
+            "attempt": self.attempt,
+            "note": self.note,
+        }
+        if include_error:
+            body["error"] = self.error
+        return body
+
+
+@dataclass(frozen=True)
+class EnqueueRequest:
+    """A validated enqueue request, defaults applied."""
+
+    type: str
+    payload: dict[str, Any]
+    priority: int
+    max_retries: int
+    idempotency_key: str | None
+    run_at: datetime | None
+    delay_seconds: float | None
+    fingerprint: str | None  # of the fields that define the request; None without a key
+    # Uniqueness while active (``uniqueness``): None, no check.
+    unique_key: str | None = None
+    unique_for: float | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A worker's report on one attempt: completed (with ``result``) or failed (with ``error``,
+    and optionally ``retry_in`` and ``retryable``)."""
+
+    job_id: int
+    attempt: int | None  # None: whichever attempt the caller holds (the single routes)
+    completed: bool
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    retry_in: float | None = None
+    retryable: bool | None = None
+
+
+@dataclass(frozen=True)
+class Beat:
+    """One heartbeat of a job the worker holds at ``attempt``."""
+
+    job_id: int
+    attempt: int | None  # None: whichever attempt the caller holds (the single routes)
+    progress: int | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class JobFilters:
+    """Validated list filters."""
+
+    status: str | None = None
+    type: str | None = None
+    priority: int | None = None
+    search: str | None = None
+    limit: int = 50
+    before_id: int | None = None  # keyset: only ids below this (older)
+    after_id: int | None = None  # keyset: only ids above this (newer)
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of a job listing, newest first."""
+
+    jobs: list[Job]
+    next_cursor: str | None
+    prev_cursor: str | None = None

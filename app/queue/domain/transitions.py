@@ -1,0 +1,398 @@
+"""The state graph as data (``EDGES``) and one function per edge: each is a single
+compare-and-set that writes its own event, so no caller can forget either."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from app.queue.domain.models import Job
+from app.queue.domain.states import EventKind, JobStatus
+from app.queue.engines import batches as many
+from app.queue.engines import moves as sql
+from app.queue.engines.items import Columns, Kind
+from app.queue.engines.jobs import append_events, event_row
+
+PENDING, RUNNING = JobStatus.PENDING, JobStatus.RUNNING
+FAILED, CANCELLED = JobStatus.FAILED, JobStatus.CANCELLED
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One arrow of the lifecycle diagram (README, "Job lifecycle")."""
+
+    label: str  # the arrow's words in the diagram
+    sources: frozenset[JobStatus]
+    target: JobStatus
+    kind: EventKind
+
+
+def _edge(label: str, sources: set[JobStatus], target: JobStatus, kind: EventKind) -> Edge:
+    return Edge(label, frozenset(sources), target, kind)
+
+
+# Every allowed move, declared once; the functions below take their WHERE status IN (...) here.
+EDGES: dict[str, Edge] = {
+    "claim": _edge("claim", {PENDING}, RUNNING, EventKind.CLAIMED),
+    "complete": _edge("complete", {RUNNING}, JobStatus.COMPLETED, EventKind.COMPLETED),
+    "fail_with_retry": _edge("fail, retries left", {RUNNING}, PENDING, EventKind.RETRY_SCHEDULED),
+    "fail_for_good": _edge("fail, no retry left", {RUNNING}, FAILED, EventKind.FAILED),
+    "lease_expired_with_retry": _edge(
+        "lease expired, retries left", {RUNNING}, PENDING, EventKind.LEASE_EXPIRED
+    ),
+    "lease_expired_for_good": _edge(
+        "lease expired, no retry left", {RUNNING}, FAILED, EventKind.LEASE_EXPIRED
+    ),
+    "release": _edge("release", {RUNNING}, PENDING, EventKind.RELEASED),
+    "cancel": _edge("cancel", {PENDING, RUNNING}, CANCELLED, EventKind.CANCELLED),
+    "retry": _edge("admin retry", {FAILED, CANCELLED}, PENDING, EventKind.RETRIED),
+}
+# What a job gives up when it stops running: its holder's lease.
+_NO_LEASE = {"worker_id": None, "claimed_at": None, "lease_expires_at": None}
+
+
+def _move(
+    name: str,
+    conn: Connection,
+    job_id: int,
+    *,
+    expect: dict[str, Any],
+    values: dict[str, Any],
+    now: datetime,
+    actor: str | None,
+    pinned: JobStatus | None = None,
+    **event: Any,
+) -> Job | None:
+    """Apply edge ``name`` to one job (from ``pinned`` only, when the edge has several sources)."""
+    edge = EDGES[name]
+    sources = edge.sources if pinned is None else edge.sources & {pinned}
+    if not sources:
+        return None
+    return sql.move(
+        conn,
+        job_id,
+        sources=sources,
+        expect=expect,
+        values={"status": edge.target, **values},
+        at=now,
+        kind=edge.kind,
+        actor=actor,
+        **event,
+    )
+
+
+def _holder(worker: str, attempt: int | None) -> dict[str, Any]:
+    """The fencing expectation: held by ``worker`` (at ``attempt`` when the caller sent one)."""
+    return {"worker_id": worker} if attempt is None else {"worker_id": worker, "attempts": attempt}
+
+
+def _attempt_of(job: Job) -> dict[str, Any]:
+    """Expect the job exactly as read: same holder, attempt and retry count."""
+    return {"worker_id": job.worker_id, "attempts": job.attempts, "retry_count": job.retry_count}
+
+
+def claim(
+    conn: Connection,
+    *,
+    worker: str,
+    now: datetime,
+    lease_seconds: int,
+    limit: int = 1,
+    types: tuple[str, ...] | None = None,
+    type_leases: sql.TypeLeases = (),
+    except_types: tuple[str, ...] = (),
+) -> list[Job]:
+    """pending -> running: up to ``limit`` jobs from the head of the queue (of ``types`` when
+    given, else of any type but ``except_types``), for ``worker``, in claim order; empty when
+    nothing is due."""
+    edge = EDGES["claim"]
+    return sql.claim_due(
+        conn,
+        sources=edge.sources,
+        kind=edge.kind,
+        worker=worker,
+        now=now,
+        lease_seconds=lease_seconds,
+        limit=limit,
+        types=types,
+        type_leases=type_leases,
+        except_types=except_types,
+    )
+
+
+@dataclass(frozen=True)
+class Report:
+    """A worker's report on one job it holds, for ``finish_many``: the edge it takes
+    (``complete``, ``fail_with_retry`` or ``fail_for_good``) and that edge's values."""
+
+    edge: str
+    job_id: int
+    attempt: int
+    result: dict[str, object] | None = None
+    error: str | None = None
+    note: str | None = None
+    retry_count: int = 0  # the retry count the job was read at (a failure spends one)
+    run_at: datetime | None = None  # when a retried job is due again
+
+
+_FAILURE: Columns = (
+    ("expect_retry_count", Kind.INTEGER),
+    ("error", Kind.TEXT),
+)
+# Per edge of a report: the columns each job gets from its report.
+_REPORTED: dict[str, Columns] = {
+    "complete": (("result", Kind.JSON),),
+    "fail_with_retry": (*_FAILURE, ("retry_count", Kind.INTEGER), ("run_at", Kind.TIMESTAMP)),
+    "fail_for_good": _FAILURE,
+}
+
+
+def _shared(name: str, now: datetime) -> dict[str, Any]:
+    """What edge ``name`` sets alike on every job it moves."""
+    target = {"status": EDGES[name].target}
+    if name == "complete":
+        return {**target, "progress": 100, "lease_expires_at": None, "finished_at": now}
+    if name == "fail_with_retry":
+        return {**target, **_NO_LEASE}
+    return {**target, **_NO_LEASE, "finished_at": now}
+
+
+def _item(report: Report) -> dict[str, Any]:
+    return {
+        "job_id": report.job_id,
+        "attempt": report.attempt,
+        "result": report.result,
+        "error": report.error,
+        "expect_retry_count": report.retry_count,
+        "retry_count": report.retry_count + 1,
+        "run_at": report.run_at,
+    }
+
+
+def finish_many(
+    conn: Connection, reports: Sequence[Report], *, worker: str, now: datetime
+) -> dict[int, Job]:
+    """running -> completed, pending (a retry) or failed, per report, for the jobs ``worker``
+    holds at the report's attempt (and, for a failure, still at its retry count): one
+    compare-and-set statement per edge and one for all the events, whatever the number of
+    reports. The jobs that moved, by id; a job missing there did not move. Job ids must differ."""
+    moved: dict[int, Job] = {}
+    events = []
+    for name, columns in _REPORTED.items():
+        taken = [report for report in reports if report.edge == name]
+        if not taken:
+            continue
+        edge = EDGES[name]
+        jobs = many.move_many(
+            conn,
+            [_item(report) for report in taken],
+            sources=edge.sources,
+            worker=worker,
+            shared=_shared(name, now),
+            columns=columns,
+            at=now,
+        )
+        moved |= jobs
+        events += [
+            event_row(
+                job=jobs[report.job_id],
+                at=now,
+                from_status=RUNNING,
+                kind=edge.kind,
+                actor=worker,
+                error=report.error,
+                note=report.note,
+            )
+            for report in taken
+            if report.job_id in jobs
+        ]
+    append_events(conn, events)
+    return moved
+
+
+def complete(
+    conn: Connection,
+    job_id: int,
+    *,
+    worker: str,
+    attempt: int,
+    now: datetime,
+    result: dict[str, object] | None,
+) -> Job | None:
+    """running -> completed, if ``worker`` holds the job at ``attempt``."""
+    report = Report("complete", job_id, attempt, result=result)
+    return finish_many(conn, [report], worker=worker, now=now).get(job_id)
+
+
+def fail_with_retry(
+    conn: Connection,
+    job: Job,
+    *,
+    now: datetime,
+    run_at: datetime,
+    error: str,
+    actor: str,
+    note: str | None = None,
+) -> Job | None:
+    """running -> pending: one more retry used, claimable again at ``run_at``, if ``actor``
+    still holds ``job`` as it was read."""
+    report = Report(
+        "fail_with_retry",
+        job.id,
+        job.attempts,
+        error=error,
+        note=note,
+        retry_count=job.retry_count,
+        run_at=run_at,
+    )
+    return finish_many(conn, [report], worker=actor, now=now).get(job.id)
+
+
+def fail_for_good(
+    conn: Connection, job: Job, *, now: datetime, error: str, actor: str, note: str | None = None
+) -> Job | None:
+    """running -> failed: no retry left, or the worker said the failure is not retryable."""
+    report = Report(
+        "fail_for_good", job.id, job.attempts, error=error, note=note, retry_count=job.retry_count
+    )
+    return finish_many(conn, [report], worker=actor, now=now).get(job.id)
+
+
+def extend_leases(
+    conn: Connection, leases: Sequence[Mapping[str, Any]], *, worker: str, now: datetime
+) -> dict[int, Job]:
+    """Not an edge (running stays running, no event): heartbeats move leases on. Each lease is
+    a ``job_id`` held by ``worker`` at ``attempt``, with its new ``lease_expires_at``,
+    ``progress`` and ``progress_message``; one statement for all. The jobs that moved, by id."""
+    return many.move_many(
+        conn,
+        leases,
+        sources=frozenset({RUNNING}),
+        worker=worker,
+        shared={},
+        columns=_LEASE,
+        at=now,
+    )
+
+
+_LEASE: Columns = (
+    ("lease_expires_at", Kind.TIMESTAMP),
+    ("progress", Kind.INTEGER),
+    ("progress_message", Kind.TEXT),
+)
+
+
+def _fail(
+    name: str,
+    conn: Connection,
+    job: Job,
+    *,
+    values: dict[str, Any],
+    now: datetime,
+    error: str,
+    actor: str | None,
+    note: str | None,
+    lease_ended_before: datetime | None = None,
+) -> Job | None:
+    """A failed attempt gives up the lease and keeps the (sanitized) error."""
+    return _move(
+        name,
+        conn,
+        job.id,
+        expect=_attempt_of(job),
+        values={**_NO_LEASE, **values, "error": error},
+        now=now,
+        actor=actor,
+        error=error,
+        note=note,
+        lease_ended_before=lease_ended_before,
+    )
+
+
+def lease_expired(
+    conn: Connection, job: Job, *, now: datetime, run_at: datetime | None, error: str
+) -> Job | None:
+    """running -> pending (``run_at`` given: a retry is left) or failed, for a lease that ended
+    before ``now``; the event names the worker that went silent."""
+    if run_at is not None:
+        name, values = (
+            "lease_expired_with_retry",
+            {"retry_count": job.retry_count + 1, "run_at": run_at},
+        )
+    else:
+        name, values = "lease_expired_for_good", {"finished_at": now}
+    return _fail(
+        name,
+        conn,
+        job,
+        values=values,
+        now=now,
+        error=error,
+        actor=None,
+        note=f"lease of {job.worker_id} expired",
+        lease_ended_before=now,
+    )
+
+
+def release(
+    conn: Connection, job_id: int, *, worker: str, attempt: int | None, now: datetime
+) -> Job | None:
+    """running -> pending at once: the holder hands the job back unstarted (retry_count kept)."""
+    return _move(
+        "release",
+        conn,
+        job_id,
+        expect=_holder(worker, attempt),
+        values={**_NO_LEASE, "run_at": now, "progress": None, "progress_message": None},
+        now=now,
+        actor=worker,
+    )
+
+
+def cancel(
+    conn: Connection, job: Job, *, now: datetime, actor: str, note: str | None = None
+) -> Job | None:
+    """pending or running -> cancelled, from the status ``job`` was read in (``note``: why,
+    e.g. the bulk operation that did it)."""
+    values = {"lease_expires_at": None, "finished_at": now}
+    return _move(
+        "cancel",
+        conn,
+        job.id,
+        expect={"attempts": job.attempts},
+        values=values,
+        now=now,
+        actor=actor,
+        pinned=JobStatus(job.status),
+        note=note,
+    )
+
+
+def retry(
+    conn: Connection, job: Job, *, now: datetime, actor: str, note: str | None = None
+) -> Job | None:
+    """failed or cancelled -> pending with a fresh retry budget (admins; ``note`` as for
+    ``cancel``)."""
+    values = {
+        **_NO_LEASE,
+        "retry_count": 0,
+        "run_at": now,
+        "progress": None,
+        "progress_message": None,
+        "finished_at": None,
+    }
+    return _move(
+        "retry",
+        conn,
+        job.id,
+        expect={"attempts": job.attempts},
+        values=values,
+        now=now,
+        actor=actor,
+        pinned=JobStatus(job.status),
+        note=note,
+    )

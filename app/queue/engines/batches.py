@@ -1,0 +1,166 @@
+"""SQL of the batch use cases: many jobs per statement (an enqueue or a finish of a hundred jobs
+costs a few statements, not a few hundred). The per-job rules stay with their single use case."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    bindparam,
+    literal_column,
+    select,
+    update,
+)
+
+from app.queue import engines
+from app.queue.domain.models import Job
+from app.queue.domain.states import EventKind, JobStatus
+from app.queue.engines import Engine
+from app.queue.engines import rows as store_items
+from app.queue.engines.items import Columns, Kind, parameter
+from app.queue.engines.jobs import JOB_COLUMNS, JOB_DUE, append_events, event_row, job_of
+from app.queue.engines.prepared import Prepared
+from app.schema import jobs
+from app.sqltypes import UTCDateTime
+
+# What an enqueue sets; the other columns take their defaults.
+_NEW_JOB: Columns = (
+    ("type", Kind.TEXT),
+    ("payload", Kind.JSON),
+    ("priority", Kind.INTEGER),
+    ("max_retries", Kind.INTEGER),
+    ("idempotency_key", Kind.TEXT),
+    ("request_fingerprint", Kind.TEXT),
+    ("created_by", Kind.INTEGER),
+    ("run_at", Kind.TIMESTAMP),
+    ("created_at", Kind.TIMESTAMP),
+    ("updated_at", Kind.TIMESTAMP),
+    ("unique_key", Kind.TEXT),
+)
+_INSERT_JOBS = {
+    engine: Prepared(store_items.insert_rows(engine, jobs, _NEW_JOB).returning(*JOB_COLUMNS))
+    for engine in engines.ENGINES.values()
+}
+_BY_KEYS = select(*JOB_COLUMNS).where(
+    jobs.c.created_by == bindparam("owner"),
+    jobs.c.idempotency_key.in_(bindparam("keys", expanding=True)),
+)
+
+
+def jobs_by_idempotency_keys(conn: Connection, owner_id: int, keys: Collection[str]) -> list[Job]:
+    """The jobs ``owner_id`` enqueued with any of ``keys`` (one indexed lookup per key)."""
+    if not keys:
+        return []
+    rows = conn.execute(_BY_KEYS, {"owner": owner_id, "keys": list(keys)})
+    return [job_of(row) for row in rows]
+
+
+def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: str) -> list[Job]:
+    """Insert ``rows`` and their ``enqueued`` events; the jobs come back in the rows' order.
+    Raises ``IntegrityError`` when an (owner, idempotency key) exists: the caller's savepoint
+    decides what then."""
+    if not rows:
+        return []
+    # One statement assigns ids in the order of its rows, whatever order RETURNING uses.
+    items = [{"unique_key": None, **row} for row in rows]
+    result = _INSERT_JOBS[engines.of(conn)].rows(conn, {"items": parameter(_NEW_JOB, items)})
+    added = sorted((job_of(row) for row in result), key=lambda job: job.id)
+    conn.info[JOB_DUE] = True
+    append_events(
+        conn,
+        [
+            event_row(
+                job=job, at=job.created_at, from_status=None, kind=EventKind.ENQUEUED, actor=actor
+            )
+            for job in added
+        ],
+    )
+    return added
+
+
+@lru_cache(maxsize=32)
+def _move_statement(
+    engine: Engine, sources: frozenset[str], shared: tuple[str, ...], columns: Columns
+) -> Prepared:
+    """The compare-and-set UPDATE of many jobs: each item names its job, the attempt and the
+    ``expect_*`` columns it must still be at, and its own values of ``columns``; ``shared``
+    values are the same for every job."""
+    item = engine.items((*_KEYS, *columns))
+    held = [
+        engine.led_by_items(jobs.c.worker_id) == bindparam("worker"),
+        engine.led_by_items(jobs.c.status).in_([literal_column(f"'{s}'") for s in sorted(sources)]),
+    ]
+    expected = [
+        jobs.c[name.removeprefix("expect_")] == item.c[name]
+        for name, _ in columns
+        if name.startswith("expect_")
+    ]
+    assignments: dict[str, Any] = {
+        name: bindparam(f"set_{name}", type_=jobs.c[name].type) for name in shared
+    }
+    assignments |= {
+        name: engine.item_value(item, name, kind)
+        for name, kind in columns
+        if not name.startswith("expect_")
+    }
+    return Prepared(
+        update(jobs)
+        .where(jobs.c.id == item.c.job_id, jobs.c.attempts == item.c.attempt, *held, *expected)
+        .values(**assignments, updated_at=bindparam("at", type_=UTCDateTime()))
+        .returning(*JOB_COLUMNS)
+    )
+
+
+_KEYS: Columns = (("job_id", Kind.BIGINT), ("attempt", Kind.INTEGER))
+
+
+def move_many(
+    conn: Connection,
+    items: Sequence[Mapping[str, Any]],
+    *,
+    sources: frozenset[str],
+    worker: str,
+    shared: Mapping[str, Any],
+    columns: Columns = (),
+    at: datetime,
+) -> dict[int, Job]:
+    """Compare-and-set for many jobs in one statement: the job of each item (``job_id``) moves
+    only if it is in one of ``sources``, held by ``worker`` at the item's ``attempt``, with
+    the item's ``expect_<column>`` values; it takes the ``shared`` values and the item's own
+    values of ``columns``. The jobs that moved, by id (the job ids must differ). The caller
+    writes their events."""
+    if not items:
+        return {}
+    statement = _move_statement(engines.of(conn), sources, tuple(sorted(shared)), columns)
+    params = {f"set_{name}": value for name, value in shared.items()}
+    params |= {"worker": worker, "at": at}
+    params["items"] = parameter((*_KEYS, *columns), items)
+    moved = {job.id: job for job in (job_of(row) for row in statement.rows(conn, params))}
+    if any(job.status == JobStatus.PENDING for job in moved.values()):
+        conn.info[JOB_DUE] = True  # claimable again: wake long-polls after the commit
+    return moved
+
+
+_WANTED: Columns = (("job_id", Kind.BIGINT),)
+
+
+def jobs_by_ids(
+    conn: Connection, ids: Collection[int], visible: ColumnElement[bool] | None
+) -> dict[int, tuple[Job, bool]]:
+    """The jobs of ``ids`` that exist, each with whether ``visible`` (None: all) selects it."""
+    if not ids:
+        return {}
+    wanted = engines.of(conn).items(_WANTED, "wanted")
+    seen: Any = literal_column("1") if visible is None else visible
+    query = select(*JOB_COLUMNS, seen).where(jobs.c.id.in_(select(wanted.c.job_id)))
+    params = {"items": parameter(_WANTED, [{"job_id": job_id} for job_id in ids])}
+    return {
+        job.id: (job, bool(row[-1]))
+        for row in conn.execute(query, params)
+        for job in (job_of(row[:-1]),)
+    }

@@ -1,0 +1,259 @@
+"""The SQL that moves jobs between states: each change is one compare-and-set UPDATE whose WHERE
+clause names the states and holder it expects (a lost race updates nothing), plus its event."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from datetime import datetime, timedelta
+from functools import lru_cache
+from typing import Any, Literal
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    bindparam,
+    case,
+    literal,
+    literal_column,
+    select,
+    update,
+)
+
+from app.queue import engines
+from app.queue.domain.models import Job
+from app.queue.domain.states import EventKind, JobStatus
+from app.queue.engines import Engine
+from app.queue.engines.jobs import (
+    JOB_COLUMNS,
+    JOB_DUE,
+    append_event,
+    append_events,
+    event_row,
+    job_of,
+)
+from app.queue.engines.prepared import Prepared
+from app.schema import jobs
+from app.sqltypes import UTCDateTime
+
+
+def _now() -> Any:
+    return bindparam("now", type_=UTCDateTime())
+
+
+def status_in(statuses: Collection[str]) -> ColumnElement[bool]:
+    """``status IN (...)`` with literals, so partial indexes on one status can serve it."""
+    names = ", ".join(f"'{JobStatus(name)}'" for name in sorted(statuses))
+    return (
+        jobs.c.status.in_(literal_column(f"({names})"))
+        if len(statuses) > 1
+        else (jobs.c.status == literal_column(names))
+    )
+
+
+# A claim's type condition: any type, only the listed types, or any but them (the types flow
+# control holds back, see ``flow_claim``).
+TypeFilter = Literal["any", "only", "except"]
+_TYPES = {"any": "", "only": " AND type IN ({listed})", "except": " AND type NOT IN ({listed})"}
+_DUE = "status = 'pending' AND run_at <= :now"
+_CLAIM_ORDER = "priority DESC, run_at, id"
+
+
+def _claim_head(engine: Engine, type_filter: TypeFilter, count: int) -> Any:
+    """The ids of the next ``:limit`` due jobs (of the ``count`` listed types, or not of them),
+    in claim order. One parameter per listed type (``type_0``...): a statement per list
+    length, not an expanding parameter, so it is compiled once. The partial index is walked
+    in claim order and a type condition checked on the way."""
+    listed = ", ".join(f":type_{i}" for i in range(count))
+    where = _DUE + _TYPES[type_filter].format(listed=listed)
+    names: list[Any] = [bindparam(f"type_{i}") for i in range(count)]
+    return engine.head("ix_jobs_claim", where, _CLAIM_ORDER, _now(), *names)
+
+
+# Every claim first looks for expired leases: prebuilt, like the claim itself.
+_EXPIRED = {
+    engine: Prepared(
+        select(*JOB_COLUMNS)
+        .where(
+            jobs.c.id.in_(
+                engine.head(
+                    "ix_jobs_lease",
+                    "status = 'running' AND lease_expires_at < :now",
+                    "lease_expires_at",
+                    _now(),
+                )
+            )
+        )
+        .order_by(jobs.c.lease_expires_at)
+    )
+    for engine in engines.ENGINES.values()
+}
+TypeLeases = tuple[tuple[str, int], ...]
+
+
+@lru_cache(maxsize=64)
+def _claim_statement(
+    engine: Engine,
+    sources: frozenset[str],
+    type_leases: TypeLeases,
+    type_filter: TypeFilter,
+    count: int,
+) -> Prepared:
+    """The claim UPDATE of up to ``:limit`` jobs, built once per backend, per-type lease table
+    and number of named types (the hottest statement of all). Per-type leases are a CASE on the
+    job's type."""
+    lease: Any = bindparam("lease")
+    expires: Any = bindparam("expires", type_=UTCDateTime())
+    if type_leases:
+        lease = case(
+            *((jobs.c.type == literal(name), literal(seconds)) for name, seconds in type_leases),
+            else_=lease,
+        )
+        expires = case(
+            *(
+                (jobs.c.type == literal(name), bindparam(f"expires_{i}", type_=UTCDateTime()))
+                for i, (name, _) in enumerate(type_leases)
+            ),
+            else_=expires,
+        )
+    return Prepared(
+        update(jobs)
+        .where(jobs.c.id.in_(_claim_head(engine, type_filter, count)), status_in(sources))
+        .values(
+            status=literal_column("'running'"),
+            worker_id=bindparam("worker"),
+            attempts=jobs.c.attempts + 1,
+            claimed_at=_now(),
+            lease_expires_at=expires,
+            lease_seconds=lease,
+            progress=None,
+            progress_message=None,
+            updated_at=_now(),
+        )
+        .returning(*JOB_COLUMNS)
+    )
+
+
+def claim_due(
+    conn: Connection,
+    *,
+    sources: frozenset[str],
+    kind: EventKind,
+    worker: str,
+    now: datetime,
+    lease_seconds: int,
+    limit: int,
+    types: tuple[str, ...] | None = None,
+    type_leases: TypeLeases = (),
+    except_types: tuple[str, ...] = (),
+) -> list[Job]:
+    """Move up to ``limit`` jobs from the head of the queue (of ``types`` when given, else of
+    any type but ``except_types``) to running for ``worker`` in one compare-and-set statement,
+    each with its own attempt and lease and its ``kind`` event. The lease is ``lease_seconds``,
+    or the type's entry in ``type_leases``. The jobs come back in claim order."""
+    params: dict[str, Any] = {
+        "worker": worker,
+        "now": now,
+        "lease": lease_seconds,
+        "expires": now + timedelta(seconds=lease_seconds),
+        "limit": limit,
+    }
+    type_filter: TypeFilter = "any"
+    listed: tuple[str, ...] = ()
+    if types is not None:
+        listed, type_filter = types, "only"
+    elif except_types:
+        listed, type_filter = except_types, "except"
+    for i, name in enumerate(listed):
+        params[f"type_{i}"] = name
+    for i, (_, seconds) in enumerate(type_leases):
+        params[f"expires_{i}"] = now + timedelta(seconds=seconds)
+    statement = _claim_statement(engines.of(conn), sources, type_leases, type_filter, len(listed))
+    claimed = [job_of(row) for row in statement.rows(conn, params)]
+    claimed.sort(key=lambda job: (-job.priority, job.run_at, job.id))  # RETURNING has no order
+    append_events(
+        conn,
+        [
+            event_row(job=job, at=now, from_status=JobStatus.PENDING, kind=kind, actor=worker)
+            for job in claimed
+        ],
+    )
+    return claimed
+
+
+def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Job]:
+    """Running jobs whose lease ended before ``now``, oldest first."""
+    rows = _EXPIRED[engines.of(conn)].rows(conn, {"now": now, "limit": limit})
+    return [job_of(row) for row in rows]
+
+
+@lru_cache(maxsize=128)
+def _move_statement(
+    sources: frozenset[str], expect: tuple[str, ...], values: tuple[str, ...], lease_end: bool
+) -> Prepared:
+    """The compare-and-set UPDATE of one shape (its columns; the values are parameters), built
+    once: finishing a batch of jobs runs it per job."""
+    conditions = [jobs.c.id == bindparam("job_id"), status_in(sources)]
+    conditions += [jobs.c[name] == bindparam(f"expect_{name}") for name in expect]
+    if lease_end:
+        conditions.append(
+            jobs.c.lease_expires_at < bindparam("lease_ended_before", type_=UTCDateTime())
+        )
+    assignments = {name: bindparam(f"set_{name}", type_=jobs.c[name].type) for name in values}
+    return Prepared(
+        update(jobs)
+        .where(*conditions)
+        .values(**assignments, updated_at=bindparam("at", type_=UTCDateTime()))
+        .returning(*JOB_COLUMNS)
+    )
+
+
+def move(
+    conn: Connection,
+    job_id: int,
+    *,
+    sources: Collection[str],
+    expect: Mapping[str, Any],
+    values: Mapping[str, Any],
+    at: datetime,
+    kind: EventKind | None,
+    actor: str | None = None,
+    error: str | None = None,
+    note: str | None = None,
+    lease_ended_before: datetime | None = None,
+) -> Job | None:
+    """Compare-and-set: update the job only if its status is one of ``sources`` and the
+    ``expect`` columns still match, then append its ``kind`` event (None: no event, for a lease
+    extension). None when the job was not in that state. An event names one "from" status, so
+    an evented move from several states must be pinned to the one the caller read."""
+    if kind is not None and len(sources) != 1:
+        raise ValueError("pin an evented move to the one status it leaves")
+    statement = _move_statement(
+        frozenset(sources),
+        tuple(sorted(expect)),
+        tuple(sorted(values)),
+        lease_ended_before is not None,
+    )
+    params = {f"expect_{name}": value for name, value in expect.items()}
+    params |= {f"set_{name}": value for name, value in values.items()}
+    params |= {"job_id": job_id, "at": at}
+    if lease_ended_before is not None:
+        params["lease_ended_before"] = lease_ended_before
+    row = statement.row(conn, params)
+    if row is None:
+        return None
+    job = job_of(row)
+    if job.status == JobStatus.PENDING:  # claimable again: wake long-polls after the commit
+        conn.info[JOB_DUE] = True
+    if kind is not None:
+        (from_status,) = sources
+        append_event(
+            conn,
+            job=job,
+            at=at,
+            from_status=from_status,
+            kind=kind,
+            actor=actor,
+            error=error,
+            note=note,
+        )
+    return job
