@@ -116,9 +116,17 @@ def _claims_run(app: Flask) -> Callable[[], int]:
 def test_a_ring_costs_one_or_two_claims_however_many_wait(
     app: Flask, producer: Api, worker: Api
 ) -> None:
+    run = _claims_run(app)
     waiting = [_waiting_claim(app, worker, wait_seconds=20) for _ in range(8)]
-    time.sleep(0.5)
-    claims = _claims_run(app)
+    deadline = time.monotonic() + 10
+    while run() < 8 and time.monotonic() < deadline:  # each looked once before sleeping
+        time.sleep(0.01)
+    time.sleep(0.3)  # and is asleep now (a loaded machine needs the count, not a fixed delay)
+    before = run()
+
+    def claims() -> int:
+        return run() - before
+
     first = producer.enqueue()
     deadline = time.monotonic() + 10
     while claims() < 2 and time.monotonic() < deadline:

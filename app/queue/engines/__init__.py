@@ -33,7 +33,7 @@ class Engine(ABC):
     @abstractmethod
     def items(self, columns: Columns, name: str = "items") -> Subquery:
         """The rows of the ``:items`` JSON parameter (a list of objects) with ``columns`` and
-        their ``position`` in the list, as a subquery called ``name``."""
+        their ``position`` (index) in the list, as a subquery called ``name``."""
 
     @abstractmethod
     def item_value(self, items: Subquery, name: str, kind: Kind) -> ColumnElement[Any]:

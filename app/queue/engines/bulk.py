@@ -66,11 +66,12 @@ def lock(
     transaction that holds no other job may do). SQLite has one writer at a time: nothing is
     ever busy."""
     query = select(*JOB_COLUMNS).where(jobs.c.id.in_(ids), *conditions).order_by(jobs.c.id)
-    if not engines.of(conn).locks_rows:
+    engine = engines.of(conn)
+    if not engine.locks_rows:
         return [job_of(row) for row in conn.execute(query)], []
     if wait:
-        return [job_of(row) for row in conn.execute(query.with_for_update())], []
-    taken = [job_of(row) for row in conn.execute(query.with_for_update(skip_locked=True))]
+        return [job_of(row) for row in conn.execute(engine.locked(query))], []
+    taken = [job_of(row) for row in conn.execute(engine.skip_locked(query))]
     seen = {job.id for job in taken}
     rest = [job_id for job_id in ids if job_id not in seen]
     if not rest:

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Table,
     Text,
     bindparam,
+    cast,
     column,
     select,
     text,
@@ -46,16 +47,17 @@ class PostgreSQL(Engine):
         names = ", ".join(c for c, _ in columns)
         recordset = (
             f"ROWS FROM (json_to_recordset(CAST(:items AS json)) AS ({declared})) "
-            f"WITH ORDINALITY AS rows({names}, position)"
+            f"WITH ORDINALITY AS rows({names}, ordinality)"
         )
-        sql = f"SELECT {names}, position FROM {recordset}"  # noqa: S608 (column names are ours)
+        # ORDINALITY counts from 1; the position is the item's index in the list, as on SQLite.
+        sql = f"SELECT {names}, ordinality - 1 AS position FROM {recordset}"  # noqa: S608 (ours)
         typed = [column(c, _SQL_TYPES.get(kind, Text())) for c, kind in columns]
         typed.append(column("position", BigInteger()))
         return text(sql).bindparams(bindparam("items")).columns(*typed).subquery(name)
 
     def item_value(self, items: Subquery, name: str, kind: Kind) -> ColumnElement[Any]:
         if kind is Kind.JSON:
-            return text(f"CAST({items.name}.{name} AS jsonb)")  # type: ignore[return-value]
+            return cast(items.c[name], postgresql.JSONB)
         return items.c[name]
 
     def skip_locked(self, query: Select[Any]) -> Select[Any]:

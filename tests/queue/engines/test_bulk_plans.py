@@ -12,8 +12,8 @@ from app import bulk_runs
 from app.queue.domain.bulk import Selection, Verb
 from app.queue.domain.models import JobFilters
 from tests.harness import T0, make_queue
-from tests.queue.test_bulk import failed_job
-from tests.queue.test_query_plans import assert_index_served
+from tests.queue.domain.test_bulk import failed_job
+from tests.queue.engines.test_query_plans import assert_index_served
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from app.queue.contract.schedule_models import ScheduleCreate, parse
 from app.queue.domain import explain, schedules
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
-from tests.queue.test_query_plans import recorded, seed
+from tests.queue.engines.test_query_plans import recorded, seed
 
 TABLES = ("jobs", "job_events", "schedules")
 
