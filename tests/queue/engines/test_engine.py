@@ -20,6 +20,7 @@ from app import db
 from app.queue import engines
 from app.queue.engines import Engine
 from app.queue.engines.items import Columns, Kind, parameter
+from app.sqltypes import sqlite_timestamp
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 
 EVERY_KIND: Columns = (
@@ -86,7 +87,7 @@ def test_items_give_back_every_kind_in_order(app: Flask, engine: Engine) -> None
     assert [(row.id, row.n, row.label) for row in got] == [
         (r["id"], r["n"], r["label"]) for r in ROWS
     ]
-    timestamps = [Kind.TIMESTAMP.carried(r["at"]) for r in ROWS]
+    timestamps = [sqlite_timestamp(r["at"]) for r in ROWS]
     assert [_text(row.at) for row in got] == [_text(t) for t in timestamps]
     assert [_document(row.doc) for row in got] == [r["doc"] for r in ROWS]
 
@@ -94,7 +95,7 @@ def test_items_give_back_every_kind_in_order(app: Flask, engine: Engine) -> None
 def _text(value: Any) -> Any:
     """A timestamp as the SQLite engine stores it, whichever engine read it."""
     if isinstance(value, datetime):
-        return Kind.TIMESTAMP.carried(value.replace(tzinfo=UTC))
+        return sqlite_timestamp(value.replace(tzinfo=UTC))
     return value
 
 
