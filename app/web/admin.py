@@ -6,7 +6,7 @@ from flask import Blueprint, current_app, flash, redirect, render_template, requ
 from flask_login import current_user
 from werkzeug.wrappers import Response
 
-from app import access, db
+from app import db
 from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError, AccountNotFound, FreshLoginRequired
@@ -16,7 +16,7 @@ from app.audit.actions import AuditAction
 from app.queue.domain.policy import Action
 from app.timeutil import utcnow
 from app.web.forms import TOKEN_LIFETIMES, ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
-from app.web.guard import current_actor, login_url, require_login
+from app.web.guard import current_actor, login_url, require_login, requires
 
 bp = Blueprint("admin", __name__, url_prefix="/ui/admin")
 FRESH_LOGIN_NEEDED = "Confirm your password to change users or issue tokens."
@@ -24,7 +24,6 @@ FRESH_LOGIN_NEEDED = "Confirm your password to change users or issue tokens."
 
 # Each route's action lets only admins in (others get 403: the pages exist, they may not use
 # them); with REQUIRE_TOTP_FOR_ADMINS, admins enrol a second factor before using them.
-requires = access.guard(current_actor)
 
 
 @bp.before_request

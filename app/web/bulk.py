@@ -9,7 +9,7 @@ from typing import Any
 from flask import Blueprint, flash, g, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from app import access, bulk_runs
+from app import bulk_runs
 from app.queue.contract.bulk_models import MAX_REASON_LENGTH, BulkBody, BulkChoice
 from app.queue.domain.bulk import APPLIES_TO, StaleCount, Verb
 from app.queue.domain.errors import InvalidInput
@@ -17,11 +17,10 @@ from app.queue.domain.policy import Action
 from app.queue.domain.states import JobStatus
 from app.queue_settings import queue_settings
 from app.web.forms import BulkForm
-from app.web.guard import current_actor, require_login
+from app.web.guard import require_login, requires
 
 bp = Blueprint("bulk", __name__, url_prefix="/ui")
 bp.before_request(require_login)
-requires = access.guard(current_actor)
 
 FILTERS = ("status", "type", "priority", "q")  # the jobs page's filters
 DONE = {Verb.CANCEL: "cancelled", Verb.RETRY: "queued again", Verb.DELETE: "deleted"}

@@ -1,4 +1,5 @@
-"""The pages' login guard and the signed-in user as the services see them."""
+"""The pages' login guard, the signed-in user as the services see them, and the pages' one
+route guard (``requires``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from flask import redirect, request, url_for
 from flask_login import current_user
 from werkzeug.wrappers import Response
 
+from app import access
 from app.queue.domain.models import Actor
 
 
@@ -31,3 +33,7 @@ def require_login() -> Response | None:
 def current_actor() -> Actor:
     """The signed-in user as the job service sees them."""
     return current_user.user.actor()  # type: ignore[no-any-return]
+
+
+# Every page route declares its action with this (see ``app.access``).
+requires = access.guard(current_actor)

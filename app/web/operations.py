@@ -7,18 +7,17 @@ from typing import Any
 from flask import Blueprint, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
-from app import access, db
+from app import db
 from app.audit import query
 from app.audit.actions import AuditAction
 from app.monitoring.workers import workers as worker_rows
 from app.queue.domain.errors import InvalidInput
 from app.queue.domain.policy import Action
 from app.timeutil import utcnow
-from app.web.guard import current_actor, require_login
+from app.web.guard import require_login, requires
 
 bp = Blueprint("ops", __name__, url_prefix="/ui")
 bp.before_request(require_login)
-requires = access.guard(current_actor)
 AUDIT_PAGE_SIZE = 50
 
 

@@ -21,7 +21,7 @@ from flask import (
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
-from app import access, db
+from app import db
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.queue.contract.requests import EnqueueBody, ListQuery
@@ -35,7 +35,7 @@ from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from app.web.charts import minute_chart
 from app.web.forms import ConfirmForm, EnqueueForm
-from app.web.guard import current_actor, require_login
+from app.web.guard import require_login, requires
 from app.web.htmx import is_htmx, render
 
 bp = Blueprint("pages", __name__, url_prefix="/ui")
@@ -43,7 +43,6 @@ PAGE_SIZE = 25
 STOP_POLLING = 286  # htmx stops an `every` trigger when it gets this status
 
 bp.before_request(require_login)
-requires = access.guard(current_actor)
 
 
 @bp.get("/")

@@ -9,7 +9,7 @@ from zoneinfo import available_timezones
 from flask import Blueprint, current_app, flash, redirect, render_template, url_for
 from werkzeug.wrappers import Response
 
-from app import access, db
+from app import db
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.queue.contract.schedule_models import ScheduleCreate, ScheduleUpdate, parse
@@ -20,13 +20,12 @@ from app.queue.domain.policy import Action
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from app.web.forms import ConfirmForm, ScheduleForm
-from app.web.guard import current_actor, require_login
+from app.web.guard import current_actor, require_login, requires
 
 bp = Blueprint("schedules", __name__, url_prefix="/ui/schedules")
 
 
 bp.before_request(require_login)
-requires = access.guard(current_actor)
 
 
 def _page(form: ScheduleForm | None = None, status: int = 200) -> tuple[str, int]:

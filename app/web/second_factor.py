@@ -13,7 +13,7 @@ from flask_login import current_user
 from sqlalchemy import Connection
 from werkzeug.wrappers import Response
 
-from app import access, db
+from app import db
 from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError, WrongPasswordOrCode
@@ -24,12 +24,11 @@ from app.queue.domain.policy import Action
 from app.secretbox import current_box, require_box
 from app.timeutil import utcnow
 from app.web.forms import CodeForm, SecondFactorChangeForm
-from app.web.guard import current_actor, require_login
+from app.web.guard import current_actor, require_login, requires
 from app.web.throttle import client_address, login_throttle, refusal
 
 bp = Blueprint("second_factor", __name__, url_prefix="/ui/account/second-factor")
 bp.before_request(require_login)
-requires = access.guard(current_actor)
 TEMPLATE = "account/second_factor.html"
 T = TypeVar("T")
 

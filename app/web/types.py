@@ -9,7 +9,7 @@ from typing import Any
 from flask import Blueprint, flash, redirect, render_template, url_for
 from werkzeug.wrappers import Response
 
-from app import access, db
+from app import db
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.queue.domain import job_types
@@ -19,11 +19,10 @@ from app.queue.domain.policy import Action
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from app.web.forms import TypeLimitsForm
-from app.web.guard import current_actor, require_login
+from app.web.guard import current_actor, require_login, requires
 
 bp = Blueprint("types", __name__, url_prefix="/ui/types")
 bp.before_request(require_login)
-requires = access.guard(current_actor)
 
 
 def _prefix(name: str) -> str:

@@ -41,12 +41,16 @@ def redirect_htmx(response: Response) -> Response:
 
 @bp.app_context_processor
 def permissions() -> dict[str, object]:
-    """Templates ask the policy (``can('cancel', job)``) and never compare role strings."""
+    """Templates ask the policy (``can(Action.CANCEL, job)``) and never compare role strings.
+    Only an ``Action`` is accepted: a misspelt one is undefined in the template and fails the
+    render in the tests that open every page, not a silent False."""
 
-    def can(action: Action | str, job: object = None) -> bool:
+    def can(action: Action, job: object = None) -> bool:
+        if not isinstance(action, Action):
+            raise TypeError(f"can() takes an Action, not {action!r}")
         return bool(current_user.is_authenticated) and current_actor().can(action, job)  # type: ignore[arg-type]
 
-    return {"can": can}
+    return {"can": can, "Action": Action}
 
 
 @bp.get("/")
