@@ -111,19 +111,9 @@ class Queuelog:
         context = mp.get_context("spawn")
         self.held, self.stop = context.Queue(), context.Event()
         self.counts = context.Array("q", 4)
-        self.workers = [
-            context.Process(
-                target=WORKER_LOOP,
-                args=(
-                    self.server.host,
-                    self.database.tokens["worker"],
-                    self.held,
-                    self.stop,
-                    self.counts,
-                ),
-            )
-            for _ in range(WORKERS)
-        ]
+        token = self.database.tokens["worker"]
+        work = (self.server.host, token, self.held, self.stop, self.counts)
+        self.workers = [context.Process(target=WORKER_LOOP, args=work) for _ in range(WORKERS)]
         for process in self.workers:
             process.start()
         self.local = threading.local()
