@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import re
 import secrets
 import sys
-from collections.abc import Callable
-from datetime import datetime, timedelta
 
 import click
 from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
-from sqlalchemy import Connection
 
 from app import db, migrate, ticks
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
+from app.audit.commands import audit_cli
+from app.pruning import parse_duration, prune_in_batches
 from app.queue.domain import service
 from app.queue.domain.states import PRIORITIES, Role
 from app.queue_settings import queue_settings
@@ -29,8 +27,6 @@ token_cli = AppGroup("token", help="Manage API tokens.")
 jobs_cli = AppGroup("jobs", help="Queue maintenance.")
 
 MAX_ROW_ID = 2**62  # ids fit a 64-bit column; larger numbers are refused, not overflowed
-_DURATION = re.compile(r"(\d{1,9})([smhdw])")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
 
 def _fail(exc: AccountError) -> None:
@@ -212,39 +208,6 @@ def jobs_tick() -> None:
         click.echo(f"skipped missed slots of: {', '.join(skipped)}")
 
 
-def parse_duration(text: str) -> timedelta:
-    """``90s``, ``15m``, ``12h``, ``7d`` or ``2w`` as a timedelta."""
-    match = _DURATION.fullmatch(text.strip())
-    if match is None:
-        raise click.BadParameter("use a number and a unit: 90s, 15m, 12h, 7d or 2w")
-    try:
-        return timedelta(seconds=int(match[1]) * _UNIT_SECONDS[match[2]])
-    except OverflowError:
-        raise click.BadParameter(f"{text} is too long an age") from None
-
-
-def prune_in_batches(
-    older_than: str, delete_batch: Callable[[Connection, datetime, int], int]
-) -> int:
-    """Delete what ``delete_batch`` selects older than the ``--older-than`` age, one short
-    transaction per batch (claims and writes go between); returns how many rows went."""
-    age = parse_duration(older_than)
-    try:
-        cutoff = utcnow() - age
-    except OverflowError:
-        raise click.BadParameter(
-            "that age reaches before year 1", param_hint="--older-than"
-        ) from None
-    batch = int(current_app.config["PRUNE_BATCH_SIZE"])
-    total = 0
-    while True:
-        with db.transaction() as conn:
-            count = delete_batch(conn, cutoff, batch)
-        total += count
-        if count < batch:
-            return total
-
-
 @jobs_cli.command("prune")
 @click.option("--older-than", "older_than", required=True, help="Age such as 7d or 12h.")
 def jobs_prune(older_than: str) -> None:
@@ -284,7 +247,5 @@ def setup(url: str) -> None:
 
 def init_app(app: Flask) -> None:
     """Register the command groups."""
-    from app.audit.commands import audit_cli  # it uses parse_duration from here
-
     for command in (db_cli, user_cli, token_cli, jobs_cli, audit_cli, setup):
         app.cli.add_command(command)

@@ -34,7 +34,6 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from app import wakeup
-from app.queue.engines.jobs import JOB_DUE
 
 EXTENSION_KEY = "queuelog.db"
 WAKEUP_KEY = "queuelog.wakeup"
@@ -170,11 +169,11 @@ def transaction(app: Flask | None = None) -> Iterator[Connection]:
     bell = wakeups(app)
     writers: WriterTurns = (app or current_app).extensions[WRITERS_KEY]
     with writers.turn(), engine(app).connect() as conn:
-        conn.info.pop(JOB_DUE, None)  # info lives with the pooled connection: start clean
+        conn.info.pop(wakeup.JOB_DUE, None)  # info lives with the pooled connection: start clean
         with conn.begin():
             _gate(conn, writable=True)
             yield conn
-            due = conn.info.pop(JOB_DUE, False)
+            due = conn.info.pop(wakeup.JOB_DUE, False)
             if due:
                 bell.in_transaction(conn)
     if due:

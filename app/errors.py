@@ -10,7 +10,7 @@ from flask.typing import ResponseReturnValue
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException, InternalServerError
 
-from app.api.problems import problem
+from app.problems import problem
 from app.security import is_api_path
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,6 @@ from limits.storage import Storage
 from sqlalchemy import Engine, case, delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.api.views import bp as api_bp
 from app.extensions import limiter
 from app.queue import engines
 from app.schema import rate_limits
@@ -102,8 +101,9 @@ def _token_key() -> str:
     return "api:" + hashlib.sha256(credential).hexdigest()[:32]
 
 
-# One bucket per token across every API route; the limit is read from the app config.
-limiter.shared_limit(_api_limit, scope="api", key_func=_token_key)(api_bp)
+# One bucket per token across every API route (the API blueprint applies it to itself); the
+# limit is read from the app config.
+api_limit = limiter.shared_limit(_api_limit, scope="api", key_func=_token_key)
 
 
 def init_app(app: Flask) -> None:

@@ -118,7 +118,7 @@ jobs = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
     Column("finished_at", UTCDateTime(), nullable=True),
-    # Uniqueness while active (DESIGN §8.5): an enqueue with the same producer, type and key
+    # Uniqueness while active (docs/api.md): an enqueue with the same producer, type and key
     # answers the pending or running job instead of a new one.
     Column("unique_key", String(200), nullable=True),
     CheckConstraint(
@@ -302,7 +302,7 @@ schedules = Table(
     sqlite_autoincrement=True,
 )
 
-# Runtime flow-control overrides per job type (DESIGN §8.5), set by admins over
+# Runtime flow-control overrides per job type (docs/api.md, "Flow control"), set by admins over
 # ``JOB_TYPE_SETTINGS``; a NULL column means "no override, use the configuration".
 type_overrides = Table(
     "type_overrides",

@@ -9,7 +9,8 @@ sleep on, and one listener thread that rings it when another process says a job 
   after a commit the writer sends one byte to every socket there. No polling: an idle waiter and
   an idle listener are blocked in the kernel.
 
-Nothing here knows about jobs or Flask; ``app/db.py`` binds it to the app's transactions.
+Nothing here knows about Flask; ``app/db.py`` binds it to the app's transactions, and the
+statements that make a job due mark their connection with ``JOB_DUE``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 
 CHANNEL = "queuelog_wake"
+# Set in a connection's info by a statement that made a job due: ``app/db.py``'s transaction
+# helper rings once that transaction commits.
+JOB_DUE = "queuelog_wake"
 # While a listener is down, waiters look again this often so nothing due is missed for long.
 FALLBACK_POLL_SECONDS = 0.5
 _RECONNECT_DELAYS = (0.05, 0.2, 0.5, 1.0, 2.0)

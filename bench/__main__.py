@@ -23,7 +23,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -248,7 +248,7 @@ ROUNDS = 3  # each figure is the best of this many rounds, floors and figures in
 BENCH_LIMITS = {"email.send": {"max_running": 1_000_000, "rate_limit": "1000000/second"}}
 
 
-def best(rounds: list[tuple[float, ...]]) -> tuple[float, ...]:
+def best(rounds: Sequence[tuple[float, ...]]) -> tuple[float, ...]:
     """The best (highest) value of each position over the rounds."""
     return tuple(max(values) for values in zip(*rounds, strict=True))
 

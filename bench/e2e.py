@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.references import against_reference
-from tests.servers import REPO, Database, Served, prepare_database
+from devservers.servers import REPO, Database, Served, prepare_database
 
 WORKERS = 4
 # Handler threads per worker process. The Worker claims as many jobs as it has free slots (at
@@ -79,7 +79,12 @@ def work_with_sdk(host: str, token: str, held: Any, stop: Any, counts: Any) -> N
 
     with CountingClient(f"http://{host}", token, timeout=30) as client:
         worker = Worker(client, {JOB_TYPE: noop}, concurrency=CONCURRENCY, grace=5)
-        threading.Thread(target=lambda: (stop.wait(), worker.stop()), daemon=True).start()
+
+        def stop_when_told() -> None:
+            stop.wait()
+            worker.stop()
+
+        threading.Thread(target=stop_when_told, daemon=True).start()
         worker.run()
 
 
@@ -106,19 +111,9 @@ class Queuelog:
         context = mp.get_context("spawn")
         self.held, self.stop = context.Queue(), context.Event()
         self.counts = context.Array("q", 4)
-        self.workers = [
-            context.Process(
-                target=WORKER_LOOP,
-                args=(
-                    self.server.host,
-                    self.database.tokens["worker"],
-                    self.held,
-                    self.stop,
-                    self.counts,
-                ),
-            )
-            for _ in range(WORKERS)
-        ]
+        token = self.database.tokens["worker"]
+        work = (self.server.host, token, self.held, self.stop, self.counts)
+        self.workers = [context.Process(target=WORKER_LOOP, args=work) for _ in range(WORKERS)]
         for process in self.workers:
             process.start()
         self.local = threading.local()

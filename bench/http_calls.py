@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.servers import REPO, free_port, prepare_database, server_env
+from devservers.servers import REPO, free_port, prepare_database, server_env
 
 CLIENTS = 8
 START_TIMEOUT = 30.0
@@ -92,7 +92,9 @@ def _send(conn: http.client.HTTPConnection, token: str | None, call: Call) -> tu
     return response.status, response.read()
 
 
-def load(port: int, token: str | None, calls: Sequence[Call], expect: int) -> tuple[float, list]:
+def load(
+    port: int, token: str | None, calls: Sequence[Call], expect: int
+) -> tuple[float, list[Any]]:
     """Send every call once over ``CLIENTS`` connections; calls per second and the answers.
     An answer other than ``expect`` stops the bench: a figure must count only real work."""
     answers: list[Any] = [None] * len(calls)

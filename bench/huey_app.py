@@ -16,7 +16,7 @@ from huey.storage import SqliteStorage
 SYNCHRONOUS = os.environ.get("BENCH_HUEY_SYNCHRONOUS", "FULL")
 
 
-class DurableStorage(SqliteStorage):  # type: ignore[misc]
+class DurableStorage(SqliteStorage):
     """huey's own ``fsync=False`` means ``synchronous=OFF``; set queuelog's level instead."""
 
     def _create_connection(self) -> Any:

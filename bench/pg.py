@@ -42,7 +42,7 @@ from bench.e2e import (
     rounds_per_section,
     warm_up,
 )
-from tests.postgres import postgres_server
+from devservers.postgres import postgres_server
 
 
 def _create(server: str, name: str) -> str:
@@ -55,9 +55,9 @@ def _queuelog_round(system: Queuelog, jobs: int, figures: dict[str, list[float]]
     """Bulk then pickup; returns what the workers' claims and finishes added during the bulk
     run (bench.e2e's counters)."""
     warm_up(system)
-    before = list(system.counts)
+    before = system.counts[:]
     figures["bulk"].append(bulk(system, jobs))
-    batching = [after - was for after, was in zip(system.counts, before, strict=True)]
+    batching = [after - was for after, was in zip(system.counts[:], before, strict=True)]
     warm_up(system)
     p50, p99 = pickup(system, PICKUP_JOBS)
     figures["p50"].append(p50)

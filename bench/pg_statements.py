@@ -28,7 +28,7 @@ SHOWN = 4  # the most frequent statements printed, by their first words
 
 def _log_statements(admin_url: str) -> Path:
     """Log every statement from now on; returns the server's log file (where the throwaway
-    server of tests/postgres.py writes it, next to its data folder)."""
+    server of devservers/postgres.py writes it, next to its data folder)."""
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute("ALTER SYSTEM SET log_min_duration_statement = 0")
         conn.execute("ALTER SYSTEM SET log_line_prefix = '%m [%p] %d '")
@@ -55,7 +55,7 @@ def probe(system: Queuelog, admin_url: str, jobs: int) -> None:
         print(f"  statements not counted: no server log at {log}")
         return
     system.completed()  # opens the bench's counting connection, whose pid is left out
-    before, start = list(system.counts), log.stat().st_size
+    before, start = system.counts[:], log.stat().st_size
     bulk(system, jobs)
     with log.open("rb") as file:
         file.seek(start)

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 from flask import Flask
 
 from app import create_app, db
@@ -38,8 +37,8 @@ from app.timeutil import utcnow
 from bench import SECRET
 from bench import scale_load as load
 from bench.http_calls import wait_ready
-from tests.postgres import postgres_server
-from tests.servers import free_port
+from devservers.postgres import PostgresMissing, postgres_server
+from devservers.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = 15
@@ -290,7 +289,7 @@ def run_scale(base: Path) -> None:
     with ExitStack() as stack:
         try:
             server = stack.enter_context(postgres_server(durable=True))
-        except pytest.skip.Exception as exc:
+        except PostgresMissing as exc:
             print(f"  PostgreSQL skipped: {exc}")
             return
         for size in sizes:

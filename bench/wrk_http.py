@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench.http_calls import wait_ready
-from tests.servers import (
+from devservers.servers import (
     REPO,
     Client,
     http_request,
@@ -58,7 +58,7 @@ def command(server: str, target: str, port: int) -> list[str]:
 @contextlib.contextmanager
 def serving(server: str, target: str, env: dict[str, str], logs: Path) -> Iterator[int]:
     """``target`` served by ``server`` with the product's settings; yields its port."""
-    from tests.servers import free_port
+    from devservers.servers import free_port
 
     port = free_port()
     env = {**env, "QUEUELOG_BIND": f"127.0.0.1:{port}"}
@@ -95,12 +95,12 @@ def wrk(url: str, connections: int, body: str, token: str | None, logs: Path) ->
     ).stdout
     if "Non-2xx" in out:
         raise RuntimeError(f"wrk saw error answers on {url}:\n{out}")
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])  # type: ignore[index]
+    rate = float(_found(r"Requests/sec:\s+([\d.]+)", out)[1])
     return rate, _latency(out, "50%"), _latency(out, "99%")
 
 
 def _latency(out: str, percentile: str) -> float:
-    value, unit = re.search(rf"{percentile}\s+([\d.]+)(us|ms|s)\b", out).groups()  # type: ignore[union-attr]
+    value, unit = _found(rf"{percentile}\s+([\d.]+)(us|ms|s)\b", out).groups()
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
@@ -207,3 +207,11 @@ def _print(
             f"  {server}: POST /jobs rate 8 conns / 1 conn {eight / one:5.2f};"
             f" p50 8 conns / 1 conn {p50_eight / p50_one:5.2f}"
         )
+
+
+def _found(pattern: str, out: str) -> re.Match[str]:
+    """``pattern``'s match in wrk's report; a report without it stops the bench, saying why."""
+    match = re.search(pattern, out)
+    if match is None:
+        raise RuntimeError(f"wrk's report has no {pattern!r}:\n{out}")
+    return match

@@ -19,14 +19,14 @@ from werkzeug.test import EnvironBuilder
 
 from bench import noop_app
 from bench.http_calls import NAMES, Call, Round, floor_call
-from tests.servers import app_settings, prepare_database
+from devservers.servers import app_settings, prepare_database
 
 WSGIApp = Callable[..., Any]
 
 
 def _environ(token: str | None, call: Call) -> dict[str, Any]:
     method, path, body = call
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    headers = [("Authorization", f"Bearer {token}")] if token else []
     builder = EnvironBuilder(path=path, method=method, json=body, headers=headers)
     try:
         return builder.get_environ()

@@ -11,43 +11,14 @@ from flask.testing import FlaskClient
 from sqlalchemy import Connection
 from werkzeug.test import TestResponse
 
-from app import db
-from app.accounts import service as accounts
-from app.accounts.models import User
 from app.queue.contract.requests import EnqueueBody
 from app.queue.domain import service
 from app.queue.domain.models import Actor, Job, QueueSettings
 from app.timeutil import utcnow
+from devservers.accounts import make_token as make_token
+from devservers.accounts import make_user as make_user
 
 PASSWORD = "correct horse battery staple"
-
-
-def make_user(
-    app: Flask,
-    name: str = "producer",
-    role: str = "producer",
-    *,
-    max_priority: str = "medium",
-    password: str | None = None,
-) -> User:
-    """Create a user straight through the account service."""
-    with app.app_context(), db.transaction() as conn:
-        return accounts.create_user(
-            conn,
-            accounts.OPERATOR,
-            name,
-            role,
-            now=utcnow(),
-            password=password,
-            max_priority=max_priority,
-        )
-
-
-def make_token(app: Flask, name: str, label: str = "") -> str:
-    """Issue an API token for ``name`` and return the raw token."""
-    with app.app_context(), db.transaction() as conn:
-        _, raw = accounts.create_token(conn, accounts.OPERATOR, name, now=utcnow(), label=label)
-    return raw
 
 
 def make_job(

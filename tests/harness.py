@@ -21,8 +21,8 @@ from app import db
 from app.queue.domain import service
 from app.queue.domain.models import Actor, Event, Job, QueueSettings
 from app.queue.engines import jobs as store
+from devservers.servers import REPO
 from tests.builders import make_job, make_user
-from tests.servers import REPO
 
 AGENT_TIMEOUT = 90.0
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from app.config import DEFAULTS
+from devservers.servers import Gunicorn, Served, app_settings, prepare_database, running
 from tests.builders import make_user
-from tests.servers import Gunicorn, Served, app_settings, prepare_database, running
 
 LIMIT = int(DEFAULTS["MAX_CONTENT_LENGTH"])
 PASSWORD = "correct horse battery staple"

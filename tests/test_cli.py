@@ -1,5 +1,5 @@
-"""Every command of DESIGN §6 through Click's runner, and once through a real ``flask``
-process on a throwaway database."""
+"""Every command of the README's "Command line" through Click's runner, and once through a
+real ``flask`` process on a throwaway database."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import REPO, SECRET, free_port
+from devservers.servers import REPO, SECRET, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from app import create_app
-from tests.servers import REPO, Client, Gunicorn, app_settings, prepare_database, server_env
+from devservers.servers import REPO, Client, Gunicorn, app_settings, prepare_database, server_env
 from tests.web.conftest import login
 
 README = REPO / "README.md"

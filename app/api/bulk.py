@@ -7,8 +7,8 @@ from flask import Response, jsonify
 from app import bulk_runs
 from app.api.auth import current_actor
 from app.api.openapi import Operation, Reply, documented
-from app.api.problems import problem
 from app.api.views import ROLE, bp, parse_body, requires
+from app.problems import problem
 from app.queue.contract.bulk_models import BulkAnswer, BulkBody, StaleCountProblem
 from app.queue.domain.bulk import StaleCount
 from app.queue.domain.policy import Action

@@ -12,9 +12,9 @@ from app.api import admission, auth, body, longpoll, ops
 from app.api import schedules as schedules_api
 from app.api import types as types_api
 from app.api.openapi import Operation, Reply, documented
-from app.api.problems import problem
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
+from app.problems import problem
 from app.queue.contract.batch_requests import ReleaseBody
 from app.queue.contract.control_responses import ExplanationOut
 from app.queue.contract.fields import KEY_PATTERN
@@ -34,12 +34,14 @@ from app.queue.domain.errors import QueueError
 from app.queue.domain.models import Job
 from app.queue.domain.policy import Action
 from app.queue_settings import queue_settings
+from app.ratelimit import api_limit
 from app.timeutil import utcnow
 
 bp = Blueprint("api", __name__)
 bp.register_blueprint(ops.bp)
 bp.register_blueprint(schedules_api.bp)
 bp.register_blueprint(types_api.bp)
+api_limit(bp)  # API_RATE_LIMIT, one bucket per token across every API route
 Model = TypeVar("Model", bound=RequestModel)
 
 

@@ -9,7 +9,7 @@ from flask.cli import AppGroup
 
 from app import db
 from app.audit import query, store
-from app.cli import prune_in_batches
+from app.pruning import prune_in_batches
 from app.queue.domain.errors import InvalidInput
 
 audit_cli = AppGroup("audit", help="Read and prune the audit log.")

@@ -9,7 +9,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from app import access, db, migrate
-from app.api.problems import problem
+from app.problems import problem
 
 bp = Blueprint("health", __name__)
 log = logging.getLogger(__name__)

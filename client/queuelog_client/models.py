@@ -1,4 +1,8 @@
-"""What the API answers, as typed objects: a Job, an Event, and the timestamp format."""
+"""What the API answers, as typed objects: a Job, an Event, a job type, a schedule, and the
+timestamp format. Each mirrors a response model of the server's ``/openapi.json`` (``Job`` is
+``JobOut``, ``Event`` ``EventOut``, ``JobType`` ``TypeOut``, ``Schedule`` ``ScheduleOut``) field
+for field: a field the server always sends has no default here, one it may leave out has the
+server's default. ``client/tests/test_wire_contract.py`` fails on any drift."""
 
 from __future__ import annotations
 
@@ -45,8 +49,9 @@ class _FromJson:
 
 @dataclass
 class Job(_FromJson):
-    """A job as the API shows it. ``error`` is set only for admins; ``extra`` holds any field
-    this client does not know (e.g. ``duplicate`` on a unique enqueue)."""
+    """A job as the API shows it. ``error`` is set only for admins; ``duplicate`` is True when
+    a unique enqueue answered an active job instead of adding one; ``extra`` holds any field
+    this client does not know."""
 
     _TIMES: ClassVar[frozenset[str]] = frozenset(
         {"run_at", "claimed_at", "lease_expires_at", "created_at", "updated_at", "finished_at"}
@@ -54,24 +59,25 @@ class Job(_FromJson):
 
     id: int
     type: str
+    payload: dict[str, Any]
+    priority: str
     status: str
-    payload: dict[str, Any] = field(default_factory=dict)
-    priority: str = "low"
-    retry_count: int = 0
-    max_retries: int = 0
-    attempt: int = 0
-    idempotency_key: str | None = None
-    run_at: datetime | None = None
-    claimed_at: datetime | None = None
-    lease_expires_at: datetime | None = None
-    worker_id: str | None = None
-    progress: int | None = None
-    progress_message: str | None = None
-    result: Any = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    finished_at: datetime | None = None
+    retry_count: int
+    max_retries: int
+    attempt: int
+    idempotency_key: str | None
+    run_at: datetime
+    claimed_at: datetime | None
+    lease_expires_at: datetime | None
+    worker_id: str | None
+    progress: int | None
+    progress_message: str | None
+    result: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
     error: str | None = None
+    duplicate: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -82,13 +88,13 @@ class Event(_FromJson):
     _TIMES: ClassVar[frozenset[str]] = frozenset({"at"})
 
     id: int
-    at: datetime | None = None
-    kind: str = ""
-    from_status: str | None = None
-    to_status: str | None = None
-    actor: str | None = None
-    attempt: int | None = None
-    note: str | None = None
+    at: datetime
+    kind: str
+    from_status: str | None
+    to_status: str
+    actor: str | None
+    attempt: int | None
+    note: str | None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -99,10 +105,10 @@ class JobType(_FromJson):
     server's configuration merged with admins' overrides; None: no limit)."""
 
     type: str
-    counts: dict[str, int] = field(default_factory=dict)
-    max_running: int | None = None
-    rate_limit: str | None = None
-    paused: bool = False
+    counts: dict[str, int]
+    max_running: int | None
+    rate_limit: str | None
+    paused: bool
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -116,17 +122,17 @@ class Schedule(_FromJson):
     id: int
     name: str
     cron: str
+    description: str
+    timezone: str
     type: str
-    description: str = ""
-    timezone: str = "UTC"
-    payload: dict[str, Any] = field(default_factory=dict)
-    priority: str = "low"
-    enabled: bool = True
-    catch_up: str = "skip"
-    next_runs: list[datetime] = field(default_factory=list)
-    last_run_at: datetime | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
+    payload: dict[str, Any]
+    priority: str
+    enabled: bool
+    catch_up: str
+    next_runs: list[datetime]
+    last_run_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -1,6 +1,6 @@
 """Fixtures for the client's tests: a real gunicorn server on a prepared SQLite database.
 
-The server side comes from the repository's own test helpers (``tests.servers``); a worker host
+The server side comes from the repository's own test helpers (``devservers.servers``); a worker host
 that installs only ``queuelog-client`` needs none of this."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from queuelog_client import Client
 
-from tests.servers import Database, Gunicorn, prepare_database
+from devservers.servers import Database, Gunicorn, prepare_database
 
 ROLES = {"producer": "producer", "worker": "worker", "admin": "admin"}
 LEASE = 15  # seconds: heartbeats every 5 s, and a claim lost in a crash comes back quickly
@@ -31,11 +32,11 @@ class Server:
     def url(self) -> str:
         return f"http://{self.gunicorn.host}"
 
-    def client(self, role: str, **options: float) -> Client:
-        return Client(self.url, self.database.tokens[role], **options)  # type: ignore[arg-type]
+    def client(self, role: str, *, timeout: float = 10.0, retries: int = 5) -> Client:
+        return Client(self.url, self.database.tokens[role], timeout=timeout, retries=retries)
 
 
-def start_server(directory: Path, **config: object) -> Iterator[Server]:
+def start_server(directory: Path, **config: Any) -> Iterator[Server]:
     """A migrated database with a producer, a worker and an admin, served by gunicorn."""
     database = prepare_database(directory / "db", ROLES)
     gunicorn = Gunicorn(database, directory, workers=2, **config)

@@ -13,7 +13,15 @@ import pytest
 from queuelog_client import Client, Fail, Job, JobContext, Retry, Worker
 from queuelog_client.handlers import run_handler
 
-JOB = {"id": 5, "type": "email.send", "status": "running", "payload": {"to": "x"}, "attempt": 2}
+AT = "2026-12-01T06:56:13.123456Z"
+# A running job as the server sends it (every key of JobOut but the optional ones).
+JOB = {
+    **{"id": 5, "type": "email.send", "payload": {"to": "x"}, "priority": "low"},
+    **{"status": "running", "retry_count": 0, "max_retries": 3, "attempt": 2},
+    **{"idempotency_key": None, "run_at": AT, "claimed_at": AT, "lease_expires_at": AT},
+    **{"worker_id": "w", "progress": None, "progress_message": None, "result": None},
+    **{"created_at": AT, "updated_at": AT, "finished_at": None},
+}
 
 
 def context() -> JobContext:
@@ -21,9 +29,10 @@ def context() -> JobContext:
 
 
 def test_a_job_parses_timestamps_and_keeps_unknown_fields() -> None:
-    job = Job.from_json({**JOB, "run_at": "2026-12-01T06:56:13.123456Z", "duplicate": True})
+    job = Job.from_json({**JOB, "duplicate": True, "newer_field": 1})
     assert job.run_at == datetime(2026, 12, 1, 6, 56, 13, 123456, tzinfo=UTC)
-    assert job.extra == {"duplicate": True} and job.claimed_at is None
+    assert job.finished_at is None and job.duplicate is True
+    assert job.extra == {"newer_field": 1}
 
 
 @pytest.mark.parametrize(

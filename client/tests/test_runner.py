@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import Server, statuses, transitions, wait_until
 
-import tests.servers
+import devservers.servers
 
 pytestmark = pytest.mark.slow
 
@@ -181,7 +181,9 @@ def test_the_worker_carries_on_when_the_server_is_killed_and_restarted(
     fresh_server.gunicorn.kill_9()
     time.sleep(1.0)
     port = fresh_server.gunicorn.port
-    monkeypatch.setattr(tests.servers, "free_port", lambda: port)  # same address for the worker
+    monkeypatch.setattr(
+        devservers.servers, "free_port", lambda: port
+    )  # same address for the worker
     fresh_server.gunicorn.start()
     with fresh_server.client("producer") as producer:
         wait_until(lambda: statuses(producer, ids)["completed"] == 300, 120, "all 300 jobs")

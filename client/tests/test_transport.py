@@ -18,7 +18,7 @@ import pytest
 from conftest import Server, start_server
 from queuelog_client import Client, Conflict, ServerError, Unreachable
 
-from tests.servers import free_port
+from devservers.servers import free_port
 
 JOB = {"id": 7, "type": "email.send", "status": "pending", "created_at": "2026-01-02T03:04:05Z"}
 

@@ -1,4 +1,4 @@
-"""The JSON API contract of DESIGN §4: shapes, status codes, ordering, paging, transitions."""
+"""The JSON API contract of docs/api.md: shapes, status codes, ordering, paging, transitions."""
 
 from __future__ import annotations
 

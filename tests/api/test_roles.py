@@ -1,4 +1,5 @@
-"""The role table of DESIGN §3 as a route x role matrix, and object scoping."""
+"""The role table of docs/architecture.md ("Who may do what") as a route x role matrix, and
+object scoping."""
 
 from __future__ import annotations
 

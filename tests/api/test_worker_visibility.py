@@ -53,8 +53,8 @@ def test_worker_cannot_read_status_of_invisible_job(
     assert all(answer == answers[0] for answer in answers), answers
     assert answers[0]["detail"] == "job N is not held by you"
     assert snapshot(app) == before
-    # An id that does not exist is still a 404 (DESIGN: only the holder's calls succeed, 409 for
-    # everyone else, 404 for ids that do not exist).
+    # An id that does not exist is still a 404 (docs/architecture.md, "Who may do what": only
+    # the holder's calls succeed, 409 for everyone else, 404 for ids that do not exist).
     assert_problem(other_worker.post(f"/jobs/424242/{action}", BODIES[action]), 404)
     # Admins see every job, and the worker its own: they keep the precise reasons.
     cancelled = made["cancelled"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from devservers.servers import Client, Gunicorn, Served, prepare_database, running
 from tests.ops.metrics_help import parse, value
-from tests.servers import Client, Gunicorn, Served, prepare_database, running
 
 pytestmark = pytest.mark.slow
 ENQUEUES = 60

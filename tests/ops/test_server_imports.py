@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import REPO, Database, server_env
+from devservers.servers import REPO, Database, server_env
 
 CHECK = "import sys, {}; print(' '.join(m for m in ('alembic', 'segno') if m in sys.modules))"
 

@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.servers import Client
+from devservers.servers import Client
 
 
 def _wait_for(path: Path, deadline: float) -> None:

@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.servers import Client
+from devservers.servers import Client
 
 LEASE_SECONDS = 2  # short, so jobs held by a killed server come back quickly
 WAIT_SECONDS = 1

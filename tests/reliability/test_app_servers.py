@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
+from devservers.servers import REPO, Client, Database, Served, prepare_database
 from tests.reliability import fleet
-from tests.servers import REPO, Client, Database, Served, prepare_database
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
 

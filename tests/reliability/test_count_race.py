@@ -16,11 +16,11 @@ from sqlalchemy import select
 
 from app import db
 from app.schema import job_counts
+from devservers.servers import REPO
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_user
 from tests.recount import assert_exact
 from tests.reliability.churn import ADMIN, PRODUCERS, WEIGHTS, WORKERS, clock
-from tests.servers import REPO
 
 PROCESSES = 4
 OPS = 200

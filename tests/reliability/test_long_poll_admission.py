@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import (
+from devservers.servers import (
     Client,
     Database,
     Served,

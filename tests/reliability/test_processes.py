@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from devservers.servers import Client, Gunicorn, prepare_database, running
 from tests.harness import Agents, query
-from tests.servers import Client, Gunicorn, prepare_database, running
 
 pytestmark = pytest.mark.slow
 

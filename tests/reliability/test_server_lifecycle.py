@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.servers import Client, Database, Served, prepare_database, running
+from devservers.servers import Client, Database, Served, prepare_database, running
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,7 @@ from app.queue.contract.requests import EnqueueBody
 from app.queue.domain import service
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
-from tests.backends import every_backend  # noqa: F401 (these tests run on both engines)
-from tests.servers import (
+from devservers.servers import (
     Client,
     Database,
     Served,
@@ -29,6 +28,7 @@ from tests.servers import (
     running,
     send_on_new_sockets,
 )
+from tests.backends import every_backend  # noqa: F401 (these tests run on both engines)
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
+from devservers.servers import Client, Database, Gunicorn, prepare_database
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
-from tests.servers import Client, Database, Gunicorn, prepare_database
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import Gunicorn, prepare_database, running
+from devservers.servers import Gunicorn, prepare_database, running
 
 LIMIT = 3
 ATTEMPTS = 12  # four workers with per-process counters would allow 4 * LIMIT of them

@@ -135,7 +135,7 @@ RetryIn = Annotated[
     says(f"must be a number of seconds from 0 to {MAX_DELAY_SECONDS}"),
     Field(description="Seconds until the retry instead of the backoff."),
 ]
-MAX_WAIT_SECONDS = 30  # a long-polling claim waits at most this long (DESIGN §8.1)
+MAX_WAIT_SECONDS = 30  # a long-polling claim waits at most this long (docs/api.md, "Routes")
 WaitSeconds = Annotated[
     float,
     Field(ge=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False),
@@ -231,7 +231,7 @@ Search = Annotated[
 ]
 
 
-MAX_CLAIM_JOBS = 100  # most jobs one claim hands out (DESIGN §8.1)
+MAX_CLAIM_JOBS = 100  # most jobs one claim hands out (docs/api.md, "Routes")
 MaxJobs = Annotated[
     int,
     Field(ge=1, le=MAX_CLAIM_JOBS),

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, model_validator
 from sqlalchemy import Connection
 
+from app import wakeup
 from app.queue.contract.fields import Flag
 from app.queue.contract.request_model import RequestModel, refuse, says
 from app.queue.domain import flow
@@ -31,7 +32,6 @@ from app.queue.domain.policy import Action, require
 from app.queue.domain.states import JobStatus
 from app.queue.engines import counts as count_store
 from app.queue.engines import flow as flow_store
-from app.queue.engines.jobs import JOB_DUE
 
 MaxRunning = Annotated[
     int,
@@ -128,7 +128,7 @@ def change(
     are woken: a resumed type or a raised limit may have made jobs claimable."""
     get_type(conn, actor, settings, name)
     flow_store.save_override(conn, name, request.overrides(), actor=actor.name, now=now)
-    conn.info[JOB_DUE] = True
+    conn.info[wakeup.JOB_DUE] = True
     return _views(conn, settings, (name,))[0]
 
 

@@ -2,15 +2,38 @@
 
 from __future__ import annotations
 
+from collections.abc import Set
 from dataclasses import replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from app.queue.domain.errors import Forbidden
 from app.queue.domain.states import PRIORITIES, RETRYABLE, JobStatus, Role
 
-if TYPE_CHECKING:  # models imports this module: the types are for annotations only
-    from app.queue.domain.models import Actor, Job
+
+class Caller(Protocol):
+    """What the rules read of a caller (``models.Actor`` is one): the policy sits below the
+    value objects, which ask it, so it names the attributes it needs rather than their class.
+    A dataclass, so that ``require`` hands back a copy marked as cleared."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def role(self) -> Role: ...
+    @property
+    def max_priority(self) -> int: ...
+    @property
+    def cleared(self) -> Set[str]: ...
+
+
+class Stated(Protocol):
+    """What the rules read of a job (``models.Job`` is one): its status."""
+
+    @property
+    def status(self) -> str: ...
+
+
+CallerT = TypeVar("CallerT", bound=Caller)
 
 
 class Action(StrEnum):
@@ -89,22 +112,22 @@ class Scope(StrEnum):
 _SCOPES = {Role.ADMIN: Scope.ALL, Role.WORKER: Scope.HELD, Role.PRODUCER: Scope.OWNED}
 
 
-def scope(actor: Actor) -> Scope:
+def scope(actor: Caller) -> Scope:
     """The jobs ``actor`` may see."""
     return _SCOPES[actor.role]
 
 
-def priority_cap(actor: Actor) -> int:
+def priority_cap(actor: Caller) -> int:
     """The highest priority ``actor`` may enqueue: admins any, others their own cap."""
     return PRIORITIES["critical"] if actor.role is Role.ADMIN else actor.max_priority
 
 
-def role_allows(actor: Actor, action: Action) -> bool:
+def role_allows(actor: Caller, action: Action) -> bool:
     """The role table's answer (``can`` skips it for an action cleared earlier this request)."""
     return actor.role in ROLES[action]
 
 
-def can(actor: Actor, action: Action | str, job: Job | None = None) -> bool:
+def can(actor: Caller, action: Action | str, job: Stated | None = None) -> bool:
     """Whether ``actor`` may do ``action`` (to ``job``, a job it can see, when given)."""
     action = Action(action)
     if action not in actor.cleared and not role_allows(actor, action):
@@ -118,7 +141,7 @@ def can(actor: Actor, action: Action | str, job: Job | None = None) -> bool:
     return True
 
 
-def require(actor: Actor, action: Action) -> Actor:
+def require(actor: CallerT, action: Action) -> CallerT:
     """Refuse (403) an action the actor's role does not allow; returns the actor marked as
     cleared for it, so the use case behind a checked route does not ask again."""
     if action in actor.cleared:

@@ -29,7 +29,7 @@ _TIMING = ("cron", "timezone", "enabled")
 
 def _changed(actor: Actor, action: str, schedule: Schedule) -> None:
     """Every change of a schedule ends here, inside its transaction: the place where it is
-    recorded (the audit trail of DESIGN §8.4 appends its row here)."""
+    recorded (the audit log of docs/operations.md appends its row here)."""
     log.info("schedule %s (%d) %s by %s", schedule.name, schedule.id, action, actor.name)
 
 

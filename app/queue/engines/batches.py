@@ -17,13 +17,14 @@ from sqlalchemy import (
     update,
 )
 
+from app import wakeup
 from app.queue import engines
 from app.queue.domain.models import Job
 from app.queue.domain.states import EventKind, JobStatus
 from app.queue.engines import Engine
 from app.queue.engines import rows as store_items
 from app.queue.engines.items import Columns, Kind, parameter
-from app.queue.engines.jobs import JOB_COLUMNS, JOB_DUE, append_events, event_row, job_of
+from app.queue.engines.jobs import JOB_COLUMNS, append_events, event_row, job_of
 from app.queue.engines.prepared import Prepared
 from app.schema import jobs
 from app.sqltypes import UTCDateTime
@@ -70,7 +71,7 @@ def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: s
     items = [{"unique_key": None, **row} for row in rows]
     result = _INSERT_JOBS[engines.of(conn)].rows(conn, {"items": parameter(_NEW_JOB, items)})
     added = sorted((job_of(row) for row in result), key=lambda job: job.id)
-    conn.info[JOB_DUE] = True
+    conn.info[wakeup.JOB_DUE] = True
     append_events(
         conn,
         [
@@ -142,7 +143,7 @@ def move_many(
     params["items"] = parameter((*_KEYS, *columns), items)
     moved = {job.id: job for job in (job_of(row) for row in statement.rows(conn, params))}
     if any(job.status == JobStatus.PENDING for job in moved.values()):
-        conn.info[JOB_DUE] = True  # claimable again: wake long-polls after the commit
+        conn.info[wakeup.JOB_DUE] = True  # claimable again: wake long-polls after the commit
     return moved
 
 

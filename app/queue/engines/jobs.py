@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import BindParameter
 
+from app import wakeup
 from app.queue import engines
 from app.queue.domain.models import Event, Job, JobFilters
 from app.queue.domain.states import PRIORITIES, EventKind, JobStatus
@@ -39,9 +40,6 @@ from app.sqltypes import UTCDateTime
 
 JOB_COLUMNS = [jobs.c[name] for name in Job.__dataclass_fields__]
 EVENT_COLUMNS = [job_events.c[name] for name in Event.__dataclass_fields__]
-# Set in a connection's info when a statement made a job pending: the transaction helper wakes
-# long-polling claims once the transaction commits.
-JOB_DUE = "queuelog_wake"
 
 
 def job_of(row: Sequence[Any]) -> Job:
@@ -91,7 +89,7 @@ def insert_job(conn: Connection, values: Mapping[str, Any], *, actor: str) -> Jo
         except IntegrityError:
             return None
     assert row is not None  # INSERT ... RETURNING
-    conn.info[JOB_DUE] = True
+    conn.info[wakeup.JOB_DUE] = True
     job = job_of(row)
     append_event(
         conn, job=job, at=job.created_at, from_status=None, kind=EventKind.ENQUEUED, actor=actor

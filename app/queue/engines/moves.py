@@ -19,13 +19,13 @@ from sqlalchemy import (
     update,
 )
 
+from app import wakeup
 from app.queue import engines
 from app.queue.domain.models import Job
 from app.queue.domain.states import EventKind, JobStatus
 from app.queue.engines import Engine
 from app.queue.engines.jobs import (
     JOB_COLUMNS,
-    JOB_DUE,
     append_event,
     append_events,
     event_row,
@@ -243,7 +243,7 @@ def move(
         return None
     job = job_of(row)
     if job.status == JobStatus.PENDING:  # claimable again: wake long-polls after the commit
-        conn.info[JOB_DUE] = True
+        conn.info[wakeup.JOB_DUE] = True
     if kind is not None:
         (from_status,) = sources
         append_event(

@@ -20,9 +20,9 @@ from app.queue.domain.states import EventKind, JobStatus
 from app.queue.domain.transitions import EDGES
 from app.queue.engines import jobs as store
 from app.schema import job_events, jobs
+from devservers.servers import REPO
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_job, make_user
-from tests.servers import REPO
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 LATER = T0 + timedelta(seconds=10)  # after the fabricated lease ended

@@ -1,7 +1,6 @@
-"""A throwaway PostgreSQL server for one test session (initdb in a temp folder, stopped after).
-
-Skips when the server binaries are missing, unless QUEUELOG_REQUIRE_POSTGRES=1 (set by CI),
-where a missing server is a failure.
+"""A throwaway PostgreSQL server for a test session or a benchmark (initdb in a temp folder,
+stopped after). Without the server binaries it raises ``PostgresMissing``: the tests' fixture
+skips then (or fails, under QUEUELOG_REQUIRE_POSTGRES=1), a benchmark says so.
 """
 
 from __future__ import annotations
@@ -15,12 +14,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
 BIN_DIRS = [Path(f"/usr/lib/postgresql/{v}/bin") for v in (17, 16, 15)]
 
 
-def _bin_dir() -> Path | None:
+class PostgresMissing(RuntimeError):
+    """PostgreSQL server binaries not found; install Debian's postgresql to run."""
+
+
+def bin_dir() -> Path | None:
+    """The folder of ``initdb`` and ``pg_ctl``, or None when PostgreSQL is not installed."""
     for directory in BIN_DIRS:
         if (directory / "initdb").exists():
             return directory
@@ -47,21 +49,18 @@ def postgres_server(*, durable: bool = False) -> Iterator[str]:
 
     Tests run without fsync; ``durable`` (benchmarks) keeps fsync and synchronous_commit on.
     """
-    bin_dir = _bin_dir()
-    if bin_dir is None:
-        if os.environ.get("QUEUELOG_REQUIRE_POSTGRES") == "1":
-            pytest.fail("PostgreSQL server binaries not found (apt-get install postgresql)")
-        pytest.skip("PostgreSQL server binaries not found; install Debian's postgresql to run")
+    binaries = bin_dir()
+    if binaries is None:
+        raise PostgresMissing(PostgresMissing.__doc__)
     folder = Path(tempfile.mkdtemp(prefix="queuelog-pg-"))
     data, log = folder / "data", folder / "server.log"
     if os.geteuid() == 0:
         shutil.chown(folder, "postgres", "postgres")
     port = _free_port()
-    run = {"cwd": "/", "check": True, "capture_output": True, "timeout": 60}
     subprocess.run(
         _as_postgres(
             [
-                str(bin_dir / "initdb"),
+                str(binaries / "initdb"),
                 "-D",
                 str(data),
                 "-U",
@@ -74,14 +73,17 @@ def postgres_server(*, durable: bool = False) -> Iterator[str]:
                 "--no-sync",
             ]
         ),
-        **run,
+        cwd="/",
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
     sync = "-c fsync=on -c synchronous_commit=on" if durable else "-c fsync=off"
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} {sync}"
     subprocess.run(
         _as_postgres(
             [
-                str(bin_dir / "pg_ctl"),
+                str(binaries / "pg_ctl"),
                 "-D",
                 str(data),
                 "-l",
@@ -94,13 +96,16 @@ def postgres_server(*, durable: bool = False) -> Iterator[str]:
                 "start",
             ]
         ),
-        **run,
+        cwd="/",
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
     try:
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
     finally:
         subprocess.run(
-            _as_postgres([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
+            _as_postgres([str(binaries / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
             cwd="/",
             capture_output=True,
             timeout=60,

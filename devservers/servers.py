@@ -1,4 +1,5 @@
-"""Real server processes for the multi-process tests: a prepared database, gunicorn, signals.
+"""Real server processes for the multi-process tests and the benchmarks: a prepared database,
+gunicorn, signals.
 
 Everything listens on 127.0.0.1 only, every wait is bounded, and a server is always stopped
 (SIGTERM, then SIGKILL) by the process-group id it was started with.
@@ -18,7 +19,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "reliability-secret-key-Vb7Kq2Lx9-Rm4Tz0Wc6Np1Hs8Fy3Dj5Ga"
@@ -57,7 +58,7 @@ def prepare_database(
     """Migrate a fresh SQLite file in ``directory`` (or the empty PostgreSQL database at
     ``url``) and create ``users`` (name -> role) with one API token each."""
     from app import create_app, migrate  # here, so client processes import only the stdlib
-    from tests.builders import make_token, make_user
+    from devservers.accounts import make_token, make_user
 
     directory.mkdir(parents=True, exist_ok=True)
     database = Database(directory / "queuelog.sqlite3", server_url=url)
@@ -123,7 +124,7 @@ class Server:
         """The command line that serves on ``self.host``."""
         raise NotImplementedError
 
-    def start(self) -> Server:
+    def start(self) -> Self:
         """Start and wait until a worker answers HTTP (bounded; retries a port taken meanwhile)."""
         for _ in range(3):
             self.port = free_port()

@@ -1,0 +1,39 @@
+"""Users and API tokens made straight through the account service: for the databases that
+server processes start on, and for the tests' builders."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from app import db
+from app.accounts import service as accounts
+from app.accounts.models import User
+from app.timeutil import utcnow
+
+
+def make_user(
+    app: Flask,
+    name: str = "producer",
+    role: str = "producer",
+    *,
+    max_priority: str = "medium",
+    password: str | None = None,
+) -> User:
+    """Create a user straight through the account service."""
+    with app.app_context(), db.transaction() as conn:
+        return accounts.create_user(
+            conn,
+            accounts.OPERATOR,
+            name,
+            role,
+            now=utcnow(),
+            password=password,
+            max_priority=max_priority,
+        )
+
+
+def make_token(app: Flask, name: str, label: str = "") -> str:
+    """Issue an API token for ``name`` and return the raw token."""
+    with app.app_context(), db.transaction() as conn:
+        _, raw = accounts.create_token(conn, accounts.OPERATOR, name, now=utcnow(), label=label)
+    return raw
