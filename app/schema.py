@@ -121,6 +121,11 @@ jobs = Table(
     # Uniqueness while active (DESIGN §8.5): an enqueue with the same producer, type and key
     # answers the pending or running job instead of a new one.
     Column("unique_key", String(200), nullable=True),
+    # Secret payload fields (DESIGN §9.4): their names, comma-separated (names are identifiers),
+    # shown to whoever sees the job; their values, one Fernet token of their JSON under
+    # SECRETS_KEY, handed out only in a claim's answer and erased when the job finishes for good.
+    Column("secret_names", String(1100), nullable=True),
+    Column("secrets_sealed", Text, nullable=True),
     CheckConstraint(
         "status IN ('pending', 'running', 'completed', 'failed', 'cancelled')", name="status"
     ),
@@ -300,6 +305,17 @@ schedules = Table(
     # The due lookup of every tick: a range scan of the head of this index.
     Index(None, "next_run_at"),
     sqlite_autoincrement=True,
+)
+
+# Named locks held across several transactions, each until ``expires_at`` unless its holder
+# renews or drops it first: a bulk apply holds "bulk" from its count check to its last batch,
+# so a second apply counts the set the first one left (app/locks.py).
+locks = Table(
+    "locks",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("holder", String(64), nullable=False),
+    Column("expires_at", UTCDateTime(), nullable=False),
 )
 
 # Runtime flow-control overrides per job type (DESIGN §8.5), set by admins over

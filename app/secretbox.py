@@ -33,7 +33,7 @@ class SecretsKeyMissing(ServiceUnavailable):
     )
 
 
-class SecretUnreadable(RuntimeError):
+class SecretUnreadable(ValueError):
     """A stored secret does not decrypt under any key of SECRETS_KEY."""
 
 
