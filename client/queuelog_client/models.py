@@ -45,8 +45,9 @@ class _FromJson:
 
 @dataclass
 class Job(_FromJson):
-    """A job as the API shows it. ``error`` is set only for admins; ``extra`` holds any field
-    this client does not know (e.g. ``duplicate`` on a unique enqueue)."""
+    """A job as the API shows it. ``error`` is set only for admins; ``secrets`` only on a job
+    this worker claimed (every other answer names them in ``secret_names``); ``extra`` holds
+    any field this client does not know (e.g. ``duplicate`` on a unique enqueue)."""
 
     _TIMES: ClassVar[frozenset[str]] = frozenset(
         {"run_at", "claimed_at", "lease_expires_at", "created_at", "updated_at", "finished_at"}
@@ -71,7 +72,11 @@ class Job(_FromJson):
     created_at: datetime | None = None
     updated_at: datetime | None = None
     finished_at: datetime | None = None
+    secret_names: list[str] = field(default_factory=list)
     error: str | None = None
+    # Only in a claim's answer, to the worker that holds the job: kept out of repr, so a job
+    # printed or logged never shows them.
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
