@@ -288,12 +288,11 @@ Secrets = Annotated[
             "maxProperties": MAX_SECRETS,
             "propertyNames": {"pattern": SECRET_NAME_PATTERN},
             "additionalProperties": {"type": "string", "pattern": "^[^\\u0000]*$"},
+            "description": f"Secret values by name (at most {MAX_SECRETS} names, "
+            f"{MAX_SECRETS_BYTES} bytes in all), stored encrypted under SECRETS_KEY and handed "
+            "out only in the claim's answer to the worker that holds the job; every other "
+            "answer shows `secret_names`. Erased when the job finishes for good. 422 when the "
+            "server has no SECRETS_KEY.",
         }
-    ),
-    Field(
-        description=f"Secret values by name (at most {MAX_SECRETS} names, {MAX_SECRETS_BYTES} "
-        "bytes in all), stored encrypted under SECRETS_KEY and handed out only in the claim's "
-        "answer to the worker that holds the job; every other answer shows `secret_names`. "
-        "Erased when the job finishes for good. 422 when the server has no SECRETS_KEY."
     ),
 ]
