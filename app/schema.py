@@ -121,9 +121,8 @@ jobs = Table(
     # Uniqueness while active (DESIGN §8.5): an enqueue with the same producer, type and key
     # answers the pending or running job instead of a new one.
     Column("unique_key", String(200), nullable=True),
-    # Secret payload fields (DESIGN §9.4): their names, comma-separated (names are identifiers),
-    # shown to whoever sees the job; their values, one Fernet token of their JSON under
-    # SECRETS_KEY, handed out only in a claim's answer and erased when the job finishes for good.
+    # Secret payload fields: names comma-separated (shown), values one Fernet token under
+    # SECRETS_KEY (opened only by a claim, erased when the job finishes for good).
     Column("secret_names", String(1100), nullable=True),
     Column("secrets_sealed", Text, nullable=True),
     CheckConstraint(
@@ -153,11 +152,7 @@ partial_index(
     where=jobs.c.status == "pending",
 )
 # Expired leases, found without scanning finished jobs.
-partial_index(
-    "ix_jobs_lease",
-    jobs.c.lease_expires_at,
-    where=jobs.c.status == "running",
-)
+partial_index("ix_jobs_lease", jobs.c.lease_expires_at, where=jobs.c.status == "running")
 # Listing newest first, by status, by owner, by type.
 Index("ix_jobs_status_id", jobs.c.status, jobs.c.id)
 Index("ix_jobs_owner_id", jobs.c.created_by, jobs.c.id)
@@ -173,12 +168,7 @@ partial_index(
     where=jobs.c.finished_at.is_not(None),
 )
 # The oldest due job of each type (metrics, the typed claims' "any due?").
-partial_index(
-    "ix_jobs_pending_type",
-    jobs.c.type,
-    jobs.c.run_at,
-    where=jobs.c.status == "pending",
-)
+partial_index("ix_jobs_pending_type", jobs.c.type, jobs.c.run_at, where=jobs.c.status == "pending")
 # The workers page: each worker's next lease expiry and last heartbeat, one probe each.
 partial_index(
     "ix_jobs_running_worker",
@@ -307,9 +297,7 @@ schedules = Table(
     sqlite_autoincrement=True,
 )
 
-# Named locks held across several transactions, each until ``expires_at`` unless its holder
-# renews or drops it first: a bulk apply holds "bulk" from its count check to its last batch,
-# so a second apply counts the set the first one left (app/locks.py).
+# Locks held across transactions until expires_at (a bulk apply's "bulk", app/bulk_runs.py).
 locks = Table(
     "locks",
     metadata,

@@ -247,7 +247,7 @@ ClaimTypes = Annotated[
 JobId = Annotated[int, Field(ge=1, le=MAX_DB_INT), says("must be a positive integer")]
 
 
-MAX_SECRETS = 16  # names per job (DESIGN §9.4)
+MAX_SECRETS = 16  # names per job
 MAX_SECRETS_BYTES = 4096  # all names and values, as compact UTF-8 JSON
 SECRET_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$"  # noqa: S105 (a pattern)
 _SECRET_NAME = re.compile(SECRET_NAME_PATTERN)

@@ -1,6 +1,6 @@
-"""Secret payload fields (DESIGN §9.4): sealed before they are stored, opened only for the
-worker a claim hands the job to. The box that seals them (``app.secretbox``, Fernet under
-SECRETS_KEY) is passed in, so the domain never reads the configuration."""
+"""Secret payload fields: sealed before they are stored, opened only for the worker a claim
+hands the job to. The box that seals them (``app.secretbox``, Fernet under SECRETS_KEY) is
+passed in, so the domain never reads the configuration."""
 
 from __future__ import annotations
 

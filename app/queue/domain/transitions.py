@@ -53,8 +53,7 @@ EDGES: dict[str, Edge] = {
 }
 # What a job gives up when it stops running: its holder's lease.
 _NO_LEASE = {"worker_id": None, "claimed_at": None, "lease_expires_at": None}
-# What a job gives up when it finishes for good: the values of its secrets (their names stay).
-_FINISHED = {"secrets_sealed": None}
+_FINISHED = {"secrets_sealed": None}  # finished for good: its secrets' values go, names stay
 
 
 def _move(
@@ -156,12 +155,12 @@ _REPORTED: dict[str, Columns] = {
 def _shared(name: str, now: datetime) -> dict[str, Any]:
     """What edge ``name`` sets alike on every job it moves."""
     target = {"status": EDGES[name].target}
-    if name == "complete":
-        finished = {"progress": 100, "lease_expires_at": None, "finished_at": now, **_FINISHED}
-        return {**target, **finished}
     if name == "fail_with_retry":
         return {**target, **_NO_LEASE}
-    return {**target, **_NO_LEASE, "finished_at": now, **_FINISHED}
+    done = {**target, "finished_at": now, **_FINISHED}
+    if name == "complete":
+        return {**done, "progress": 100, "lease_expires_at": None}
+    return {**done, **_NO_LEASE}
 
 
 def _item(report: Report) -> dict[str, Any]:
