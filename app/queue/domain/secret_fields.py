@@ -51,14 +51,16 @@ def for_holder(
         return {}
     tokens = sealed_store.sealed_secrets(conn, named, worker)
     try:
-        if tokens and box is None:
-            raise ValueError("no key")
-        return {
-            job_id: unsealed(box, tokens[job_id]) if box and job_id in tokens else {}
-            for job_id in named
-        }
+        opened = {job_id: unsealed(_needed(box), token) for job_id, token in tokens.items()}
     except ValueError:
         raise SecretsUnavailable(
             "a claimed job's secrets do not open under SECRETS_KEY: set FLASK_SECRETS_KEY to "
             "a list that holds the key they were sealed with"
         ) from None
+    return {job_id: opened.get(job_id, {}) for job_id in named}
+
+
+def _needed(box: Sealer | None) -> Sealer:
+    if box is None:
+        raise ValueError("no SECRETS_KEY")
+    return box
