@@ -121,6 +121,10 @@ jobs = Table(
     # Uniqueness while active (docs/api.md): an enqueue with the same producer, type and key
     # answers the pending or running job instead of a new one.
     Column("unique_key", String(200), nullable=True),
+    # Secret payload fields: names comma-separated (shown), values one Fernet token under
+    # SECRETS_KEY (opened only by a claim, erased when the job finishes for good).
+    Column("secret_names", String(1100), nullable=True),
+    Column("secrets_sealed", Text, nullable=True),
     CheckConstraint(
         "status IN ('pending', 'running', 'completed', 'failed', 'cancelled')", name="status"
     ),
@@ -148,11 +152,7 @@ partial_index(
     where=jobs.c.status == "pending",
 )
 # Expired leases, found without scanning finished jobs.
-partial_index(
-    "ix_jobs_lease",
-    jobs.c.lease_expires_at,
-    where=jobs.c.status == "running",
-)
+partial_index("ix_jobs_lease", jobs.c.lease_expires_at, where=jobs.c.status == "running")
 # Listing newest first, by status, by owner, by type.
 Index("ix_jobs_status_id", jobs.c.status, jobs.c.id)
 Index("ix_jobs_owner_id", jobs.c.created_by, jobs.c.id)
@@ -168,12 +168,7 @@ partial_index(
     where=jobs.c.finished_at.is_not(None),
 )
 # The oldest due job of each type (metrics, the typed claims' "any due?").
-partial_index(
-    "ix_jobs_pending_type",
-    jobs.c.type,
-    jobs.c.run_at,
-    where=jobs.c.status == "pending",
-)
+partial_index("ix_jobs_pending_type", jobs.c.type, jobs.c.run_at, where=jobs.c.status == "pending")
 # The workers page: each worker's next lease expiry and last heartbeat, one probe each.
 partial_index(
     "ix_jobs_running_worker",
@@ -300,6 +295,15 @@ schedules = Table(
     # The due lookup of every tick: a range scan of the head of this index.
     Index(None, "next_run_at"),
     sqlite_autoincrement=True,
+)
+
+# Locks held across transactions until expires_at (a bulk apply's "bulk", app/bulk_runs.py).
+locks = Table(
+    "locks",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("holder", String(64), nullable=False),
+    Column("expires_at", UTCDateTime(), nullable=False),
 )
 
 # Runtime flow-control overrides per job type (docs/api.md, "Flow control"), set by admins over

@@ -1,4 +1,4 @@
-"""Secrets at rest (TOTP secrets; later secret payload fields): Fernet under ``SECRETS_KEY``.
+"""Secrets at rest (TOTP secrets, jobs' secret payload fields): Fernet under ``SECRETS_KEY``.
 
 ``SECRETS_KEY`` is one or more comma-separated Fernet keys (32 random bytes in urlsafe
 base64, as ``Fernet.generate_key()`` makes them): the first encrypts, every one decrypts, so a
@@ -33,7 +33,7 @@ class SecretsKeyMissing(ServiceUnavailable):
     )
 
 
-class SecretUnreadable(RuntimeError):
+class SecretUnreadable(ValueError):
     """A stored secret does not decrypt under any key of SECRETS_KEY."""
 
 

@@ -9,11 +9,13 @@ job-held users tokens``) to take only those.
 
 from __future__ import annotations
 
+import secrets
 import sys
 import tempfile
 import threading
 from pathlib import Path
 
+from cryptography.fernet import Fernet
 from playwright.sync_api import sync_playwright
 from werkzeug.serving import make_server
 
@@ -22,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from app import create_app, db, migrate  # noqa: E402
 from app.accounts import service as accounts  # noqa: E402
-from app.queue import schedules  # noqa: E402
 from app.queue.contract.schedule_models import ScheduleCreate, parse  # noqa: E402
+from app.queue.domain import schedules  # noqa: E402
 from app.queue_settings import queue_settings  # noqa: E402
 from app.timeutil import utcnow  # noqa: E402
 from tests.builders import PASSWORD, Api, make_token, make_user  # noqa: E402
@@ -70,7 +72,11 @@ def seed(app, client) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
     cancelled = producer.enqueue("email.send", payload={"to": "nobody@example.com"})
     producer.post(f"/jobs/{cancelled['id']}/cancel")
     admin.post(f"/jobs/{cancelled['id']}/retry")
-    waiting = producer.enqueue("report.build", payload={"report": "weekly"})
+    waiting = producer.enqueue(
+        "report.build",
+        payload={"report": "weekly"},
+        secrets={"WAREHOUSE_PASSWORD": "not-shown-anywhere", "S3_SECRET_KEY": "nor-this"},
+    )
     seed_schedules(app)
     for job_type, change in (
         ("email.send", {"rate_limit": "600/minute"}),
@@ -105,7 +111,8 @@ def main(wanted: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         app = create_app(
             {
-                "SECRET_KEY": "screenshots-" + "x" * 40,
+                "SECRET_KEY": secrets.token_urlsafe(48),
+                "SECRETS_KEY": Fernet.generate_key().decode(),
                 "DATABASE_URL": f"sqlite:///{tmp}/shots.sqlite3",
                 "UI_POLL_SECONDS": 60,
                 "JOB_TYPE_SETTINGS": {"report.build": {"max_running": 4}},

@@ -16,6 +16,7 @@ from app.queue.domain.errors import QueueError
 from app.queue.domain.models import Job
 from app.queue.domain.policy import Action
 from app.queue_settings import queue_settings
+from app.secretbox import current_box
 from app.timeutil import utcnow
 
 _PER_ITEM = "Each item is answered with the status its single-job route would give."
@@ -43,8 +44,9 @@ def _refused(job_id: int, exc: QueueError) -> dict[str, Any]:
     )
 )
 def enqueue_batch() -> Response:
-    batch = parse_body(BatchBody)
-    requests = [item.to_request() for item in batch.jobs]
+    box = current_box()
+    batch = parse_body(BatchBody, secrets_box=box)
+    requests = [item.to_request(box) for item in batch.jobs]
     with db.transaction() as conn:
         added = batches.enqueue_many(conn, g.actor, requests, now=utcnow())
     response = jsonify(

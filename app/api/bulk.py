@@ -29,12 +29,17 @@ def stale_count(exc: StaleCount) -> Response:
         "pending and running; retry: failed and cancelled; delete: completed, failed and "
         'cancelled). Without `expect_count`: `{"count", "sample"}` and nothing changes. '
         'With `expect_count` equal to the count: the operation, `{"operation", "affected"}`; '
-        "a job that changed in between is skipped. More than BULK_MAX_JOBS jobs is 422.",
+        "a job that changed in between is skipped. More than BULK_MAX_JOBS jobs is 422. "
+        "Applies run one at a time: one that waited for another counts what that one left.",
         body=BulkBody,
         replies={200: Reply("The preview, or the applied operation", BulkAnswer)},
         problems={
             403: ROLE,
-            409: Reply("The selection no longer holds `expect_count` jobs", StaleCountProblem),
+            409: Reply(
+                "The selection no longer holds `expect_count` jobs (or another bulk "
+                "operation was still being applied after a wait)",
+                StaleCountProblem,
+            ),
         },
     )
 )

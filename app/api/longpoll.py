@@ -12,9 +12,11 @@ from flask import g
 from app import db
 from app.api import auth
 from app.api.admission import admission
-from app.queue.domain import service
+from app.queue.domain import secret_fields, service
 from app.queue.domain.models import Job, QueueSettings
+from app.queue.domain.secret_fields import Secrets
 from app.queue.engines import due
+from app.secretbox import current_box
 from app.timeutil import utcnow
 
 # Look a little after a due instant: leases count as expired only strictly after their end.
@@ -22,9 +24,11 @@ _AFTER_DUE = timedelta(milliseconds=5)
 
 
 class Claim(NamedTuple):
-    """What a claim got, and whether it was refused a wait (too many waiting already)."""
+    """What a claim got (the jobs, and the secrets of those that have some, by job id), and
+    whether it was refused a wait (too many waiting already)."""
 
     jobs: list[Job]
+    secrets: dict[int, Secrets]
     refused_wait: bool = False
 
 
@@ -58,21 +62,22 @@ def claim(
             with turn.gate if rung else contextlib.nullcontext():
                 found_nothing, note = turn.nothing_since(seen) if rung else (False, None)
                 claimed: list[Job] = []
+                secrets: dict[int, Secrets] = {}
                 if found_nothing:
                     next_due = cast("datetime | None", note)
                 else:
-                    claimed, next_due = _try(
+                    claimed, secrets, next_due = _try(
                         settings, lease, max_jobs, types, waiting=wait_seconds > 0
                     )
                     if not claimed and wait_seconds:
                         turn.found_nothing(seen, next_due)
             remaining = deadline - time.monotonic()
             if claimed or remaining <= 0:
-                return Claim(claimed)
+                return Claim(claimed, secrets)
             if not admitted:
                 admitted = slot.enter_context(admission().waiting(auth.caller_key()))
                 if not admitted:
-                    return Claim([], refused_wait=True)
+                    return Claim([], {}, refused_wait=True)
             if next_due is not None:
                 remaining = min(remaining, (next_due + _AFTER_DUE - utcnow()).total_seconds())
             rung = wakeups.wait(seen, remaining)
@@ -85,9 +90,10 @@ def _try(
     types: tuple[str, ...] | None,
     *,
     waiting: bool,
-) -> tuple[list[Job], datetime | None]:
-    """One claim; when it finds nothing and the caller waits, also when the clock next makes a
-    job due."""
+) -> tuple[list[Job], dict[int, Secrets], datetime | None]:
+    """One claim, with the secrets of the jobs it took opened in its transaction (a failure to
+    open them rolls the claim back); when it finds nothing and the caller waits, also when the
+    clock next makes a job due."""
     now = utcnow()
     with db.transaction() as conn:
         claimed = service.claim_many(
@@ -99,5 +105,6 @@ def _try(
             lease_seconds=lease,
             types=types,
         )
+        secrets = secret_fields.for_holder(conn, claimed, g.actor.name, current_box())
         next_due = due.next_due_at(conn, now) if not claimed and waiting else None
-    return claimed, next_due
+    return claimed, secrets, next_due

@@ -35,6 +35,7 @@ from app.queue.domain.models import Job
 from app.queue.domain.policy import Action
 from app.queue_settings import queue_settings
 from app.ratelimit import api_limit
+from app.secretbox import current_box
 from app.timeutil import utcnow
 
 bp = Blueprint("api", __name__)
@@ -128,8 +129,11 @@ def job_response(job: Job, status: int = 200, *, duplicate: bool = False) -> Res
     )
 )
 def enqueue() -> Response:
-    enqueue_body = parse_body(EnqueueBody, header_key=request.headers.get("Idempotency-Key"))
-    wanted = enqueue_body.to_request()
+    box = current_box()
+    enqueue_body = parse_body(
+        EnqueueBody, header_key=request.headers.get("Idempotency-Key"), secrets_box=box
+    )
+    wanted = enqueue_body.to_request(box)
     with db.transaction() as conn:
         job, created = service.enqueue(conn, g.actor, wanted, now=utcnow())
     duplicate = uniqueness.is_duplicate(wanted, job, created)
@@ -229,7 +233,7 @@ def claim() -> Response:
     settings = queue_settings()
     claim_body = parse_body(ClaimBody, optional=True)
     types = tuple(claim_body.types) if claim_body.types else None
-    claimed, refused_wait = longpoll.claim(
+    claimed, secrets, refused_wait = longpoll.claim(
         settings,
         claim_body.lease_seconds,
         claim_body.wait_seconds,
@@ -240,10 +244,17 @@ def claim() -> Response:
         # Refused a wait (too many waiting): say when to ask again rather than queue.
         headers = {"Retry-After": admission.RETRY_AFTER} if refused_wait else None
         return Response(status=204, headers=headers)
-    if claim_body.max_jobs is None:
-        return job_response(claimed[0])
-    sees_errors = g.actor.sees_errors
-    return jsonify({"jobs": [job.as_json(include_error=sees_errors) for job in claimed]})
+    answers = [claimed_json(job, secrets) for job in claimed]
+    return jsonify(answers[0] if claim_body.max_jobs is None else {"jobs": answers})
+
+
+def claimed_json(job: Job, secrets: dict[int, dict[str, str]]) -> dict[str, Any]:
+    """A job as its claim hands it out: with its secrets opened, when it has some (the only
+    answer that ever holds their values)."""
+    body = job_json(job)
+    if job.id in secrets:
+        body["secrets"] = secrets[job.id]
+    return body
 
 
 @bp.post("/jobs/<id:job_id>/complete")

@@ -11,8 +11,8 @@ from werkzeug.wrappers import Response
 
 from app import bulk_runs
 from app.queue.contract.bulk_models import MAX_REASON_LENGTH, BulkBody, BulkChoice
-from app.queue.domain.bulk import APPLIES_TO, StaleCount, Verb
-from app.queue.domain.errors import InvalidInput
+from app.queue.domain.bulk import APPLIES_TO, Verb
+from app.queue.domain.errors import Conflict, InvalidInput
 from app.queue.domain.policy import Action
 from app.queue.domain.states import JobStatus
 from app.queue_settings import queue_settings
@@ -107,7 +107,7 @@ def apply() -> Response | tuple[str, int]:
         done = bulk_runs.apply(
             g.actor, body.to_selection(), reason=body.reason, expect_count=expected
         )
-    except StaleCount as exc:
+    except Conflict as exc:  # the count changed (StaleCount), or another apply is running
         return _page(data, status=409, notice=exc.detail, reason=reason)
     except InvalidInput as exc:
         return _page(data, errors=exc.errors, reason=reason)

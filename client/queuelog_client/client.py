@@ -20,6 +20,7 @@ ENQUEUE_OPTIONS = frozenset(
         "delay_seconds",
         "unique_key",
         "unique_for",
+        "secrets",
     }
 )
 SCHEDULE_OPTIONS = frozenset({"timezone", "priority", "enabled", "catch_up"})
@@ -81,8 +82,10 @@ class Client:
     def enqueue(self, type: str, payload: dict[str, Any] | None = None, **options: Any) -> Job:
         """Enqueue one job (``POST /jobs``). ``options``: priority, max_retries,
         idempotency_key, run_at (aware datetime or ISO 8601 string), delay_seconds,
-        unique_key, unique_for. Without an idempotency key a random one is sent, so the retries
-        this client makes after a lost answer return the same job instead of a second one."""
+        unique_key, unique_for, secrets (a dict of names to strings, stored encrypted and
+        handed only to the worker that claims the job). Without an idempotency key a random
+        one is sent, so the retries this client makes after a lost answer return the same job
+        instead of a second one."""
         unknown = set(options) - ENQUEUE_OPTIONS
         if unknown:
             raise TypeError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")

@@ -35,9 +35,10 @@ class Fail(Exception):
 
 
 class JobContext:
-    """The job a handler runs: ``id``, ``type``, ``payload``, ``attempt``, ``job``, plus
-    ``progress()`` and ``cancelled``, which turns true within a few seconds of the server saying
-    the job was cancelled (or is otherwise no longer this worker's): stop early when it does."""
+    """The job a handler runs: ``id``, ``type``, ``payload``, ``attempt``, ``secrets`` (the
+    job's secret values by name, from the claim), ``job``, plus ``progress()`` and
+    ``cancelled``, which turns true within a few seconds of the server saying the job was
+    cancelled (or is otherwise no longer this worker's): stop early when it does."""
 
     def __init__(self, job: Job) -> None:
         self.job = job
@@ -45,6 +46,7 @@ class JobContext:
         self.type = job.type
         self.payload = job.payload
         self.attempt = job.attempt
+        self.secrets = job.secrets or {}
         self.cancelled = False
         self._lock = threading.Lock()
         self._progress: tuple[int, str | None] | None = None

@@ -49,9 +49,10 @@ class _FromJson:
 
 @dataclass
 class Job(_FromJson):
-    """A job as the API shows it. ``error`` is set only for admins; ``duplicate`` is True when
-    a unique enqueue answered an active job instead of adding one; ``extra`` holds any field
-    this client does not know."""
+    """A job as the API shows it. ``error`` is set only for admins; ``secrets`` only on a job
+    this worker claimed (every other answer names them in ``secret_names``); ``duplicate`` is
+    True when a unique enqueue answered an active job instead of adding one; ``extra`` holds any
+    field this client does not know."""
 
     _TIMES: ClassVar[frozenset[str]] = frozenset(
         {"run_at", "claimed_at", "lease_expires_at", "created_at", "updated_at", "finished_at"}
@@ -76,8 +77,12 @@ class Job(_FromJson):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    secret_names: list[str]
     error: str | None = None
     duplicate: bool | None = None
+    # Only in a claim's answer, to the worker that holds the job: kept out of repr, so a job
+    # printed or logged never shows them.
+    secrets: dict[str, str] | None = field(default=None, repr=False)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ class Server:
         return Client(self.url, self.database.tokens[role], timeout=timeout, retries=retries)
 
 
-def start_server(directory: Path, **config: Any) -> Iterator[Server]:
+def start_server(directory: Path, **config: Any) -> Generator[Server]:
     """A migrated database with a producer, a worker and an admin, served by gunicorn."""
     database = prepare_database(directory / "db", ROLES)
     gunicorn = Gunicorn(database, directory, workers=2, **config)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Server, statuses, transitions, wait_until
-from queuelog_client import Client, Fail, JobContext, Retry, Unauthorized, Worker
+from conftest import Server, start_server, statuses, transitions, wait_until
+from cryptography.fernet import Fernet
+from queuelog_client import Client, Fail, Job, JobContext, Retry, Unauthorized, Worker
 
 pytestmark = pytest.mark.slow
 
@@ -131,3 +134,37 @@ def test_the_handler_chooses_the_outcome_and_sees_progress_and_cancel(fresh_serv
         assert admin.get(job["boom"].id).error == "ValueError: boom"
         assert admin.get(job["progress"].id).result == {"done": True}
         assert admin.get(job["cancel"].id).status == "cancelled"
+
+
+def test_a_handler_reads_the_secrets_its_claim_carried(tmp_path: Path) -> None:
+    """Secrets go in with ``enqueue(secrets=...)``, reach the handler as ``ctx.secrets``, and
+    show up nowhere else: the producer's job names them, its repr hides them."""
+    with contextlib.closing(
+        start_server(tmp_path, SECRETS_KEY=Fernet.generate_key().decode())
+    ) as servers:
+        _handler_reads_secrets(next(servers))
+
+
+def _handler_reads_secrets(server: Server) -> None:
+    seen: list[dict[str, str]] = []
+
+    def handler(ctx: JobContext) -> dict[str, Any]:
+        seen.append(ctx.secrets)
+        return {"signed_in": ctx.secrets.get("SMTP_PASSWORD") == "smtp-Pa55-client-test"}
+
+    with server.client("producer") as producer, server.client("admin") as admin:
+        job = producer.enqueue(
+            "webhook.deliver", {}, secrets={"SMTP_PASSWORD": "smtp-Pa55-client-test"}
+        )
+        assert job.secret_names == ["SMTP_PASSWORD"] and job.secrets == {}
+        with server.client("worker") as client:
+            running = Running(Worker(client, {"webhook.deliver": handler}, concurrency=1))
+            try:
+                wait_until(lambda: admin.get(job.id).status == "completed", 30, "completed")
+            finally:
+                running.stop()
+        done = admin.get(job.id)
+    assert seen == [{"SMTP_PASSWORD": "smtp-Pa55-client-test"}]
+    assert done.result == {"signed_in": True} and done.secret_names == ["SMTP_PASSWORD"]
+    claimed = Job.from_json({"id": 1, "type": "t", "status": "running", "secrets": {"K": "v-1"}})
+    assert claimed.secrets == {"K": "v-1"} and "v-1" not in repr(claimed)

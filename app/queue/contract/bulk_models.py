@@ -112,6 +112,7 @@ class BulkAnswer(RootModel[BulkPreview | BulkApplied]):
 
 
 class StaleCountProblem(Problem):
-    """409: the selection no longer holds ``expect_count`` jobs; ``count`` is what it holds."""
+    """409: the selection no longer holds ``expect_count`` jobs; ``count`` is what it holds
+    (absent when another bulk operation was still being applied after a wait: try again)."""
 
-    count: Annotated[int, Field(ge=0)]
+    count: Annotated[int, Field(ge=0)] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -244,3 +245,54 @@ ClaimTypes = Annotated[
     Field(description="Hand out only jobs of these configured types."),
 ]
 JobId = Annotated[int, Field(ge=1, le=MAX_DB_INT), says("must be a positive integer")]
+
+
+MAX_SECRETS = 16  # names per job
+MAX_SECRETS_BYTES = 4096  # all names and values, as compact UTF-8 JSON
+SECRET_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$"  # noqa: S105 (a pattern)
+_SECRET_NAME = re.compile(SECRET_NAME_PATTERN)
+NO_SECRETS_KEY = (
+    "this server has no SECRETS_KEY, so it cannot store secrets: an operator must set "
+    "FLASK_SECRETS_KEY (or send the job without secrets)"
+)
+
+
+def _secrets(value: Any, info: ValidationInfo) -> dict[str, str]:
+    """Names like identifiers, string values storable as text, within the count and size
+    limits; and a server that can seal them (``secrets_box`` in the validation context)."""
+    if not isinstance(value, dict):
+        raise refuse("must be an object of names to strings")
+    if len(value) > MAX_SECRETS:
+        raise refuse(f"holds {len(value)} names; the limit is {MAX_SECRETS}")
+    for name, text in value.items():
+        if not _SECRET_NAME.match(name):
+            raise refuse(
+                "names must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or '_'"
+            )
+        if not isinstance(text, str) or text_problem(text):
+            raise refuse(f"the value of {name} must be a string (no NUL, no lone surrogates)")
+    size = compact_size(value)
+    if size > MAX_SECRETS_BYTES:
+        raise refuse(f"is {size} bytes; the limit is {MAX_SECRETS_BYTES}")
+    if (info.context or {}).get("secrets_box") is None:
+        raise refuse(NO_SECRETS_KEY)
+    return value
+
+
+Secrets = Annotated[
+    dict[str, str],
+    PlainValidator(_secrets),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "maxProperties": MAX_SECRETS,
+            "propertyNames": {"pattern": SECRET_NAME_PATTERN},
+            "additionalProperties": {"type": "string", "pattern": "^[^\\u0000]*$"},
+            "description": f"Secret values by name (at most {MAX_SECRETS} names, "
+            f"{MAX_SECRETS_BYTES} bytes in all), stored encrypted under SECRETS_KEY and handed "
+            "out only in the claim's answer to the worker that holds the job; every other "
+            "answer shows `secret_names`. Erased when the job finishes for good. 422 when the "
+            "server has no SECRETS_KEY.",
+        }
+    ),
+]

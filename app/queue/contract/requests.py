@@ -30,6 +30,7 @@ from app.queue.contract.fields import (
     Progress,
     RetryIn,
     Search,
+    Secrets,
     StatusLabel,
     Timestamp,
     UniqueFor,
@@ -37,6 +38,7 @@ from app.queue.contract.fields import (
     WaitSeconds,
 )
 from app.queue.contract.request_model import RequestModel, parse_query, refuse
+from app.queue.domain import secret_fields
 from app.queue.domain.models import EnqueueRequest, JobFilters, QueueSettings
 from app.queue.domain.states import PRIORITIES
 
@@ -66,6 +68,7 @@ class EnqueueBody(RequestModel):
     delay_seconds: Delay | None = Field(None, description="Not with run_at.")
     unique_key: UniqueKey | None = None
     unique_for: UniqueFor | None = None
+    secrets: Secrets | None = None
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -81,7 +84,9 @@ class EnqueueBody(RequestModel):
     not_fingerprinted: ClassVar[frozenset[str]] = frozenset({"idempotency_key"})
     # Fields added after jobs were first fingerprinted: only in the fingerprint when given, so
     # a request repeated from before they existed keeps its fingerprint.
-    fingerprinted_when_given: ClassVar[frozenset[str]] = frozenset({"unique_key", "unique_for"})
+    fingerprinted_when_given: ClassVar[frozenset[str]] = frozenset(
+        {"unique_key", "unique_for", "secrets"}
+    )
 
     @field_validator("idempotency_key", mode="before")
     @classmethod
@@ -110,11 +115,18 @@ class EnqueueBody(RequestModel):
             if name not in self.not_fingerprinted
             and not (name in self.fingerprinted_when_given and getattr(self, name) is None)
         }
+        if self.secrets is not None:  # the names only: the stored digest never hashes a value
+            values["secrets"] = sorted(self.secrets)
         text = json.dumps(values, sort_keys=True, separators=(",", ":"), default=_jsonable)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-    def to_request(self) -> EnqueueRequest:
-        """The service's enqueue request."""
+    def to_request(self, box: secret_fields.Sealer | None = None) -> EnqueueRequest:
+        """The service's enqueue request, its secrets sealed with ``box`` (the one the body
+        was validated with: a body with secrets was refused without one)."""
+        sealed = None
+        if self.secrets:
+            assert box is not None, "validated without a secrets_box"
+            sealed = secret_fields.seal(box, self.secrets)
         return EnqueueRequest(
             type=self.type,
             payload=self.payload,
@@ -127,6 +139,8 @@ class EnqueueBody(RequestModel):
             fingerprint=None if self.idempotency_key is None else self.fingerprint(),
             unique_key=self.unique_key,
             unique_for=self.unique_for,
+            secret_names=tuple(self.secrets or ()),
+            sealed_secrets=sealed,
         )
 
 

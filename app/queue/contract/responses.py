@@ -53,7 +53,23 @@ class JobOut(ResponseModel):
     created_at: Instant
     updated_at: Instant
     finished_at: Instant | None
+    secret_names: Annotated[
+        list[str],
+        Field(
+            max_length=16,
+            description="The names of the job's secrets (their values: `secrets`, in the "
+            "claim's answer only). Names stay after the values are erased.",
+        ),
+    ]
     error: Annotated[str | None, Field(description=ADMINS_ONLY)] = None
+    secrets: Annotated[
+        dict[str, str] | None,
+        Field(
+            description="Present only in a claim's answer, to the worker that now holds the "
+            "job, when it has secrets: their values by name ({} once erased: an admin retried "
+            "the job after it finished)."
+        ),
+    ] = None
     duplicate: Annotated[
         Literal[True] | None,
         Field(

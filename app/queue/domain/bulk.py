@@ -50,6 +50,10 @@ class StaleCount(Conflict):
         self.count = count
 
 
+class BulkBusy(Conflict):
+    """Another bulk operation is being applied."""
+
+
 @dataclass(frozen=True)
 class Selection:
     """Which jobs an operation takes: those matching the filters that ``verb`` applies to."""

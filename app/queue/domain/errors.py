@@ -45,3 +45,9 @@ class Conflict(QueueError):
     """Conflict with the job's current state."""
 
     status = 409
+
+
+class SecretsUnavailable(QueueError):
+    """Secrets cannot be opened."""
+
+    status = 503

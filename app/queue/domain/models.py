@@ -161,6 +161,9 @@ class Job:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    # The names of its secret payload fields, comma-separated (their values are never read
+    # with the job: only a claim reads them, see ``secret_fields``).
+    secret_names: str | None
 
     @classmethod
     def from_values(cls, values: Sequence[Any]) -> Job:
@@ -173,6 +176,11 @@ class Job:
     @property
     def priority_label(self) -> str:
         return priority_label(self.priority)
+
+    @property
+    def secret_name_list(self) -> list[str]:
+        """The names of the job's secrets, in the order they were sent ([] when none)."""
+        return self.secret_names.split(",") if self.secret_names else []
 
     def as_seen_by(self, actor: Actor) -> Job:
         """The job as ``actor`` may see it: without the error text unless they may read it."""
@@ -200,6 +208,7 @@ class Job:
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
             "finished_at": iso(self.finished_at),
+            "secret_names": self.secret_name_list,
         }
         if include_error:
             body["error"] = self.error
@@ -260,6 +269,9 @@ class EnqueueRequest:
     # Uniqueness while active (``uniqueness``): None, no check.
     unique_key: str | None = None
     unique_for: float | None = None
+    # Secret payload fields: their names, and their values already sealed (``secret_fields``).
+    secret_names: tuple[str, ...] = ()
+    sealed_secrets: str | None = None
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,18 @@ def new_job_row(actor: Actor, request: EnqueueRequest, *, now: datetime) -> dict
         "created_at": now,
         "updated_at": now,
         **({"unique_key": request.unique_key} if request.unique_key is not None else {}),
+        **_secret_columns(request),
+    }
+
+
+def _secret_columns(request: EnqueueRequest) -> dict[str, Any]:
+    """The secret payload fields' columns, only when the request has some (so an enqueue
+    without them keeps its INSERT)."""
+    if not request.secret_names:
+        return {}
+    return {
+        "secret_names": ",".join(request.secret_names),
+        "secrets_sealed": request.sealed_secrets,
     }
 
 

@@ -53,6 +53,7 @@ EDGES: dict[str, Edge] = {
 }
 # What a job gives up when it stops running: its holder's lease.
 _NO_LEASE = {"worker_id": None, "claimed_at": None, "lease_expires_at": None}
+_FINISHED = {"secrets_sealed": None}  # finished for good: its secrets' values go, names stay
 
 
 def _move(
@@ -154,11 +155,12 @@ _REPORTED: dict[str, Columns] = {
 def _shared(name: str, now: datetime) -> dict[str, Any]:
     """What edge ``name`` sets alike on every job it moves."""
     target = {"status": EDGES[name].target}
-    if name == "complete":
-        return {**target, "progress": 100, "lease_expires_at": None, "finished_at": now}
     if name == "fail_with_retry":
         return {**target, **_NO_LEASE}
-    return {**target, **_NO_LEASE, "finished_at": now}
+    done = {**target, "finished_at": now, **_FINISHED}
+    if name == "complete":
+        return {**done, "progress": 100, "lease_expires_at": None}
+    return {**done, **_NO_LEASE}
 
 
 def _item(report: Report) -> dict[str, Any]:
@@ -324,7 +326,7 @@ def lease_expired(
             {"retry_count": job.retry_count + 1, "run_at": run_at},
         )
     else:
-        name, values = "lease_expired_for_good", {"finished_at": now}
+        name, values = "lease_expired_for_good", {"finished_at": now, **_FINISHED}
     return _fail(
         name,
         conn,
@@ -358,7 +360,7 @@ def cancel(
 ) -> Job | None:
     """pending or running -> cancelled, from the status ``job`` was read in (``note``: why,
     e.g. the bulk operation that did it)."""
-    values = {"lease_expires_at": None, "finished_at": now}
+    values = {"lease_expires_at": None, "finished_at": now, **_FINISHED}
     return _move(
         "cancel",
         conn,

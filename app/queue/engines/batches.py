@@ -42,6 +42,8 @@ _NEW_JOB: Columns = (
     ("created_at", Kind.TIMESTAMP),
     ("updated_at", Kind.TIMESTAMP),
     ("unique_key", Kind.TEXT),
+    ("secret_names", Kind.TEXT),
+    ("secrets_sealed", Kind.TEXT),
 )
 _INSERT_JOBS = {
     engine: Prepared(store_items.insert_rows(engine, jobs, _NEW_JOB).returning(*JOB_COLUMNS))
@@ -68,7 +70,9 @@ def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: s
     if not rows:
         return []
     # One statement assigns ids in the order of its rows, whatever order RETURNING uses.
-    items = [{"unique_key": None, **row} for row in rows]
+    items = [
+        {"unique_key": None, "secret_names": None, "secrets_sealed": None, **row} for row in rows
+    ]
     result = _INSERT_JOBS[engines.of(conn)].rows(conn, {"items": parameter(_NEW_JOB, items)})
     added = sorted((job_of(row) for row in result), key=lambda job: job.id)
     conn.info[wakeup.JOB_DUE] = True
