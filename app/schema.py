@@ -121,6 +121,9 @@ jobs = Table(
     # Uniqueness while active (DESIGN §8.5): an enqueue with the same producer, type and key
     # answers the pending or running job instead of a new one.
     Column("unique_key", String(200), nullable=True),
+    # When the running attempt must have finished (its type's max_run_seconds from the claim;
+    # None: no limit, or not running). Set by the claim, cleared when the job stops running.
+    Column("deadline_at", UTCDateTime(), nullable=True),
     CheckConstraint(
         "status IN ('pending', 'running', 'completed', 'failed', 'cancelled')", name="status"
     ),
@@ -311,9 +314,22 @@ type_overrides = Table(
     Column("max_running", Integer, nullable=True),
     Column("rate_limit", String(32), nullable=True),
     Column("paused", Boolean, nullable=True),
+    Column("max_run_seconds", Integer, nullable=True),
     Column("updated_by", String(64), nullable=True),
     Column("updated_at", UTCDateTime(), nullable=False),
     CheckConstraint("max_running IS NULL OR max_running >= 1", name="max_running"),
+)
+
+# What the last retention prune removed (one row, id 1): when, and how many jobs (per status),
+# events and audit rows. The admins' retention page shows it.
+retention_runs = Table(
+    "retention_runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("at", UTCDateTime(), nullable=False),
+    Column("jobs", JSONDocument, nullable=False),  # {status: jobs deleted}
+    Column("events", BigInteger, nullable=False),
+    Column("audit_events", BigInteger, nullable=False),
 )
 
 # Claims per type in the current rate-limit window; the row is also what concurrent claims of

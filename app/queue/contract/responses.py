@@ -53,6 +53,13 @@ class JobOut(ResponseModel):
     created_at: Instant
     updated_at: Instant
     finished_at: Instant | None
+    deadline_at: Annotated[
+        Instant | None,
+        Field(
+            description="While running: when the attempt must have finished (the type's "
+            "max_run_seconds from the claim); past it the server fails the attempt. Else null."
+        ),
+    ]
     error: Annotated[str | None, Field(description=ADMINS_ONLY)] = None
     duplicate: Annotated[
         Literal[True] | None,

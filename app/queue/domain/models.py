@@ -114,7 +114,7 @@ class QueueSettings:
             flow={
                 name: limits
                 for name, over in dict(config.get("JOB_TYPE_SETTINGS") or {}).items()
-                if not (limits := config_limits(over)).free
+                if not (limits := config_limits(over)).free or limits.max_run_seconds
             },
         )
 
@@ -161,6 +161,7 @@ class Job:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    deadline_at: datetime | None  # when the running attempt must have finished (max_run_seconds)
 
     @classmethod
     def from_values(cls, values: Sequence[Any]) -> Job:
@@ -200,6 +201,7 @@ class Job:
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
             "finished_at": iso(self.finished_at),
+            "deadline_at": iso(self.deadline_at),
         }
         if include_error:
             body["error"] = self.error

@@ -250,12 +250,16 @@ def complete(
     now: datetime,
     result: dict[str, object] | None = None,
     attempt: int | None = None,
+    settings: QueueSettings | None = None,
 ) -> Job:
-    """Finish the caller's job successfully."""
+    """Finish the caller's job successfully (``settings``: the backoff of an attempt that ran
+    past its deadline, which is timed out instead)."""
     actor = require(actor, Action.WORK)
     outcome = Outcome(job_id, attempt, completed=True, result=result)
     return _only(
-        finishing.finish(conn, actor, [outcome], now=now, settings=None, visible=visibility(actor))
+        finishing.finish(
+            conn, actor, [outcome], now=now, settings=settings, visible=visibility(actor)
+        )
     )
 
 
