@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection
 
 from app.queue.contract.cursors import encode_cursor
-from app.queue.domain import finishing, flow_claim, transitions, uniqueness
+from app.queue.domain import finishing, flow_claim, retention, transitions, uniqueness
 from app.queue.domain.errors import Conflict, Forbidden, InvalidInput, NotFound, QueueError
 from app.queue.domain.models import (
     Actor,
@@ -337,5 +337,7 @@ def retry(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Job:
 
 
 def prune(conn: Connection, *, finished_before: datetime, batch: int) -> int:
-    """Delete one batch of finished jobs older than ``finished_before``."""
-    return store.prune_batch(conn, finished_before, batch)
+    """Delete one batch of finished jobs (of any finished status) older than
+    ``finished_before``, with their events; how many jobs went."""
+    cutoffs = dict.fromkeys(sorted(TERMINAL), finished_before)
+    return retention.prune_jobs(conn, cutoffs, batch).job_total
