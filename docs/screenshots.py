@@ -13,6 +13,7 @@ import secrets
 import sys
 import tempfile
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
@@ -21,14 +22,11 @@ from werkzeug.serving import make_server
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from datetime import timedelta  # noqa: E402
-
 from app import create_app, db, migrate, ticks  # noqa: E402
 from app.accounts import service as accounts  # noqa: E402
-from app.queue.domain import schedules  # noqa: E402
-from app.queue.domain import service  # noqa: E402
 from app.queue.contract.requests import EnqueueBody  # noqa: E402
 from app.queue.contract.schedule_models import ScheduleCreate, parse  # noqa: E402
+from app.queue.domain import schedules, service  # noqa: E402
 from app.queue_settings import queue_settings  # noqa: E402
 from app.timeutil import utcnow  # noqa: E402
 from tests.builders import PASSWORD, Api, make_token, make_user  # noqa: E402
