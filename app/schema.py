@@ -243,7 +243,8 @@ partial_index(
     where=job_events.c.to_status == "running",
 )
 
-# Who did what, appended in the transaction of the action; only `flask audit prune` deletes.
+# Who did what, appended in the transaction of the action; only retention (AUDIT_RETENTION) and
+# `flask audit prune` delete.
 audit_events = Table(
     "audit_events",
     metadata,

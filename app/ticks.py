@@ -49,7 +49,8 @@ class Throttle:
 def init_app(app: Flask) -> None:
     """Give this process its claim-path throttle."""
     app.extensions[EXTENSION_KEY] = Throttle(float(app.config["SCHEDULE_TICK_SECONDS"]))
-    app.extensions[RETENTION_KEY] = Throttle(float(app.config["RETENTION_TICK_SECONDS"]))
+    # The claim path's retention throttle, and the size the last prune batch settled on.
+    app.extensions[RETENTION_KEY] = (Throttle(float(app.config["RETENTION_TICK_SECONDS"])), {})
 
 
 def _app(app: Flask | None) -> Flask:
@@ -99,18 +100,22 @@ def time_out_overdue(now: datetime, app: Flask | None = None, *, batches: int | 
 def prune(
     now: datetime, app: Flask | None = None, *, batches: int | None = None
 ) -> retention.Pruned:
-    """Delete what retention says is old, a batch of PRUNE_BATCH_SIZE jobs and audit rows per
-    transaction, up to ``batches`` of them (None: until nothing is left), pausing between them
-    as long as the last one took. Records what went (the admins' retention page)."""
+    """Delete what retention says is old, batch by batch (up to ``batches`` of them, None:
+    until nothing is left), each its own transaction of at most PRUNE_BATCH_SIZE jobs and
+    audit rows, sized so that its deletes hold the write lock about ``retention.BATCH_SECONDS``
+    beyond the commit any write pays, and with a pause as long as the batch after it. Records
+    what went (the retention page)."""
     app = _app(app)
     settings = _settings(app)
-    rules, size = settings.retention, settings.prune_batch
+    rules, largest = settings.retention, settings.prune_batch
+    sizes: dict[str, int] = app.extensions[RETENTION_KEY][1]  # this process's last size
     audit_cutoff = rules.audit_cutoff(now)
     total, done, took = retention.Pruned(), 0, 0.0
     while batches is None or done < batches:
         time.sleep(took)
-        started = time.monotonic()
+        size = sizes.setdefault("size", min(retention.MIN_BATCH, largest))
         with db.transaction(app) as conn:
+            began = time.monotonic()  # the write lock is held from here to the commit's end
             step = retention.prune_jobs(conn, rules.job_cutoffs(now), size)
             if audit_cutoff is not None:
                 audited = audit_store.prune(conn, before=audit_cutoff, batch=size)
@@ -118,7 +123,10 @@ def prune(
             total += step
             if not total.nothing:
                 retention.record(conn, total, at=now)
-        took, done = time.monotonic() - started, done + 1
+            worked = time.monotonic() - began
+        took, done = time.monotonic() - began, done + 1
+        # Sized by the deleting alone: the commit costs any write transaction the same.
+        sizes["size"] = retention.next_batch(size, worked, largest=largest)
         if step.job_total < size and step.audit_events < size:
             break
     return total
@@ -129,7 +137,7 @@ def _housekeep(now: datetime, app: Flask) -> None:
     retention batch (per retention interval, and only when something is old)."""
     fire_due(now, app)
     time_out_overdue(now, app, batches=1)
-    if app.extensions[RETENTION_KEY].ready() and anything_old(now, app):
+    if app.extensions[RETENTION_KEY][0].ready() and anything_old(now, app):
         prune(now, app, batches=1)
 
 

@@ -67,7 +67,7 @@ def any_before(conn: Connection, before: datetime) -> bool:
 
 
 def prune(conn: Connection, *, before: datetime, batch: int) -> int:
-    """Delete up to ``batch`` events older than ``before`` (the only delete in the app)."""
+    """Delete up to ``batch`` events older than ``before`` (retention and ``audit prune``)."""
     oldest = (
         select(audit_events.c.id)
         .where(audit_events.c.at < before)

@@ -61,6 +61,15 @@ def test_bad_values_refuse_start_up(tmp_path: Path, setting: str, value: Any, wo
     assert words in str(refused.value)
 
 
+def test_batches_shrink_while_they_hold_the_lock_too_long_and_grow_back() -> None:
+    limit = retention.BATCH_SECONDS
+    assert retention.next_batch(400, limit * 3, largest=500) == 200
+    assert retention.next_batch(400, limit * 0.75, largest=500) == 400
+    assert retention.next_batch(400, limit / 4, largest=500) == 500
+    assert retention.next_batch(12, limit * 3, largest=500) == retention.MIN_BATCH
+    assert retention.next_batch(3, limit / 4, largest=3) == 3
+
+
 @pytest.fixture
 def app_config() -> dict[str, Any]:
     return {

@@ -23,6 +23,10 @@ DEFAULT_RETENTION: dict[str, int | None] = {
 }
 DEFAULT_AUDIT_RETENTION = 365 * DAY
 MAX_SECONDS = 100 * 365 * DAY  # a cutoff a century back is still a date
+# How long one prune batch's deletes may hold the write lock (its commit costs what any write
+# transaction's does): a claim waits about this much longer than behind another claim.
+BATCH_SECONDS = 0.02
+MIN_BATCH = 10
 _RULE = f"seconds from 1 to {MAX_SECONDS:,}, or null to keep forever"
 _EXAMPLE = '{"completed": 604800, "failed": null}'
 
@@ -100,6 +104,17 @@ class Pruned:
             self.events + other.events,
             self.audit_events + other.audit_events,
         )
+
+
+def next_batch(size: int, took: float, *, largest: int) -> int:
+    """The size of the next prune batch after one of ``size`` took ``took`` seconds: halved
+    while batches hold the lock longer than ``BATCH_SECONDS`` (a loaded machine, slow disk),
+    grown again while they take less than half of it; between ``MIN_BATCH`` and ``largest``."""
+    if took > BATCH_SECONDS:
+        size //= 2
+    elif took < BATCH_SECONDS / 2:
+        size *= 2
+    return min(largest, max(MIN_BATCH, size))
 
 
 def prune_jobs(conn: Connection, cutoffs: Mapping[JobStatus, datetime], batch: int) -> Pruned:
