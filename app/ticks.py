@@ -85,6 +85,9 @@ def time_out_overdue(now: datetime, app: Flask | None = None, *, batches: int | 
     RECOVER_BATCH per transaction, up to ``batches`` of them (None: all); how many moved."""
     app = _app(app)
     settings = _settings(app)
+    with db.read(app) as conn:  # a read first: no write lock when no attempt is overdue
+        if not finishing.any_overdue(conn, now):
+            return 0
     total, done = 0, 0
     while batches is None or done < batches:
         with db.transaction(app) as conn:

@@ -49,7 +49,15 @@ class Job(_FromJson):
     this client does not know (e.g. ``duplicate`` on a unique enqueue)."""
 
     _TIMES: ClassVar[frozenset[str]] = frozenset(
-        {"run_at", "claimed_at", "lease_expires_at", "created_at", "updated_at", "finished_at"}
+        {
+            "run_at",
+            "claimed_at",
+            "lease_expires_at",
+            "created_at",
+            "updated_at",
+            "finished_at",
+            "deadline_at",
+        }
     )
 
     id: int
@@ -71,6 +79,7 @@ class Job(_FromJson):
     created_at: datetime | None = None
     updated_at: datetime | None = None
     finished_at: datetime | None = None
+    deadline_at: datetime | None = None  # while running: the type's max_run_seconds from the claim
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -103,6 +112,7 @@ class JobType(_FromJson):
     max_running: int | None = None
     rate_limit: str | None = None
     paused: bool = False
+    max_run_seconds: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

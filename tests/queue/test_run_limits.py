@@ -10,14 +10,16 @@ from typing import Any
 
 import pytest
 from flask import Flask
+from flask.testing import FlaskCliRunner
 from sqlalchemy import select
 
-from app import db
+from app import db, ticks
 from app.queue.domain import finishing, service
 from app.queue.domain.errors import AttemptTimedOut, Conflict
 from app.queue.domain.models import Actor, Job, QueueSettings
 from app.queue.engines import jobs as store
 from app.schema import job_events
+from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401
 from tests.builders import make_job, make_user
 from tests.engines.test_statement_counts import counted
@@ -151,3 +153,24 @@ def test_the_sweep_times_out_every_overdue_attempt_in_one_statement_per_edge(
     statuses = sorted(_job(app, job.id).status for job in claimed)
     assert statuses == ["failed"] * 3 + ["pending"] * 3
     assert _job(app, free.id).status == "running"
+
+
+def test_the_tick_and_flask_jobs_tick_time_out_what_nobody_reports(
+    app: Flask, backend: str, runner: FlaskCliRunner
+) -> None:
+    settings, producer, worker = _setup(app)
+    started = utcnow() - timedelta(seconds=LIMIT + 30)
+    jobs_ = []
+    for _ in range(2):
+        with db.transaction(app) as conn:
+            make_job(conn, producer, settings, now=started, type="report.build")
+            claimed = service.claim(conn, worker, now=started, settings=settings)
+        assert claimed is not None
+        jobs_.append(claimed)
+    with app.app_context():
+        assert ticks.time_out_overdue(utcnow(), app, batches=1) == 2
+        assert ticks.time_out_overdue(utcnow(), app) == 0
+    assert {_job(app, job.id).status for job in jobs_} == {"pending"}
+    result = runner.invoke(args=["jobs", "tick"])
+    assert result.exit_code == 0, result.output
+    assert "timed out 0 attempt(s)" in result.output

@@ -298,6 +298,11 @@ def time_out(
     return transitions.finish_many(conn, reports, worker=None, now=now)
 
 
+def any_overdue(conn: Connection, now: datetime) -> bool:
+    """Whether a running attempt is past its deadline (a read of the running jobs' index)."""
+    return store_moves.any_overdue(conn, now)
+
+
 def sweep_overdue(
     conn: Connection,
     *,

@@ -13,6 +13,7 @@ from sqlalchemy import (
     Connection,
     bindparam,
     case,
+    exists,
     literal,
     literal_column,
     select,
@@ -219,6 +220,19 @@ def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Job]:
     """Running jobs whose lease ended before ``now``, oldest first."""
     rows = _EXPIRED[engines.of(conn)].rows(conn, {"now": now, "limit": limit})
     return [job_of(row) for row in rows]
+
+
+_ANY_OVERDUE = Prepared(
+    select(
+        exists().where(jobs.c.status == literal_column("'running'"), jobs.c.deadline_at <= _now())
+    )
+)
+
+
+def any_overdue(conn: Connection, now: datetime) -> bool:
+    """Whether a running attempt's deadline is ``now`` or earlier (no row is locked)."""
+    row = _ANY_OVERDUE.row(conn, {"now": now})
+    return bool(row and row[0])
 
 
 def overdue_attempts(conn: Connection, now: datetime, limit: int) -> list[Job]:
