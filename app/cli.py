@@ -199,13 +199,23 @@ def jobs_reap() -> None:
 
 @jobs_cli.command("tick")
 def jobs_tick() -> None:
-    """Enqueue the jobs of due schedules (run it every minute from cron or a systemd timer)."""
-    fired = ticks.fire_due(utcnow())
+    """Housekeeping (run it every minute from cron or a systemd timer): enqueue the jobs of due
+    schedules, fail attempts past their deadlines, prune what retention says is old."""
+    now = utcnow()
+    fired = ticks.fire_due(now)
     enqueued = [f"{f.schedule.name} -> job {f.job.id}" for f in fired if f.job is not None]
     skipped = [f.schedule.name for f in fired if f.job is None]
     click.echo(f"enqueued {len(enqueued)} scheduled job(s)" + "".join(f"\n  {e}" for e in enqueued))
     if skipped:
         click.echo(f"skipped missed slots of: {', '.join(skipped)}")
+    click.echo(f"timed out {ticks.time_out_overdue(now)} attempt(s) past their deadline")
+    pruned = ticks.prune(now)
+    per_status = ", ".join(f"{n} {status}" for status, n in pruned.jobs.items())
+    click.echo(
+        f"pruned {pruned.job_total} finished job(s)"
+        + (f" ({per_status})" if per_status else "")
+        + f", {pruned.events} event(s), {pruned.audit_events} audit row(s)"
+    )
 
 
 @jobs_cli.command("prune")

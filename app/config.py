@@ -19,6 +19,7 @@ from typing import Any
 from flask import Flask
 
 from app.queue.domain.flow import FLOW_KEYS, config_limits
+from app.queue.domain.retention import Retention
 from app.secretbox import SecretBox
 
 DEFAULTS: dict[str, Any] = {
@@ -65,8 +66,17 @@ DEFAULTS: dict[str, Any] = {
     "SQLITE_SYNCHRONOUS": "FULL",
     # How long a SQLite writer waits for the lock before the request answers 503.
     "SQLITE_BUSY_TIMEOUT_MS": 10_000,
-    # Rows deleted per transaction by `jobs prune`, so claims never wait long.
+    # Rows deleted per transaction by retention and `jobs prune`, so claims never wait long.
     "PRUNE_BATCH_SIZE": 500,
+    # Seconds finished jobs are kept after they finish, per status, then deleted with their
+    # events by the housekeeping ticks; null keeps forever. A partial object merges with the
+    # defaults: {"completed": 1209600, "cancelled": 1209600, "failed": 2592000} (14, 14, 30 d).
+    "RETENTION": {},
+    # Seconds audit rows are kept (365 days); null keeps them forever.
+    "AUDIT_RETENTION": 31_536_000,
+    # Claims run a retention step (one batch) at most this often per process; `flask jobs
+    # tick` prunes everything due.
+    "RETENTION_TICK_SECONDS": 10,
     # Jobs a bulk operation (POST /jobs/bulk) changes per transaction: claims and finishes
     # get the write lock between batches.
     "BULK_BATCH_SIZE": 200,
@@ -161,6 +171,7 @@ POSITIVE_SETTINGS = (
     "MAX_ERROR_BYTES",
     "RECOVER_BATCH",
     "PRUNE_BATCH_SIZE",
+    "RETENTION_TICK_SECONDS",
     "SCHEDULE_TICK_SECONDS",
     "SCHEDULE_GRACE_SECONDS",
     "EXPLAIN_IDLE_WORKER_SECONDS",
@@ -196,6 +207,10 @@ def _check_limits(config: Any) -> None:
     for name, value in leases.items():
         if type(value) is not int or not 1 <= value <= config["MAX_LEASE_SECONDS"]:
             raise ConfigError(f"{name} must be an integer from 1 to MAX_LEASE_SECONDS")
+    try:
+        Retention.from_config(config.get("RETENTION"), config.get("AUDIT_RETENTION"))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 TYPE_SETTING_KEYS = ("lease_seconds", "backoff_base_seconds", "backoff_cap_seconds", *FLOW_KEYS)

@@ -160,7 +160,8 @@ def _gate(conn: Connection, *, writable: bool) -> None:
 
 @contextmanager
 def transaction(app: Flask | None = None) -> Iterator[Connection]:
-    """A write transaction: committed when the block ends, rolled back if it raises.
+    """A write transaction: committed when the block ends, rolled back if it raises (except
+    for a refusal that ``keeps_transaction``: it is raised after the commit).
 
     When the block made a job due (the store sets ``JOB_DUE`` in the connection's info), waiting
     claims in every process are woken: by NOTIFY inside the transaction on PostgreSQL (delivered
@@ -170,14 +171,22 @@ def transaction(app: Flask | None = None) -> Iterator[Connection]:
     writers: WriterTurns = (app or current_app).extensions[WRITERS_KEY]
     with writers.turn(), engine(app).connect() as conn:
         conn.info.pop(wakeup.JOB_DUE, None)  # info lives with the pooled connection: start clean
+        kept: Exception | None = None
         with conn.begin():
             _gate(conn, writable=True)
-            yield conn
+            try:
+                yield conn
+            except Exception as exc:
+                if not getattr(exc, "keeps_transaction", False):
+                    raise
+                kept = exc  # a refusal that reports what this transaction did: commit it
             due = conn.info.pop(wakeup.JOB_DUE, False)
             if due:
                 bell.in_transaction(conn)
     if due:
         bell.after_commit()
+    if kept is not None:
+        raise kept
 
 
 @contextmanager

@@ -125,6 +125,9 @@ jobs = Table(
     # SECRETS_KEY (opened only by a claim, erased when the job finishes for good).
     Column("secret_names", String(1100), nullable=True),
     Column("secrets_sealed", Text, nullable=True),
+    # When the running attempt must have finished (its type's max_run_seconds from the claim;
+    # None: no limit, or not running). Set by the claim, cleared when the job stops running.
+    Column("deadline_at", UTCDateTime(), nullable=True),
     CheckConstraint(
         "status IN ('pending', 'running', 'completed', 'failed', 'cancelled')", name="status"
     ),
@@ -235,7 +238,8 @@ partial_index(
     where=job_events.c.to_status == "running",
 )
 
-# Who did what, appended in the transaction of the action; only `flask audit prune` deletes.
+# Who did what, appended in the transaction of the action; only retention (AUDIT_RETENTION) and
+# `flask audit prune` delete.
 audit_events = Table(
     "audit_events",
     metadata,
@@ -315,9 +319,22 @@ type_overrides = Table(
     Column("max_running", Integer, nullable=True),
     Column("rate_limit", String(32), nullable=True),
     Column("paused", Boolean, nullable=True),
+    Column("max_run_seconds", Integer, nullable=True),
     Column("updated_by", String(64), nullable=True),
     Column("updated_at", UTCDateTime(), nullable=False),
     CheckConstraint("max_running IS NULL OR max_running >= 1", name="max_running"),
+)
+
+# What the last retention prune removed (one row, id 1): when, and how many jobs (per status),
+# events and audit rows. The admins' retention page shows it.
+retention_runs = Table(
+    "retention_runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("at", UTCDateTime(), nullable=False),
+    Column("jobs", JSONDocument, nullable=False),  # {status: jobs deleted}
+    Column("events", BigInteger, nullable=False),
+    Column("audit_events", BigInteger, nullable=False),
 )
 
 # Claims per type in the current rate-limit window; the row is also what concurrent claims of

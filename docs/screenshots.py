@@ -4,7 +4,7 @@
 Serves the app on 127.0.0.1 with a throwaway database and sample jobs, then drives Debian's
 Chromium through Playwright, like the browser tests. Writes docs/*.png (desktop and 375 px);
 name pages (``dashboard jobs job enqueue workers audit bulk schedules job-explained types
-job-held users tokens``) to take only those.
+job-held users tokens retention``) to take only those.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import secrets
 import sys
 import tempfile
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 from cryptography.fernet import Fernet
@@ -22,10 +23,11 @@ from werkzeug.serving import make_server
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app import create_app, db, migrate  # noqa: E402
+from app import create_app, db, migrate, ticks  # noqa: E402
 from app.accounts import service as accounts  # noqa: E402
+from app.queue.contract.requests import EnqueueBody  # noqa: E402
 from app.queue.contract.schedule_models import ScheduleCreate, parse  # noqa: E402
-from app.queue.domain import schedules  # noqa: E402
+from app.queue.domain import schedules, service  # noqa: E402
 from app.queue_settings import queue_settings  # noqa: E402
 from app.timeutil import utcnow  # noqa: E402
 from tests.builders import PASSWORD, Api, make_token, make_user  # noqa: E402
@@ -85,7 +87,26 @@ def seed(app, client) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
         answer = client.patch(f"/types/{job_type}", json=change, headers=admin.headers())
         assert answer.status_code == 200, answer.get_json()
     held = producer.enqueue("webhook.deliver", payload={"url": "https://example.com/hook"})
+    seed_retention(app)
     return int(running["id"]), int(waiting["id"]), int(held["id"])
+
+
+def seed_retention(app) -> None:  # type: ignore[no-untyped-def]
+    """Jobs that finished weeks ago, then a real prune of them (the retention page's record)."""
+    long_ago = utcnow() - timedelta(days=40)
+    with app.app_context(), db.transaction() as conn:
+        pat = accounts.get_user(conn, accounts.OPERATOR, "pat").actor()
+        wendy = accounts.get_user(conn, accounts.OPERATOR, "wendy").actor()
+        settings = queue_settings()
+        for i in range(30):
+            request = EnqueueBody.parse({"type": "email.send"}, settings).to_request()
+            job, _ = service.enqueue(conn, pat, request, now=long_ago)
+            if i % 6 == 5:
+                service.cancel(conn, pat, job.id, now=long_ago)
+                continue
+            service.claim(conn, wendy, now=long_ago, settings=settings)
+            service.complete(conn, wendy, job.id, now=long_ago, settings=settings)
+    ticks.prune(utcnow(), app)
 
 
 def seed_schedules(app) -> None:  # type: ignore[no-untyped-def]
@@ -115,7 +136,10 @@ def main(wanted: list[str]) -> None:
                 "SECRETS_KEY": Fernet.generate_key().decode(),
                 "DATABASE_URL": f"sqlite:///{tmp}/shots.sqlite3",
                 "UI_POLL_SECONDS": 60,
-                "JOB_TYPE_SETTINGS": {"report.build": {"max_running": 4}},
+                "JOB_TYPE_SETTINGS": {
+                    "report.build": {"max_running": 4, "max_run_seconds": 1800},
+                    "email.send": {"max_run_seconds": 600},
+                },
             }
         )
         migrate.upgrade(app)
@@ -154,6 +178,7 @@ def main(wanted: list[str]) -> None:
                         "job-held": f"/ui/jobs/{held}",
                         "users": "/ui/admin/users",
                         "tokens": "/ui/admin/tokens",
+                        "retention": "/ui/retention",
                     }
                     for name, path in shots.items():
                         if wanted and name not in wanted:

@@ -44,7 +44,7 @@ def list_types() -> Response:
         summary="Pause, resume or limit a job type at runtime (admins, audited)",
         description="Each field given overrides the configuration (`JOB_TYPE_SETTINGS`); "
         "`null` clears the override, so the configured value applies again. Claims obey the "
-        "change from its commit on.",
+        "change from its commit on (`max_run_seconds`: attempts claimed from then on).",
         body=TypeChange,
         replies={200: Reply("The job type with its limits now", TypeOut)},
         problems={**ADMINS, 404: "Not a configured job type"},

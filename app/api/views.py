@@ -272,7 +272,13 @@ def complete(job_id: int) -> Response:
     done = parse_body(CompleteBody, optional=True)
     with db.transaction() as conn:
         job = service.complete(
-            conn, g.actor, job_id, now=utcnow(), result=done.result, attempt=done.attempt
+            conn,
+            g.actor,
+            job_id,
+            now=utcnow(),
+            result=done.result,
+            attempt=done.attempt,
+            settings=queue_settings(),
         )
     return job_response(job)
 

@@ -1,4 +1,4 @@
-"""``flask --app app audit list`` and ``audit prune`` (the only way audit rows are deleted)."""
+"""``flask --app app audit list`` and ``audit prune`` (retention, AUDIT_RETENTION, deletes too)."""
 
 from __future__ import annotations
 

@@ -60,8 +60,14 @@ def page(conn: Connection, filters: AuditFilters) -> tuple[list[AuditEvent], boo
     return events, len(rows) > filters.limit
 
 
+def any_before(conn: Connection, before: datetime) -> bool:
+    """Whether an event is older than ``before`` (one probe of the time index)."""
+    oldest = select(audit_events.c.id).where(audit_events.c.at < before).limit(1)
+    return conn.execute(oldest).first() is not None
+
+
 def prune(conn: Connection, *, before: datetime, batch: int) -> int:
-    """Delete up to ``batch`` events older than ``before`` (the only delete in the app)."""
+    """Delete up to ``batch`` events older than ``before`` (retention and ``audit prune``)."""
     oldest = (
         select(audit_events.c.id)
         .where(audit_events.c.at < before)

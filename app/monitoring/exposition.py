@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
@@ -30,6 +30,20 @@ class JobFigures:
     oldest_due: dict[str, datetime]
     totals: dict[rollup.Key, float]
     paused: Sequence[str]  # the types no claim hands out now
+    # Pending jobs per type that wait for unfinished parents (workflows): not waiting work.
+    held_by_dependencies: Mapping[str, int] = field(default_factory=dict)
+
+    def waiting(self, job_type: str) -> tuple[int, float]:
+        """The type's waiting work: pending jobs a worker could be handed, and the age of the
+        oldest due one. The one place that says what is not waiting work, so an alert on it
+        does not fire for a pause: a paused type's jobs, jobs waiting for their parents."""
+        if job_type in self.paused:
+            return 0, 0.0
+        counts = {(status, name): n for status, name, n in self.counts}
+        pending = counts.get((JobStatus.PENDING.value, job_type), 0)
+        pending -= self.held_by_dependencies.get(job_type, 0)
+        due = self.oldest_due.get(job_type)
+        return max(pending, 0), max((self.now - due).total_seconds(), 0.0) if due else 0.0
 
 
 class JobCollector:
@@ -67,12 +81,34 @@ class JobCollector:
         for job_type in types:
             paused.add_metric([job_type], 1.0 if job_type in figures.paused else 0.0)
         yield paused
+        yield from self._waiting(types)
         yield from self._counters(types)
         for name, family, doc in (
             (rollup.WAIT, "queuelog_job_wait_seconds", "From due to claimed."),
             (rollup.RUN, "queuelog_job_run_seconds", "From claimed to completed or failed."),
         ):
             yield self._histogram(types, name, family, doc)
+
+    def _waiting(self, types: list[str]) -> Iterator[Metric]:
+        """Waiting work (``JobFigures.waiting``): what alerts should watch."""
+        count = GaugeMetricFamily(
+            "queuelog_jobs_waiting",
+            "Pending jobs a worker could be handed (paused types and jobs waiting for their "
+            "parents left out; jobs scheduled for later included).",
+            labels=["type"],
+        )
+        age = GaugeMetricFamily(
+            "queuelog_oldest_waiting_job_age_seconds",
+            "Age of the oldest due pending job a worker could be handed (0 when none, and "
+            "for a paused type).",
+            labels=["type"],
+        )
+        for job_type in types:
+            waiting, oldest = self.figures.waiting(job_type)
+            count.add_metric([job_type], waiting)
+            age.add_metric([job_type], oldest)
+        yield count
+        yield age
 
     def _counters(self, types: list[str]) -> Iterator[Metric]:
         totals = self.figures.totals

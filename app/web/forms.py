@@ -161,3 +161,4 @@ class TypeLimitsForm(FlaskForm):
 
     max_running = StringField("Max running", validators=[Length(max=20)])
     rate_limit = StringField("Rate limit", validators=[Length(max=32)])
+    max_run_seconds = StringField("Max run time (seconds)", validators=[Length(max=20)])

@@ -1,19 +1,22 @@
-"""Admin pages for operators: the workers overview and the audit log."""
+"""Admin pages for operators: the workers overview, the audit log and retention."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from flask import Blueprint, render_template, request, url_for
+from flask import Blueprint, current_app, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
 from app import db
 from app.audit import query
 from app.audit.actions import AuditAction
 from app.monitoring.workers import workers as worker_rows
+from app.queue.domain import retention
 from app.queue.domain.errors import InvalidInput
 from app.queue.domain.policy import Action
-from app.timeutil import utcnow
+from app.queue_settings import queue_settings
+from app.timeutil import human_duration, utcnow
 from app.web.guard import require_login, requires
 
 bp = Blueprint("ops", __name__, url_prefix="/ui")
@@ -56,3 +59,30 @@ def audit() -> tuple[str, int]:
         older_url=older,
         first_url=url_for(".audit", **base) if "cursor" in args else None,
     ), 422 if errors else 200
+
+
+def _kept(seconds: int | None) -> str:
+    """A retention for people: "forever", "14 days", or a shorter duration."""
+    if seconds is None:
+        return "forever"
+    days, rest = divmod(seconds, retention.DAY)
+    if days and not rest:
+        return f"{days} day{'s' if days > 1 else ''}"
+    return human_duration(timedelta(seconds=seconds))
+
+
+@bp.get("/retention")
+@requires(Action.VIEW_RETENTION)
+def retention_page() -> str:
+    """How long finished jobs and audit rows are kept, and what the last prune removed."""
+    rules = queue_settings().retention
+    kept = [(f"{status.capitalize()} jobs", _kept(s)) for status, s in rules.jobs.items()]
+    with db.read() as conn:
+        last = retention.last_prune(conn)
+    return render_template(
+        "ops/retention.html",
+        kept=[*kept, ("Audit rows", _kept(rules.audit))],
+        last=last,
+        tick_seconds=int(current_app.config["RETENTION_TICK_SECONDS"]),
+        batch=queue_settings().prune_batch,
+    )

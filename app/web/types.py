@@ -33,16 +33,17 @@ def _prefix(name: str) -> str:
     return f"type-{job_types_.index(name)}"
 
 
+_LIMIT_FIELDS = ("max_running", "rate_limit", "max_run_seconds")
+
+
 def _form(view: TypeView) -> TypeLimitsForm:
+    """The limits form showing the type's overrides (empty where the configuration applies)."""
     override = view.override
-    return TypeLimitsForm(
-        formdata=None,
-        prefix=_prefix(view.type),
-        max_running=""
-        if override is None or override.max_running is None
-        else override.max_running,
-        rate_limit="" if override is None or override.rate_limit is None else override.rate_limit,
-    )
+    shown = {
+        name: "" if override is None or getattr(override, name) is None else getattr(override, name)
+        for name in _LIMIT_FIELDS
+    }
+    return TypeLimitsForm(formdata=None, prefix=_prefix(view.type), **shown)
 
 
 def _page(failed: tuple[str, TypeLimitsForm] | None = None, status: int = 200) -> tuple[str, int]:
@@ -103,11 +104,10 @@ def limits(job_type: str) -> Response | tuple[str, int]:
     form = TypeLimitsForm(prefix=_prefix(job_type))
     if not form.validate():
         return _page((job_type, form), 422)
-    max_running = (form.max_running.data or "").strip()
-    rate_limit = (form.rate_limit.data or "").strip()
-    fields = {
-        "max_running": _number(max_running) if max_running else None,
-        "rate_limit": rate_limit or None,
+    typed = {name: (getattr(form, name).data or "").strip() for name in _LIMIT_FIELDS}
+    fields: dict[str, Any] = {
+        name: (text if name == "rate_limit" else _number(text)) if text else None
+        for name, text in typed.items()
     }
     try:
         _change(job_type, fields)

@@ -55,7 +55,15 @@ class Job(_FromJson):
     field this client does not know."""
 
     _TIMES: ClassVar[frozenset[str]] = frozenset(
-        {"run_at", "claimed_at", "lease_expires_at", "created_at", "updated_at", "finished_at"}
+        {
+            "run_at",
+            "claimed_at",
+            "lease_expires_at",
+            "created_at",
+            "updated_at",
+            "finished_at",
+            "deadline_at",
+        }
     )
 
     id: int
@@ -78,6 +86,7 @@ class Job(_FromJson):
     updated_at: datetime
     finished_at: datetime | None
     secret_names: list[str]
+    deadline_at: datetime | None  # while running: the type's max_run_seconds from the claim
     error: str | None = None
     duplicate: bool | None = None
     # Only in a claim's answer, to the worker that holds the job: kept out of repr, so a job
@@ -114,6 +123,7 @@ class JobType(_FromJson):
     max_running: int | None
     rate_limit: str | None
     paused: bool
+    max_run_seconds: int | None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

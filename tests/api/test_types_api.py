@@ -46,11 +46,12 @@ def test_types_list_every_configured_type_with_counts_and_effective_limits(
     assert body == {
         "types": [
             {"type": "email.send", "counts": NO_JOBS | {"pending": 1}}
-            | {"max_running": None, "rate_limit": None, "paused": False},
+            | {"max_running": None, "rate_limit": None, "paused": False, "max_run_seconds": None},
             {"type": "report.build", "counts": NO_JOBS | {"pending": 1, "running": 1}}
-            | {"max_running": 4, "rate_limit": "100/minute", "paused": False},
+            | {"max_running": 4, "rate_limit": "100/minute", "paused": False}
+            | {"max_run_seconds": None},
             {"type": "webhook.deliver", "counts": NO_JOBS}
-            | {"max_running": None, "rate_limit": None, "paused": False},
+            | {"max_running": None, "rate_limit": None, "paused": False, "max_run_seconds": None},
         ]
     }
 
@@ -61,7 +62,7 @@ def test_patch_overrides_and_null_restores_the_configuration(admin: Api) -> None
     TypeOut.model_validate(changed.get_json())
     assert changed.get_json() | {"counts": None} == {
         "type": "report.build", "counts": None,
-        "max_running": 1, "rate_limit": "100/minute", "paused": True,
+        "max_running": 1, "rate_limit": "100/minute", "paused": True, "max_run_seconds": None,
     }  # fmt: skip
     again = patch(admin, "report.build", {"rate_limit": "5/second"}).get_json()
     assert (again["max_running"], again["rate_limit"], again["paused"]) == (1, "5/second", True)
@@ -84,6 +85,7 @@ def test_changes_are_audited_with_what_changed(admin: Api) -> None:
 
 
 MAX_RUNNING_RULE = "must be an integer from 1 to 1,000,000, or null"
+MAX_RUN_RULE = "must be an integer from 1 to 31,536,000 (seconds), or null"
 BAD_CHANGES = [
     ({"max_running": 0}, {"max_running": MAX_RUNNING_RULE}),
     ({"max_running": "3"}, {"max_running": MAX_RUNNING_RULE}),
@@ -94,6 +96,12 @@ BAD_CHANGES = [
     ({"rate_limit": "5/day"}, {"rate_limit": "must be"}),
     ({"rate_limit": 5}, {"rate_limit": "must be"}),
     ({"paused": "yes"}, {"paused": "must be true or false"}),
+    ({"max_run_seconds": 0}, {"max_run_seconds": MAX_RUN_RULE}),
+    ({"max_run_seconds": -5}, {"max_run_seconds": MAX_RUN_RULE}),
+    ({"max_run_seconds": 1.5}, {"max_run_seconds": MAX_RUN_RULE}),
+    ({"max_run_seconds": "60"}, {"max_run_seconds": MAX_RUN_RULE}),
+    ({"max_run_seconds": True}, {"max_run_seconds": MAX_RUN_RULE}),
+    ({"max_run_seconds": 31_536_001}, {"max_run_seconds": MAX_RUN_RULE}),
     ({"paused": True, "lease_seconds": 5}, {"lease_seconds": "unknown field"}),
     ({}, {"body": "give at least one of max_running, rate_limit, paused"}),
 ]

@@ -8,6 +8,8 @@ FAMILIES = {
     "queuelog_jobs": ("gauge", {"status", "type"}),
     "queuelog_oldest_due_job_age_seconds": ("gauge", {"type"}),
     "queuelog_type_paused": ("gauge", {"type"}),
+    "queuelog_jobs_waiting": ("gauge", {"type"}),
+    "queuelog_oldest_waiting_job_age_seconds": ("gauge", {"type"}),
     "queuelog_jobs_enqueued": ("counter", {"type"}),
     "queuelog_jobs_finished": ("counter", {"type", "outcome"}),
     "queuelog_job_wait_seconds": ("histogram", {"type"}),

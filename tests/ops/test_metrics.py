@@ -146,3 +146,32 @@ def test_a_paused_type_reads_1(admin: Api) -> None:
     assert patched.status_code == 200
     paused = {have["type"]: value for _, have, value in scrape(admin)["queuelog_type_paused"]}
     assert paused == {"email.send": 0.0, "report.build": 0.0, "webhook.deliver": 1.0}
+
+
+def test_waiting_work_leaves_out_paused_types(producer: Api, admin: Api) -> None:
+    """An alert on waiting work does not fire for a pause: the paused type's pending jobs are
+    still counted as jobs (queuelog_jobs), but not as waiting work."""
+    for job_type in ("webhook.deliver", "webhook.deliver", "email.send"):
+        producer.enqueue(job_type, run_at="2020-01-01T00:00:00Z")
+
+    def waiting() -> dict[str, tuple[float, float]]:
+        found = scrape(admin)
+        counts = {have["type"]: v for _, have, v in found["queuelog_jobs_waiting"]}
+        ages = {have["type"]: v for _, have, v in found["queuelog_oldest_waiting_job_age_seconds"]}
+        return {job_type: (counts[job_type], ages[job_type]) for job_type in counts}
+
+    before = waiting()
+    assert before["webhook.deliver"][0] == 2 and before["webhook.deliver"][1] > 3600
+    assert before["email.send"][0] == 1 and before["report.build"] == (0, 0)
+    answer = admin.client.patch(
+        "/types/webhook.deliver", json={"paused": True}, headers=admin.headers()
+    )
+    assert answer.status_code == 200
+    after = waiting()
+    assert after["webhook.deliver"] == (0, 0) and after["email.send"][0] == 1
+    pending = {
+        have["type"]: v
+        for _, have, v in scrape(admin)["queuelog_jobs"]
+        if have["status"] == "pending"
+    }
+    assert pending["webhook.deliver"] == 2

@@ -202,6 +202,7 @@ def test_pages_fit_a_small_phone(watched: Page, live_site: LiveSite, people) -> 
     sign_in(watched, live_site, people["admin"])
     pages = ["/ui/", "/ui/jobs", f"/ui/jobs/{job['id']}", "/ui/jobs/new", "/ui/admin/users"]
     pages += ["/ui/admin/tokens", "/ui/admin/audit", "/ui/workers", "/ui/types", "/ui/schedules"]
+    pages += ["/ui/retention"]
     for path in [*pages, "/ui/account/password", "/ui/account/second-factor"]:
         watched.goto(live_site.url + path)
         width = watched.evaluate("document.documentElement.scrollWidth")

@@ -67,12 +67,17 @@ def test_the_limits_form_sets_and_clears_overrides(team: Team) -> None:
     boss = team.person("boss")
     saved = boss.post(
         "/ui/types/report.build/limits",
-        {"type-1-max_running": " 1 ", "type-1-rate_limit": "20/minute"},
+        {
+            "type-1-max_running": " 1 ",
+            "type-1-rate_limit": "20/minute",
+            "type-1-max_run_seconds": "900",
+        },
     )
     assert saved.status_code == 302
     facts = card(team, 1).select_one(".facts").get_text(" ", strip=True)
     assert "Max running 1 override · configured: 3" in facts
     assert "Rate limit 20/minute override · configured: no limit" in facts
+    assert "Max run time 900 s override · configured: no limit" in facts
     form = card(team, 1).select_one("form[action='/ui/types/report.build/limits']")
     assert form.find(id="type-1-max_running")["value"] == "1"
     boss.post("/ui/types/report.build/limits", {"type-1-max_running": "", "type-1-rate_limit": ""})
@@ -80,6 +85,7 @@ def test_the_limits_form_sets_and_clears_overrides(team: Team) -> None:
     assert "Max running 3 configured" in facts and "Rate limit no limit" in facts
     assert type_changes(team)[0] == {
         "actor": "boss", "target": "type:report.build", "max_running": None, "rate_limit": None,
+        "max_run_seconds": None,
     }  # fmt: skip
 
 
@@ -88,6 +94,8 @@ BAD_LIMITS = [
     ({"type-0-max_running": "many"}, "max_running"),
     ({"type-0-max_running": "1" * 30}, "max_running"),
     ({"type-0-rate_limit": "10 per minute"}, "rate_limit"),
+    ({"type-0-max_run_seconds": "0"}, "max_run_seconds"),
+    ({"type-0-max_run_seconds": "1h"}, "max_run_seconds"),
 ]
 
 

@@ -23,6 +23,7 @@ class TypeOut(ResponseModel):
     max_running: Annotated[int, Field(ge=1)] | None
     rate_limit: Annotated[str, Field(pattern=r"^[0-9]+/(second|minute|hour)$")] | None
     paused: bool
+    max_run_seconds: Annotated[int, Field(ge=1)] | None
 
 
 class TypeList(ResponseModel):

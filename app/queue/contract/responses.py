@@ -61,6 +61,13 @@ class JobOut(ResponseModel):
             "claim's answer only). Names stay after the values are erased.",
         ),
     ]
+    deadline_at: Annotated[
+        Instant | None,
+        Field(
+            description="While running: when the attempt must have finished (the type's "
+            "max_run_seconds from the claim); past it the server fails the attempt. Else null."
+        ),
+    ]
     error: Annotated[str | None, Field(description=ADMINS_ONLY)] = None
     secrets: Annotated[
         dict[str, str] | None,

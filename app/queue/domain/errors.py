@@ -8,6 +8,9 @@ class QueueError(Exception):
     """The request cannot be carried out."""
 
     status = 400
+    # True when the request's transaction must still commit: the refusal reports a change the
+    # server made in it (a timed-out attempt failed on its late report).
+    keeps_transaction = False
 
     def __init__(self, detail: str, errors: dict[str, str] | None = None) -> None:
         super().__init__(detail)
@@ -51,3 +54,9 @@ class SecretsUnavailable(QueueError):
     """Secrets cannot be opened."""
 
     status = 503
+
+
+class AttemptTimedOut(Conflict):
+    """Conflict with the job's current state."""
+
+    keeps_transaction = True

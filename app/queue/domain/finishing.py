@@ -18,15 +18,18 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection
 
 from app.queue.domain import transitions
-from app.queue.domain.errors import Conflict, InvalidInput, NotFound, QueueError
-from app.queue.domain.models import Actor, Beat, Job, Outcome, QueueSettings
+from app.queue.domain.errors import AttemptTimedOut, Conflict, InvalidInput, NotFound, QueueError
+from app.queue.domain.models import Actor, Beat, Job, Outcome, QueueSettings, iso
 from app.queue.domain.retry import Uniform, backoff_seconds
 from app.queue.domain.sanitize import sanitize_error
 from app.queue.domain.states import JobStatus
 from app.queue.engines import batches as store_batches
+from app.queue.engines import moves as store_moves
+from app.queue.engines.items import Columns, Kind
 
 MAX_MESSAGE_BYTES = 500  # the progress_message column
 NOT_RETRYABLE = "worker marked the failure as not retryable"
+TIMED_OUT = "ran past its deadline (max_run_seconds)"  # the error of a timed-out attempt
 # The fields of a failed outcome; a completed one carries only ``result``.
 _FAILURE_FIELDS = ("error", "retry_in", "retryable")
 _system_random = random.SystemRandom()
@@ -164,21 +167,28 @@ def finish(
     refusal (a refused item changes nothing; the others still apply). A job named twice is
     finished by its first outcome; the second is refused as the job is then. ``visible``: the
     jobs the caller may see (None: all), to say why an item was refused. ``settings`` may be
-    None when every outcome is a completion."""
+    None when every outcome is a completion and no attempt ran past its deadline. A report of
+    an attempt past its deadline is refused (``AttemptTimedOut``) and the attempt timed out."""
     found = store_batches.jobs_by_ids(conn, {o.job_id for o in outcomes}, None)
     refused: dict[int, QueueError] = {}
     reports: dict[int, transitions.Report] = {}
     reported_by: dict[int, int] = {}  # job id -> the outcome that reports it
+    late: dict[int, Job] = {}
     for index, outcome in enumerate(outcomes):
         job, _ = found.get(outcome.job_id, (None, False))
         if (mismatch := _mismatch(outcome)) is not None:
             refused[index] = mismatch
-        elif outcome.job_id in reports:
+        elif outcome.job_id in reports or outcome.job_id in late:
             continue  # a repeat: answered as the job is after the first report moved it
         elif job is not None and _holds(actor, job, outcome.attempt):
             # (not held: no report, and the answer explains why)
-            reports[job.id] = _report(job, outcome, now=now, settings=settings, uniform=uniform)
+            if overdue(job, now):
+                late[job.id] = job
+                refused[index] = _timed_out(job)
+            else:
+                reports[job.id] = _report(job, outcome, now=now, settings=settings, uniform=uniform)
             reported_by[job.id] = index
+    time_out(conn, late.values(), now=now, settings=settings, uniform=uniform)
     moved = transitions.finish_many(conn, list(reports.values()), worker=actor.name, now=now)
     asked = [(o.job_id, o.attempt) for o in outcomes]
     repeats = {i for i, (job_id, _) in enumerate(asked) if reported_by.get(job_id, i) != i}
@@ -193,15 +203,23 @@ def heartbeat(
     now: datetime,
     settings: QueueSettings,
     visible: ColumnElement[bool] | None,
+    uniform: Uniform = _system_random.uniform,
 ) -> list[Job | QueueError]:
     """Extend the lease of each job the caller holds by the length it was claimed with and
-    record its progress; per beat, the job or the refusal (a cancelled job's says so)."""
+    record its progress; per beat, the job or the refusal (a cancelled job's says so). An
+    attempt past its deadline is timed out and its beats refused (``AttemptTimedOut``)."""
     found = store_batches.jobs_by_ids(conn, {beat.job_id for beat in beats}, None)
     leases: dict[int, dict[str, Any]] = {}
-    for beat in beats:
+    late: dict[int, Job] = {}
+    refused: dict[int, QueueError] = {}
+    for index, beat in enumerate(beats):
         job, _ = found.get(beat.job_id, (None, False))
         if job is None or not _holds(actor, job, beat.attempt):
             continue  # not held: the answer explains why
+        if overdue(job, now):
+            late[job.id] = job
+            refused[index] = _timed_out(job)
+            continue
         lease = job.lease_seconds or settings.for_type(job.type).lease_seconds
         message = job.progress_message
         if beat.message is not None:  # people read it on the job page: no secrets, like errors
@@ -213,5 +231,88 @@ def heartbeat(
             "progress": job.progress if beat.progress is None else beat.progress,
             "progress_message": message,
         }
-    moved = transitions.extend_leases(conn, list(leases.values()), worker=actor.name, now=now)
-    return _answers(conn, actor, [(b.job_id, b.attempt) for b in beats], moved, {}, visible)
+    time_out(conn, late.values(), now=now, settings=settings, uniform=uniform)
+    moved = store_batches.move_many(
+        conn,
+        list(leases.values()),
+        sources=frozenset({JobStatus.RUNNING}),
+        worker=actor.name,
+        shared={},
+        columns=_LEASE,
+        at=now,
+    )
+    asked = [(b.job_id, b.attempt) for b in beats]
+    return _answers(conn, actor, asked, moved, refused, visible)
+
+
+# What a heartbeat moves on (running stays running, no event).
+_LEASE: Columns = (
+    ("lease_expires_at", Kind.TIMESTAMP),
+    ("progress", Kind.INTEGER),
+    ("progress_message", Kind.TEXT),
+)
+
+
+def overdue(job: Job, now: datetime) -> bool:
+    """Whether ``job``'s running attempt is past its deadline (its type's max_run_seconds)."""
+    return job.deadline_at is not None and job.deadline_at <= now
+
+
+def _timed_out(job: Job) -> AttemptTimedOut:
+    return AttemptTimedOut(
+        f"attempt {job.attempts} is stale: it ran past its deadline ({iso(job.deadline_at)}, "
+        "the type's max_run_seconds) and was failed"
+    )
+
+
+def time_out(
+    conn: Connection,
+    late: Collection[Job],
+    *,
+    now: datetime,
+    settings: QueueSettings | None,
+    uniform: Uniform = _system_random.uniform,
+) -> dict[int, Job]:
+    """Fail the running attempts of ``late`` (past their deadlines) as the retry policy says:
+    pending again after backoff while retries remain, else failed; each with a ``timed_out``
+    event. One statement per edge for all of them. The jobs that moved, by id."""
+    if not late:
+        return {}
+    if settings is None:
+        raise ValueError("a time-out needs the queue settings (its backoff)")
+    reports = []
+    for job in late:
+        run_at = retry_at(job, now=now, settings=settings, retry_in=None, uniform=uniform)
+        edge = "timed_out_for_good" if run_at is None else "timed_out_with_retry"
+        reports.append(
+            transitions.Report(
+                edge,
+                job.id,
+                job.attempts,
+                error=TIMED_OUT,
+                note=f"attempt of {job.worker_id} ran past its deadline",
+                retry_count=job.retry_count,
+                run_at=run_at,
+            )
+        )
+    return transitions.finish_many(conn, reports, worker=None, now=now)
+
+
+def any_overdue(conn: Connection, now: datetime) -> bool:
+    """Whether a running attempt is past its deadline (a read of the running jobs' index)."""
+    return store_moves.any_overdue(conn, now)
+
+
+def sweep_overdue(
+    conn: Connection,
+    *,
+    now: datetime,
+    settings: QueueSettings,
+    limit: int,
+    uniform: Uniform = _system_random.uniform,
+) -> int:
+    """Housekeeping: time out up to ``limit`` running attempts past their deadlines, whoever
+    holds them (the rest heartbeat and report on time, or a later sweep takes them). Returns
+    how many moved."""
+    late = store_moves.overdue_attempts(conn, now, limit)
+    return len(time_out(conn, late, now=now, settings=settings, uniform=uniform))

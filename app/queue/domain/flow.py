@@ -16,8 +16,12 @@ MAX_RUNNING_LIMIT = 1_000_000
 MAX_RATE_COUNT = 999_999_999
 RATE_LIMIT_PATTERN = r"^[1-9][0-9]{0,8}/(second|minute|hour)$"
 _RATE = re.compile(RATE_LIMIT_PATTERN)
-FLOW_KEYS = ("max_running", "rate_limit", "paused")
+MAX_RUN_SECONDS_LIMIT = 31_536_000  # a year
+FLOW_KEYS = ("max_running", "rate_limit", "paused", "max_run_seconds")
 MAX_RUNNING_RULE = f"must be an integer from 1 to {MAX_RUNNING_LIMIT:,}, or null for no limit"
+MAX_RUN_SECONDS_RULE = (
+    f"must be an integer from 1 to {MAX_RUN_SECONDS_LIMIT:,} (seconds), or null for no limit"
+)
 RATE_LIMIT_RULE = (
     'must be "N/second", "N/minute" or "N/hour" (N from 1 to 999,999,999, e.g. "10/minute"), '
     "or null for no limit"
@@ -56,11 +60,13 @@ class RateLimit:
 
 @dataclass(frozen=True)
 class TypeLimits:
-    """The flow settings of one job type; None is no limit."""
+    """The flow settings of one job type; None is no limit. ``max_run_seconds`` bounds each
+    attempt's run (the claim sets its deadline), not what claims hand out."""
 
     max_running: int | None = None
     rate_limit: RateLimit | None = None
     paused: bool = False
+    max_run_seconds: int | None = None
 
     @property
     def limited(self) -> bool:
@@ -77,6 +83,7 @@ class TypeLimits:
             "max_running": self.max_running,
             "rate_limit": None if self.rate_limit is None else str(self.rate_limit),
             "paused": self.paused,
+            "max_run_seconds": self.max_run_seconds,
         }
 
 
@@ -89,6 +96,8 @@ class Overriding(Protocol):
     def rate_limit(self) -> str | None: ...
     @property
     def paused(self) -> bool | None: ...
+    @property
+    def max_run_seconds(self) -> int | None: ...
 
 
 class Overridden(NamedTuple):
@@ -97,6 +106,7 @@ class Overridden(NamedTuple):
     max_running: int | None
     rate_limit: str | None
     paused: bool | None
+    max_run_seconds: int | None
 
 
 @dataclass(frozen=True)
@@ -108,6 +118,7 @@ class Override:
     max_running: int | None
     rate_limit: str | None
     paused: bool | None
+    max_run_seconds: int | None
     updated_by: str | None
     updated_at: datetime
 
@@ -139,7 +150,10 @@ def config_limits(entry: Mapping[str, Any]) -> TypeLimits:
     paused = entry.get("paused", False)
     if type(paused) is not bool:
         raise ValueError("paused must be true or false")
-    return TypeLimits(max_running=max_running, rate_limit=rate, paused=paused)
+    run = entry.get("max_run_seconds")
+    if run is not None and not (type(run) is int and 1 <= run <= MAX_RUN_SECONDS_LIMIT):
+        raise ValueError(f"max_run_seconds {MAX_RUN_SECONDS_RULE}")
+    return TypeLimits(max_running, rate, paused, run)
 
 
 def _running_limit(value: object) -> bool:
@@ -157,7 +171,22 @@ def effective(configured: TypeLimits, override: Overriding | None) -> TypeLimits
         limits = replace(limits, rate_limit=RateLimit.parse(override.rate_limit))
     if override.paused is not None:
         limits = replace(limits, paused=override.paused)
+    if override.max_run_seconds is not None:
+        limits = replace(limits, max_run_seconds=override.max_run_seconds)
     return limits
+
+
+def run_limits(
+    configured: Mapping[str, TypeLimits], overrides: Mapping[str, Overriding]
+) -> tuple[tuple[str, int], ...]:
+    """``(type, max_run_seconds)`` of every type whose attempts have a time limit, by type:
+    what a claim stamps on the attempts it hands out as their deadlines."""
+    found = []
+    for name in configured.keys() | overrides.keys():
+        seconds = effective(configured.get(name, TypeLimits()), overrides.get(name)).max_run_seconds
+        if seconds is not None:
+            found.append((name, seconds))
+    return tuple(sorted(found))
 
 
 def effective_all(

@@ -58,9 +58,13 @@ class Turn:
         return now + RECHECK
 
 
-def _limits_now(conn: Connection, settings: QueueSettings) -> dict[str, TypeLimits]:
-    """The types that are limited or paused right now (configuration merged with overrides)."""
-    return flow.effective_all(settings.flow, flow_store.claim_overrides(conn))
+def _limits_now(
+    conn: Connection, settings: QueueSettings
+) -> tuple[dict[str, TypeLimits], TypeLeases]:
+    """The types that are limited or paused right now, and the run limits of the types that
+    have one (configuration merged with overrides)."""
+    overrides = flow_store.claim_overrides(conn)
+    return flow.effective_all(settings.flow, overrides), flow.run_limits(settings.flow, overrides)
 
 
 def _take_turns(conn: Connection, limits: dict[str, TypeLimits]) -> dict[str, Turn]:
@@ -102,10 +106,11 @@ def claim(
             types=types,
             type_leases=type_leases,
             except_types=except_types,
+            run_limits=run_limits,
         )
 
     conn.info.pop(HELD_BACK_UNTIL, None)
-    limits = _limits_now(conn, settings)
+    limits, run_limits = _limits_now(conn, settings)
     if types is not None:
         limits = {name: limit for name, limit in limits.items() if name in types}
     if not limits:  # the common case

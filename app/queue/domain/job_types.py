@@ -20,6 +20,8 @@ from app.queue.contract.request_model import RequestModel, refuse, says
 from app.queue.domain import flow
 from app.queue.domain.errors import NotFound
 from app.queue.domain.flow import (
+    MAX_RUN_SECONDS_LIMIT,
+    MAX_RUN_SECONDS_RULE,
     MAX_RUNNING_LIMIT,
     MAX_RUNNING_RULE,
     RATE_LIMIT_PATTERN,
@@ -46,6 +48,16 @@ RateLimitText = Annotated[
     Field(description='At most N claims per fixed window ("10/minute"); null: the configuration.'),
 ]
 
+MaxRunSeconds = Annotated[
+    int,
+    Field(ge=1, le=MAX_RUN_SECONDS_LIMIT),
+    says(MAX_RUN_SECONDS_RULE),
+    Field(
+        description="Seconds an attempt may run before the server fails it (from attempts "
+        "claimed after the change on); null: the configuration."
+    ),
+]
+
 
 class TypeChange(RequestModel):
     """``PATCH /types/{type}``: the overrides to set; ``null`` clears one, so the configured
@@ -56,11 +68,15 @@ class TypeChange(RequestModel):
     max_running: MaxRunning | None = None
     rate_limit: RateLimitText | None = None
     paused: Annotated[Flag | None, Field(description="Claims skip a paused type.")] = None
+    max_run_seconds: MaxRunSeconds | None = None
 
     @model_validator(mode="after")
     def _something(self) -> TypeChange:
         if not self.model_fields_set:
-            raise refuse("give at least one of max_running, rate_limit, paused", field="body")
+            raise refuse(
+                "give at least one of max_running, rate_limit, paused, max_run_seconds",
+                field="body",
+            )
         return self
 
     def overrides(self) -> dict[str, Any]:

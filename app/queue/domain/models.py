@@ -10,6 +10,7 @@ from typing import Any
 
 from app.queue.domain import policy
 from app.queue.domain.flow import TypeLimits, config_limits
+from app.queue.domain.retention import Retention
 from app.queue.domain.states import PRIORITIES, Role, priority_label
 
 
@@ -80,6 +81,9 @@ class QueueSettings:
     # Flow control from JOB_TYPE_SETTINGS (max_running, rate_limit, paused): the defaults that
     # admins' overrides in the database replace (``flow.effective``).
     flow: Mapping[str, TypeLimits] = field(default_factory=dict)
+    # How long finished jobs and audit rows are kept (RETENTION, AUDIT_RETENTION).
+    retention: Retention = field(default_factory=Retention)
+    prune_batch: int = 500  # jobs (and audit rows) per retention step
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> QueueSettings:
@@ -114,8 +118,10 @@ class QueueSettings:
             flow={
                 name: limits
                 for name, over in dict(config.get("JOB_TYPE_SETTINGS") or {}).items()
-                if not (limits := config_limits(over)).free
+                if not (limits := config_limits(over)).free or limits.max_run_seconds
             },
+            retention=Retention.from_config(config.get("RETENTION"), config.get("AUDIT_RETENTION")),
+            prune_batch=int(config.get("PRUNE_BATCH_SIZE", 500)),
         )
 
     @cached_property
@@ -164,6 +170,7 @@ class Job:
     # The names of its secret payload fields, comma-separated (their values are never read
     # with the job: only a claim reads them, see ``secret_fields``).
     secret_names: str | None
+    deadline_at: datetime | None  # when the running attempt must have finished (max_run_seconds)
 
     @classmethod
     def from_values(cls, values: Sequence[Any]) -> Job:
@@ -209,6 +216,7 @@ class Job:
             "updated_at": iso(self.updated_at),
             "finished_at": iso(self.finished_at),
             "secret_names": self.secret_name_list,
+            "deadline_at": iso(self.deadline_at),
         }
         if include_error:
             body["error"] = self.error

@@ -54,6 +54,7 @@ class Action(StrEnum):
     MANAGE_SCHEDULES = "manage_schedules"  # create, change, run and delete schedules
     BULK_JOBS = "bulk_jobs"  # cancel, retry or delete every job a filter selects
     MANAGE_TYPES = "manage_types"  # see job types' counts and limits, pause them, set limits
+    VIEW_RETENTION = "view_retention"  # the retention settings and what the last prune removed
 
 
 # The monitor role reads metrics and nothing else: it is in no other row.
@@ -75,6 +76,7 @@ ROLES: dict[Action, frozenset[Role]] = {
     Action.MANAGE_SCHEDULES: _ADMIN,
     Action.BULK_JOBS: _ADMIN,
     Action.MANAGE_TYPES: _ADMIN,
+    Action.VIEW_RETENTION: _ADMIN,
 }
 # The refusal's wording: "the worker role may not enqueue jobs".
 _WHAT = {
@@ -93,6 +95,7 @@ _WHAT = {
     Action.MANAGE_SCHEDULES: "manage schedules",
     Action.BULK_JOBS: "run bulk actions on jobs",
     Action.MANAGE_TYPES: "manage job types",
+    Action.VIEW_RETENTION: "view retention",
 }
 # Producers stop only what has not started; admins also pull a running job from its worker.
 _CANCELLABLE = {

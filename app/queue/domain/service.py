@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection
 
 from app.queue.contract.cursors import encode_cursor
-from app.queue.domain import finishing, flow_claim, transitions, uniqueness
+from app.queue.domain import finishing, flow_claim, retention, transitions, uniqueness
 from app.queue.domain.errors import Conflict, Forbidden, InvalidInput, NotFound, QueueError
 from app.queue.domain.models import (
     Actor,
@@ -262,12 +262,16 @@ def complete(
     now: datetime,
     result: dict[str, object] | None = None,
     attempt: int | None = None,
+    settings: QueueSettings | None = None,
 ) -> Job:
-    """Finish the caller's job successfully."""
+    """Finish the caller's job successfully (``settings``: the backoff of an attempt that ran
+    past its deadline, which is timed out instead)."""
     actor = require(actor, Action.WORK)
     outcome = Outcome(job_id, attempt, completed=True, result=result)
     return _only(
-        finishing.finish(conn, actor, [outcome], now=now, settings=None, visible=visibility(actor))
+        finishing.finish(
+            conn, actor, [outcome], now=now, settings=settings, visible=visibility(actor)
+        )
     )
 
 
@@ -345,5 +349,7 @@ def retry(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Job:
 
 
 def prune(conn: Connection, *, finished_before: datetime, batch: int) -> int:
-    """Delete one batch of finished jobs older than ``finished_before``."""
-    return store.prune_batch(conn, finished_before, batch)
+    """Delete one batch of finished jobs (of any finished status) older than
+    ``finished_before``, with their events; how many jobs went."""
+    cutoffs = dict.fromkeys(sorted(TERMINAL), finished_before)
+    return retention.prune_jobs(conn, cutoffs, batch).job_total

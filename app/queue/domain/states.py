@@ -33,6 +33,7 @@ class EventKind(StrEnum):
     CANCELLED = "cancelled"  # its producer or an admin stopped it
     RETRIED = "retried"  # an admin put it back in the queue
     RELEASED = "released"  # its worker handed it back unstarted, no attempt counted
+    TIMED_OUT = "timed_out"  # the attempt ran past its type's max_run_seconds; a failed attempt
 
 
 class Role(StrEnum):

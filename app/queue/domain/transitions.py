@@ -3,7 +3,7 @@ compare-and-set that writes its own event, so no caller can forget either."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -47,12 +47,18 @@ EDGES: dict[str, Edge] = {
     "lease_expired_for_good": _edge(
         "lease expired, no retry left", {RUNNING}, FAILED, EventKind.LEASE_EXPIRED
     ),
+    "timed_out_with_retry": _edge(
+        "ran too long, retries left", {RUNNING}, PENDING, EventKind.TIMED_OUT
+    ),
+    "timed_out_for_good": _edge(
+        "ran too long, no retry left", {RUNNING}, FAILED, EventKind.TIMED_OUT
+    ),
     "release": _edge("release", {RUNNING}, PENDING, EventKind.RELEASED),
     "cancel": _edge("cancel", {PENDING, RUNNING}, CANCELLED, EventKind.CANCELLED),
     "retry": _edge("admin retry", {FAILED, CANCELLED}, PENDING, EventKind.RETRIED),
 }
 # What a job gives up when it stops running: its holder's lease.
-_NO_LEASE = {"worker_id": None, "claimed_at": None, "lease_expires_at": None}
+_NO_LEASE = {"worker_id": None, "claimed_at": None, "lease_expires_at": None, "deadline_at": None}
 _FINISHED = {"secrets_sealed": None}  # finished for good: its secrets' values go, names stay
 
 
@@ -106,10 +112,11 @@ def claim(
     types: tuple[str, ...] | None = None,
     type_leases: sql.TypeLeases = (),
     except_types: tuple[str, ...] = (),
+    run_limits: sql.TypeLeases = (),
 ) -> list[Job]:
     """pending -> running: up to ``limit`` jobs from the head of the queue (of ``types`` when
-    given, else of any type but ``except_types``), for ``worker``, in claim order; empty when
-    nothing is due."""
+    given, else of any type but ``except_types``), for ``worker``, in claim order, each with
+    its deadline when its type has a run limit; empty when nothing is due."""
     edge = EDGES["claim"]
     return sql.claim_due(
         conn,
@@ -122,13 +129,15 @@ def claim(
         types=types,
         type_leases=type_leases,
         except_types=except_types,
+        run_limits=run_limits,
     )
 
 
 @dataclass(frozen=True)
 class Report:
-    """A worker's report on one job it holds, for ``finish_many``: the edge it takes
-    (``complete``, ``fail_with_retry`` or ``fail_for_good``) and that edge's values."""
+    """A report on one running job, for ``finish_many``: the edge it takes (``complete``,
+    ``fail_with_retry`` or ``fail_for_good`` from its worker; ``timed_out_with_retry`` or
+    ``timed_out_for_good`` from the server) and that edge's values."""
 
     edge: str
     job_id: int
@@ -150,16 +159,18 @@ _REPORTED: dict[str, Columns] = {
     "fail_with_retry": (*_FAILURE, ("retry_count", Kind.INTEGER), ("run_at", Kind.TIMESTAMP)),
     "fail_for_good": _FAILURE,
 }
+_REPORTED["timed_out_with_retry"] = _REPORTED["fail_with_retry"]
+_REPORTED["timed_out_for_good"] = _REPORTED["fail_for_good"]
 
 
 def _shared(name: str, now: datetime) -> dict[str, Any]:
     """What edge ``name`` sets alike on every job it moves."""
     target = {"status": EDGES[name].target}
-    if name == "fail_with_retry":
+    if EDGES[name].target is PENDING:
         return {**target, **_NO_LEASE}
     done = {**target, "finished_at": now, **_FINISHED}
     if name == "complete":
-        return {**done, "progress": 100, "lease_expires_at": None}
+        return {**done, "progress": 100, "lease_expires_at": None, "deadline_at": None}
     return {**done, **_NO_LEASE}
 
 
@@ -176,12 +187,13 @@ def _item(report: Report) -> dict[str, Any]:
 
 
 def finish_many(
-    conn: Connection, reports: Sequence[Report], *, worker: str, now: datetime
+    conn: Connection, reports: Sequence[Report], *, worker: str | None, now: datetime
 ) -> dict[int, Job]:
     """running -> completed, pending (a retry) or failed, per report, for the jobs ``worker``
-    holds at the report's attempt (and, for a failure, still at its retry count): one
-    compare-and-set statement per edge and one for all the events, whatever the number of
-    reports. The jobs that moved, by id; a job missing there did not move. Job ids must differ."""
+    (None: whoever) holds at the report's attempt (and, for a failure, still at its retry
+    count): one compare-and-set statement per edge and one for all the events, whatever the
+    number of reports. The jobs that moved, by id; a job missing there did not move. Job ids
+    must differ. A time-out's event names no actor: the server failed the attempt."""
     moved: dict[int, Job] = {}
     events = []
     for name, columns in _REPORTED.items():
@@ -205,7 +217,7 @@ def finish_many(
                 at=now,
                 from_status=RUNNING,
                 kind=edge.kind,
-                actor=worker,
+                actor=None if edge.kind is EventKind.TIMED_OUT else worker,
                 error=report.error,
                 note=report.note,
             )
@@ -262,30 +274,6 @@ def fail_for_good(
         "fail_for_good", job.id, job.attempts, error=error, note=note, retry_count=job.retry_count
     )
     return finish_many(conn, [report], worker=actor, now=now).get(job.id)
-
-
-def extend_leases(
-    conn: Connection, leases: Sequence[Mapping[str, Any]], *, worker: str, now: datetime
-) -> dict[int, Job]:
-    """Not an edge (running stays running, no event): heartbeats move leases on. Each lease is
-    a ``job_id`` held by ``worker`` at ``attempt``, with its new ``lease_expires_at``,
-    ``progress`` and ``progress_message``; one statement for all. The jobs that moved, by id."""
-    return many.move_many(
-        conn,
-        leases,
-        sources=frozenset({RUNNING}),
-        worker=worker,
-        shared={},
-        columns=_LEASE,
-        at=now,
-    )
-
-
-_LEASE: Columns = (
-    ("lease_expires_at", Kind.TIMESTAMP),
-    ("progress", Kind.INTEGER),
-    ("progress_message", Kind.TEXT),
-)
 
 
 def _fail(
@@ -360,7 +348,7 @@ def cancel(
 ) -> Job | None:
     """pending or running -> cancelled, from the status ``job`` was read in (``note``: why,
     e.g. the bulk operation that did it)."""
-    values = {"lease_expires_at": None, "finished_at": now, **_FINISHED}
+    values = {"lease_expires_at": None, "deadline_at": None, "finished_at": now, **_FINISHED}
     return _move(
         "cancel",
         conn,

@@ -90,16 +90,17 @@ def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: s
 
 @lru_cache(maxsize=32)
 def _move_statement(
-    engine: Engine, sources: frozenset[str], shared: tuple[str, ...], columns: Columns
+    engine: Engine, sources: frozenset[str], shared: tuple[str, ...], columns: Columns, held: bool
 ) -> Prepared:
     """The compare-and-set UPDATE of many jobs: each item names its job, the attempt and the
     ``expect_*`` columns it must still be at, and its own values of ``columns``; ``shared``
-    values are the same for every job."""
+    values are the same for every job. ``held``: each job must be held by ``:worker``."""
     item = engine.items((*_KEYS, *columns))
-    held = [
-        engine.led_by_items(jobs.c.worker_id) == bindparam("worker"),
+    state: list[ColumnElement[bool]] = [
         engine.led_by_items(jobs.c.status).in_([literal_column(f"'{s}'") for s in sorted(sources)]),
     ]
+    if held:
+        state.append(engine.led_by_items(jobs.c.worker_id) == bindparam("worker"))
     expected = [
         jobs.c[name.removeprefix("expect_")] == item.c[name]
         for name, _ in columns
@@ -115,7 +116,7 @@ def _move_statement(
     }
     return Prepared(
         update(jobs)
-        .where(jobs.c.id == item.c.job_id, jobs.c.attempts == item.c.attempt, *held, *expected)
+        .where(jobs.c.id == item.c.job_id, jobs.c.attempts == item.c.attempt, *state, *expected)
         .values(**assignments, updated_at=bindparam("at", type_=UTCDateTime()))
         .returning(*JOB_COLUMNS)
     )
@@ -129,19 +130,22 @@ def move_many(
     items: Sequence[Mapping[str, Any]],
     *,
     sources: frozenset[str],
-    worker: str,
+    worker: str | None,
     shared: Mapping[str, Any],
     columns: Columns = (),
     at: datetime,
 ) -> dict[int, Job]:
     """Compare-and-set for many jobs in one statement: the job of each item (``job_id``) moves
-    only if it is in one of ``sources``, held by ``worker`` at the item's ``attempt``, with
+    only if it is in one of ``sources``, held by ``worker`` (None: by anyone; the attempt still
+    fences) at the item's ``attempt``, with
     the item's ``expect_<column>`` values; it takes the ``shared`` values and the item's own
     values of ``columns``. The jobs that moved, by id (the job ids must differ). The caller
     writes their events."""
     if not items:
         return {}
-    statement = _move_statement(engines.of(conn), sources, tuple(sorted(shared)), columns)
+    statement = _move_statement(
+        engines.of(conn), sources, tuple(sorted(shared)), columns, worker is not None
+    )
     params = {f"set_{name}": value for name, value in shared.items()}
     params |= {"worker": worker, "at": at}
     params["items"] = parameter((*_KEYS, *columns), items)

@@ -26,7 +26,9 @@ def overrides(conn: Connection) -> dict[str, Override]:
     return {row.type: Override.from_row(row._mapping) for row in conn.execute(_OVERRIDES)}
 
 
-_CLAIM_OVERRIDES = "SELECT type, max_running, rate_limit, paused FROM type_overrides"
+_CLAIM_OVERRIDES = (
+    "SELECT type, max_running, rate_limit, paused, max_run_seconds FROM type_overrides"
+)
 
 
 def claim_overrides(conn: Connection) -> dict[str, Overridden]:
@@ -39,8 +41,8 @@ def claim_overrides(conn: Connection) -> dict[str, Overridden]:
     finally:
         cursor.close()
     return {
-        job_type: Overridden(max_running, rate_limit, None if paused is None else bool(paused))
-        for job_type, max_running, rate_limit, paused in rows
+        job_type: Overridden(max_running, rate_limit, None if paused is None else bool(paused), run)
+        for job_type, max_running, rate_limit, paused, run in rows
     }
 
 

@@ -1,4 +1,4 @@
-"""SQL on jobs and job events: inserts, reads, listings, pruning and figures. The UPDATEs that
+"""SQL on jobs and job events: inserts, reads, listings and figures. The UPDATEs that
 move a job between states live in ``engines.moves``."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from sqlalchemy import (
     String,
     and_,
     bindparam,
-    delete,
     func,
     insert,
     literal_column,
@@ -29,9 +28,8 @@ from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import BindParameter
 
 from app import wakeup
-from app.queue import engines
 from app.queue.domain.models import Event, Job, JobFilters
-from app.queue.domain.states import PRIORITIES, EventKind, JobStatus
+from app.queue.domain.states import PRIORITIES, EventKind
 from app.queue.engines import rows as store_items
 from app.queue.engines.counts import EVERYONE
 from app.queue.engines.prepared import Prepared
@@ -342,31 +340,6 @@ PENDING = jobs.c.status == literal_column("'pending'")
 def list_events(conn: Connection, job_id: int) -> list[Event]:
     """A job's transitions, oldest first."""
     return [Event(*row) for row in _EVENTS.rows(conn, {"job_id": job_id})]
-
-
-def prune_batch(conn: Connection, finished_before: datetime, batch: int) -> int:
-    """Delete up to ``batch`` finished jobs (their events go by ON DELETE CASCADE).
-
-    The DELETE restates what "finished long ago" means, so a job an admin retried between the
-    lookup and the delete stays (PostgreSQL re-checks the row it would delete)."""
-
-    def finished(table: Any) -> ColumnElement[bool]:
-        return and_(
-            table.c.status.in_([JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED]),
-            table.c.finished_at < finished_before,
-        )
-
-    # Any old finished jobs will do: no ORDER BY, so no sort of all of them. The alias keeps
-    # the subquery from correlating with the DELETE's own table.
-    candidates = jobs.alias("candidates")
-    pick = select(candidates.c.id).where(finished(candidates)).limit(batch)
-    pick = engines.of(conn).skip_locked(pick)
-    # A CTE is evaluated once: PostgreSQL may otherwise re-run a LIMIT subquery per row.
-    doomed = select(pick.cte("doomed").c.id)
-    deleted = conn.execute(
-        delete(jobs).where(jobs.c.id.in_(doomed), finished(jobs)).returning(jobs.c.id)
-    ).all()
-    return len(deleted)
 
 
 def earliest_pending_run_at(run_at_condition: ColumnElement[bool]) -> Select[Any]:

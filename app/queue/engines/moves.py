@@ -13,6 +13,7 @@ from sqlalchemy import (
     Connection,
     bindparam,
     case,
+    exists,
     literal,
     literal_column,
     select,
@@ -87,6 +88,23 @@ _EXPIRED = {
     )
     for engine in engines.ENGINES.values()
 }
+# Running attempts past their deadlines: the running jobs' partial index, then the deadline
+# checked on the way (few jobs run at once, and no claim pays for another index).
+_OVERDUE = {
+    engine: Prepared(
+        select(*JOB_COLUMNS).where(
+            jobs.c.id.in_(
+                engine.head(
+                    "ix_jobs_lease",
+                    "status = 'running' AND deadline_at <= :now",
+                    "lease_expires_at",
+                    _now(),
+                )
+            )
+        )
+    )
+    for engine in engines.ENGINES.values()
+}
 TypeLeases = tuple[tuple[str, int], ...]
 
 
@@ -97,10 +115,11 @@ def _claim_statement(
     type_leases: TypeLeases,
     type_filter: TypeFilter,
     count: int,
+    timed_types: tuple[str, ...],
 ) -> Prepared:
-    """The claim UPDATE of up to ``:limit`` jobs, built once per backend, per-type lease table
-    and number of named types (the hottest statement of all). Per-type leases are a CASE on the
-    job's type."""
+    """The claim UPDATE of up to ``:limit`` jobs, built once per backend, per-type lease table,
+    number of named types and types with a run-time limit (the hottest statement of all).
+    Per-type leases and deadlines are a CASE on the job's type."""
     lease: Any = bindparam("lease")
     expires: Any = bindparam("expires", type_=UTCDateTime())
     if type_leases:
@@ -115,6 +134,15 @@ def _claim_statement(
             ),
             else_=expires,
         )
+    deadline: Any = literal_column("NULL")
+    if timed_types:
+        deadline = case(
+            *(
+                (jobs.c.type == literal(name), bindparam(f"deadline_{i}", type_=UTCDateTime()))
+                for i, name in enumerate(timed_types)
+            ),
+            else_=deadline,
+        )
     return Prepared(
         update(jobs)
         .where(jobs.c.id.in_(_claim_head(engine, type_filter, count)), status_in(sources))
@@ -125,6 +153,7 @@ def _claim_statement(
             claimed_at=_now(),
             lease_expires_at=expires,
             lease_seconds=lease,
+            deadline_at=deadline,
             progress=None,
             progress_message=None,
             updated_at=_now(),
@@ -145,11 +174,13 @@ def claim_due(
     types: tuple[str, ...] | None = None,
     type_leases: TypeLeases = (),
     except_types: tuple[str, ...] = (),
+    run_limits: TypeLeases = (),
 ) -> list[Job]:
     """Move up to ``limit`` jobs from the head of the queue (of ``types`` when given, else of
     any type but ``except_types``) to running for ``worker`` in one compare-and-set statement,
     each with its own attempt and lease and its ``kind`` event. The lease is ``lease_seconds``,
-    or the type's entry in ``type_leases``. The jobs come back in claim order."""
+    or the type's entry in ``type_leases``; the attempt's deadline is ``now`` plus the type's
+    entry in ``run_limits`` (none for other types). The jobs come back in claim order."""
     params: dict[str, Any] = {
         "worker": worker,
         "now": now,
@@ -167,7 +198,12 @@ def claim_due(
         params[f"type_{i}"] = name
     for i, (_, seconds) in enumerate(type_leases):
         params[f"expires_{i}"] = now + timedelta(seconds=seconds)
-    statement = _claim_statement(engines.of(conn), sources, type_leases, type_filter, len(listed))
+    for i, (_, seconds) in enumerate(run_limits):
+        params[f"deadline_{i}"] = now + timedelta(seconds=seconds)
+    timed = tuple(name for name, _ in run_limits)
+    statement = _claim_statement(
+        engines.of(conn), sources, type_leases, type_filter, len(listed), timed
+    )
     claimed = [job_of(row) for row in statement.rows(conn, params)]
     claimed.sort(key=lambda job: (-job.priority, job.run_at, job.id))  # RETURNING has no order
     append_events(
@@ -183,6 +219,25 @@ def claim_due(
 def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Job]:
     """Running jobs whose lease ended before ``now``, oldest first."""
     rows = _EXPIRED[engines.of(conn)].rows(conn, {"now": now, "limit": limit})
+    return [job_of(row) for row in rows]
+
+
+_ANY_OVERDUE = Prepared(
+    select(
+        exists().where(jobs.c.status == literal_column("'running'"), jobs.c.deadline_at <= _now())
+    )
+)
+
+
+def any_overdue(conn: Connection, now: datetime) -> bool:
+    """Whether a running attempt's deadline is ``now`` or earlier (no row is locked)."""
+    row = _ANY_OVERDUE.row(conn, {"now": now})
+    return bool(row and row[0])
+
+
+def overdue_attempts(conn: Connection, now: datetime, limit: int) -> list[Job]:
+    """Up to ``limit`` running jobs whose attempt's deadline is ``now`` or earlier."""
+    rows = _OVERDUE[engines.of(conn)].rows(conn, {"now": now, "limit": limit})
     return [job_of(row) for row in rows]
 
 

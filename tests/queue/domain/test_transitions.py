@@ -74,6 +74,14 @@ def _job_in(app: Flask, status: JobStatus) -> Job:
     return found
 
 
+def _time_out(conn: Connection, job: Job, edge: str, run_at: datetime | None) -> Job | None:
+    """The server's time-out of attempt 1, whoever holds it."""
+    report = transitions.Report(
+        edge, job.id, 1, error="ran too long", retry_count=job.retry_count, run_at=run_at
+    )
+    return transitions.finish_many(conn, [report], worker=None, now=LATER).get(job.id)
+
+
 Move = Callable[[Connection, Job], Job | None]
 MOVES: dict[str, Move] = {
     "claim": lambda c, j: next(
@@ -94,6 +102,8 @@ MOVES: dict[str, Move] = {
     "lease_expired_for_good": lambda c, j: transitions.lease_expired(
         c, j, now=LATER, run_at=None, error="lease expired"
     ),
+    "timed_out_with_retry": lambda c, j: _time_out(c, j, "timed_out_with_retry", LATER),
+    "timed_out_for_good": lambda c, j: _time_out(c, j, "timed_out_for_good", None),
     "release": lambda c, j: transitions.release(c, j.id, worker="w", attempt=1, now=LATER),
     "cancel": lambda c, j: transitions.cancel(c, j, now=LATER, actor="admin"),
     "retry": lambda c, j: transitions.retry(c, j, now=LATER, actor="admin"),
