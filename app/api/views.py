@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from app import db, ticks
-from app.api import admission, auth, body, longpoll, ops
+from app.api import admission, auth, body, groups, longpoll, ops
 from app.api import schedules as schedules_api
 from app.api import types as types_api
 from app.api.openapi import Operation, Reply, documented
@@ -40,6 +40,7 @@ bp = Blueprint("api", __name__)
 bp.register_blueprint(ops.bp)
 bp.register_blueprint(schedules_api.bp)
 bp.register_blueprint(types_api.bp)
+bp.register_blueprint(groups.bp)
 Model = TypeVar("Model", bound=RequestModel)
 
 

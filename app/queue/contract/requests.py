@@ -15,6 +15,7 @@ from app.queue.contract.fields import (
     ClaimTypes,
     Cursor,
     Delay,
+    DependencyFailure,
     ErrorText,
     Flag,
     IdempotencyKey,
@@ -26,6 +27,7 @@ from app.queue.contract.fields import (
     MaxJobs,
     MaxRetries,
     Message,
+    Parents,
     Priority,
     Progress,
     RetryIn,
@@ -66,6 +68,8 @@ class EnqueueBody(RequestModel):
     delay_seconds: Delay | None = Field(None, description="Not with run_at.")
     unique_key: UniqueKey | None = None
     unique_for: UniqueFor | None = None
+    depends_on: Parents | None = None
+    on_dependency_failure: DependencyFailure | None = None
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -81,7 +85,9 @@ class EnqueueBody(RequestModel):
     not_fingerprinted: ClassVar[frozenset[str]] = frozenset({"idempotency_key"})
     # Fields added after jobs were first fingerprinted: only in the fingerprint when given, so
     # a request repeated from before they existed keeps its fingerprint.
-    fingerprinted_when_given: ClassVar[frozenset[str]] = frozenset({"unique_key", "unique_for"})
+    fingerprinted_when_given: ClassVar[frozenset[str]] = frozenset(
+        {"unique_key", "unique_for", "depends_on", "after_items", "on_dependency_failure"}
+    )
 
     @field_validator("idempotency_key", mode="before")
     @classmethod
@@ -127,6 +133,9 @@ class EnqueueBody(RequestModel):
             fingerprint=None if self.idempotency_key is None else self.fingerprint(),
             unique_key=self.unique_key,
             unique_for=self.unique_for,
+            depends_on=tuple(dict.fromkeys(self.depends_on or ())),
+            after_items=tuple(dict.fromkeys(getattr(self, "after_items", None) or ())),
+            on_dependency_failure=self.on_dependency_failure or "cancel",
         )
 
 

@@ -161,6 +161,11 @@ class Job:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    depends_on: list[int] | None  # the parents named at enqueue
+    waiting_for: list[int] | None  # the parents not finished yet; None when none is awaited
+    group_id: int | None  # the group it is a member of
+    callback_of: int | None  # the group whose callback it is
+    has_dependents: bool  # a job named it as a parent: its finish settles them
 
     @classmethod
     def from_values(cls, values: Sequence[Any]) -> Job:
@@ -200,6 +205,9 @@ class Job:
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
             "finished_at": iso(self.finished_at),
+            "depends_on": self.depends_on or [],
+            "waiting_for": self.waiting_for or [],
+            "group_id": self.group_id if self.callback_of is None else self.callback_of,
         }
         if include_error:
             body["error"] = self.error
@@ -260,6 +268,11 @@ class EnqueueRequest:
     # Uniqueness while active (``uniqueness``): None, no check.
     unique_key: str | None = None
     unique_for: float | None = None
+    # Dependencies (``workflow``): parents by id, earlier items of the same batch by index, and
+    # what a parent's failure does ("cancel" or "run").
+    depends_on: tuple[int, ...] = ()
+    after_items: tuple[int, ...] = ()
+    on_dependency_failure: str = "cancel"
 
 
 @dataclass(frozen=True)

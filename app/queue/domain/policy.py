@@ -31,6 +31,7 @@ class Action(StrEnum):
     MANAGE_SCHEDULES = "manage_schedules"  # create, change, run and delete schedules
     BULK_JOBS = "bulk_jobs"  # cancel, retry or delete every job a filter selects
     MANAGE_TYPES = "manage_types"  # see job types' counts and limits, pause them, set limits
+    VIEW_GROUPS = "view_groups"  # read a group of jobs (which ones: see ``sees_group``)
 
 
 # The monitor role reads metrics and nothing else: it is in no other row.
@@ -52,6 +53,7 @@ ROLES: dict[Action, frozenset[Role]] = {
     Action.MANAGE_SCHEDULES: _ADMIN,
     Action.BULK_JOBS: _ADMIN,
     Action.MANAGE_TYPES: _ADMIN,
+    Action.VIEW_GROUPS: _PEOPLE,
 }
 # The refusal's wording: "the worker role may not enqueue jobs".
 _WHAT = {
@@ -70,6 +72,7 @@ _WHAT = {
     Action.MANAGE_SCHEDULES: "manage schedules",
     Action.BULK_JOBS: "run bulk actions on jobs",
     Action.MANAGE_TYPES: "manage job types",
+    Action.VIEW_GROUPS: "view groups",
 }
 # Producers stop only what has not started; admins also pull a running job from its worker.
 _CANCELLABLE = {
@@ -116,6 +119,12 @@ def can(actor: Actor, action: Action | str, job: Job | None = None) -> bool:
     if action is Action.RETRY:
         return job.status in RETRYABLE
     return True
+
+
+def sees_group(actor: Actor, owner: int) -> bool:
+    """Whether ``actor`` may see a group ``owner`` enqueued: its owner and admins (anyone else
+    is answered as if it did not exist)."""
+    return can(actor, Action.VIEW_GROUPS) and (scope(actor) is Scope.ALL or actor.id == owner)
 
 
 def require(actor: Actor, action: Action) -> Actor:

@@ -10,8 +10,9 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from app.queue.domain import workflow
 from app.queue.domain.models import Job
-from app.queue.domain.states import EventKind, JobStatus
+from app.queue.domain.states import TERMINAL, EventKind, JobStatus
 from app.queue.engines import batches as many
 from app.queue.engines import moves as sql
 from app.queue.engines.items import Columns, Kind
@@ -72,7 +73,7 @@ def _move(
     sources = edge.sources if pinned is None else edge.sources & {pinned}
     if not sources:
         return None
-    return sql.move(
+    job = sql.move(
         conn,
         job_id,
         sources=sources,
@@ -83,6 +84,9 @@ def _move(
         actor=actor,
         **event,
     )
+    if job is not None:  # its children and group learn of it (a retry reopens it)
+        workflow.moved(conn, job, reopened=sources <= TERMINAL, now=now)
+    return job
 
 
 def _holder(worker: str, attempt: int | None) -> dict[str, Any]:
@@ -106,9 +110,8 @@ def claim(
     type_leases: sql.TypeLeases = (),
     except_types: tuple[str, ...] = (),
 ) -> list[Job]:
-    """pending -> running: up to ``limit`` jobs from the head of the queue (of ``types`` when
-    given, else of any type but ``except_types``), for ``worker``, in claim order; empty when
-    nothing is due."""
+    """pending -> running: up to ``limit`` due jobs from the head of the queue (of ``types``
+    when given, else of any type but ``except_types``), for ``worker``, in claim order."""
     edge = EDGES["claim"]
     return sql.claim_due(
         conn,
@@ -211,6 +214,7 @@ def finish_many(
             if report.job_id in jobs
         ]
     append_events(conn, events)
+    workflow.settle(conn, moved.values(), now=now)
     return moved
 
 
@@ -238,8 +242,7 @@ def fail_with_retry(
     actor: str,
     note: str | None = None,
 ) -> Job | None:
-    """running -> pending: one more retry used, claimable again at ``run_at``, if ``actor``
-    still holds ``job`` as it was read."""
+    """running -> pending: a retry used, due again at ``run_at``, if ``actor`` holds ``job``."""
     report = Report(
         "fail_with_retry",
         job.id,
@@ -358,7 +361,7 @@ def cancel(
 ) -> Job | None:
     """pending or running -> cancelled, from the status ``job`` was read in (``note``: why,
     e.g. the bulk operation that did it)."""
-    values = {"lease_expires_at": None, "finished_at": now}
+    values = {"lease_expires_at": None, "finished_at": now, "waiting_for": None}
     return _move(
         "cancel",
         conn,
