@@ -35,6 +35,9 @@ JOB_KEYS = [
     "created_at",
     "updated_at",
     "finished_at",
+    "depends_on",
+    "waiting_for",
+    "group_id",
 ]
 ISO_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 
