@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from app import create_app, db, migrate  # noqa: E402
 from app.accounts import service as accounts  # noqa: E402
-from app.queue.domain import schedules  # noqa: E402
 from app.queue.contract.schedule_models import ScheduleCreate, parse  # noqa: E402
+from app.queue.domain import schedules  # noqa: E402
 from app.queue_settings import queue_settings  # noqa: E402
 from app.timeutil import utcnow  # noqa: E402
 from tests.builders import PASSWORD, Api, make_token, make_user  # noqa: E402
