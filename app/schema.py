@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 
 from app.queue.domain.states import EventKind, JobStatus
-from app.sqltypes import BigId, JSONDocument, UTCDateTime, partial_index
+from app.sqltypes import BigId, JSONDocument, NullableDocument, UTCDateTime, partial_index
 
 metadata = MetaData(
     naming_convention={
@@ -128,6 +128,16 @@ jobs = Table(
     # When the running attempt must have finished (its type's max_run_seconds from the claim;
     # None: no limit, or not running). Set by the claim, cleared when the job stops running.
     Column("deadline_at", UTCDateTime(), nullable=True),
+    # Dependencies (migration 0015): the parents named at enqueue (never changes)
+    # and those not finished yet. waiting_for is NULL once nothing is awaited (and whenever the
+    # job is not pending), which keeps a waiting job out of the claim's partial indexes.
+    Column("depends_on", NullableDocument, nullable=True),
+    Column("waiting_for", NullableDocument, nullable=True),
+    # The group the job is a member of, or whose callback it is (a callback is no member).
+    Column("group_id", BigInteger, nullable=True),
+    Column("callback_of", BigInteger, nullable=True),
+    # Whether a job ever named it as a parent: only then does its finish look for children.
+    Column("has_dependents", Boolean, nullable=False, server_default=text("false")),
     CheckConstraint(
         "status IN ('pending', 'running', 'completed', 'failed', 'cancelled')", name="status"
     ),
@@ -146,13 +156,16 @@ jobs = Table(
 
 # The claim order, served by a partial index so a claim reads the head of the queue only
 # (status too, so SQLite counts the jobs ahead of one from the index alone).
+# A job waiting for its parents is not in it (nor in ix_jobs_pending_type): however many wait,
+# the claim reads only claimable jobs.
+CLAIMABLE = text("status = 'pending' AND waiting_for IS NULL")
 partial_index(
     "ix_jobs_claim",
     jobs.c.priority.desc(),
     jobs.c.run_at,
     jobs.c.id,
     jobs.c.status,
-    where=jobs.c.status == "pending",
+    where=CLAIMABLE,
 )
 # Expired leases, found without scanning finished jobs.
 partial_index("ix_jobs_lease", jobs.c.lease_expires_at, where=jobs.c.status == "running")
@@ -171,7 +184,25 @@ partial_index(
     where=jobs.c.finished_at.is_not(None),
 )
 # The oldest due job of each type (metrics, the typed claims' "any due?").
-partial_index("ix_jobs_pending_type", jobs.c.type, jobs.c.run_at, where=jobs.c.status == "pending")
+partial_index(
+    "ix_jobs_pending_type",
+    jobs.c.type,
+    jobs.c.run_at,
+    where=CLAIMABLE,
+)
+# The jobs waiting for parents, per owner (the dashboard counts them apart from due ones).
+partial_index(
+    "ix_jobs_waiting",
+    jobs.c.created_by,
+    where=jobs.c.waiting_for.is_not(None),
+)
+# A group's members by status (its counts), and its callbacks.
+partial_index(
+    "ix_jobs_group",
+    jobs.c.group_id,
+    jobs.c.status,
+    where=jobs.c.group_id.is_not(None),
+)
 # The workers page: each worker's next lease expiry and last heartbeat, one probe each.
 partial_index(
     "ix_jobs_running_worker",
@@ -199,6 +230,43 @@ partial_index(
     jobs.c.type,
     jobs.c.unique_key,
     where=text("unique_key IS NOT NULL AND status IN ('pending', 'running')"),
+)
+
+# Job dependencies: one row per (parent, child). Finishing a parent finds its
+# children by the primary key; deleting a child finds its rows by the child index.
+# ``on_failure`` is the child's ``on_dependency_failure``: when this parent fails for good or
+# is cancelled, 'cancel' cancels the child and 'run' only counts the parent as finished.
+job_dependencies = Table(
+    "job_dependencies",
+    metadata,
+    Column("parent_id", BigId, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("child_id", BigId, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("on_failure", String(8), nullable=False),
+    CheckConstraint("on_failure IN ('cancel', 'run')", name="on_failure"),
+    Index(None, "child_id"),
+)
+
+# Groups of jobs enqueued by one batch. ``unfinished`` and ``unsuccessful`` count
+# members, moved in the transaction of each member's finish (and of an admin retry), so the one
+# that finishes the last member sees ``unfinished`` reach 0 and enqueues the callbacks; the
+# ``*_id`` columns are set once, so each callback is enqueued at most once.
+job_groups = Table(
+    "job_groups",
+    metadata,
+    Column("id", BigId, primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("created_by", Integer, ForeignKey("users.id"), nullable=False),
+    Column("total", Integer, nullable=False),
+    Column("unfinished", Integer, nullable=False),
+    Column("unsuccessful", Integer, nullable=False, server_default=text("0")),
+    Column("on_complete", JSONDocument, nullable=True),
+    Column("on_success", JSONDocument, nullable=True),
+    Column("on_complete_id", BigInteger, nullable=True),
+    Column("on_success_id", BigInteger, nullable=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("finished_at", UTCDateTime(), nullable=True),
+    CheckConstraint("unfinished >= 0 AND unsuccessful >= 0", name="counters"),
+    sqlite_autoincrement=True,
 )
 
 # Flask-Limiter's counters (see app/ratelimit.py), shared by every process.

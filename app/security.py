@@ -22,7 +22,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
     ]
 )
 
-API_ROOTS = ("/jobs", "/schedules", "/types", "/metrics", "/audit")
+API_ROOTS = ("/jobs", "/groups", "/schedules", "/types", "/metrics", "/audit")
 _API_PREFIXES = tuple(f"{root}/" for root in API_ROOTS)
 
 

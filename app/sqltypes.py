@@ -67,6 +67,9 @@ def _sqlite_datetime(value: str | None) -> datetime | None:
 
 
 JSONDocument = JSON().with_variant(JSONB(), "postgresql")
+# The same, but Python's None is SQL NULL (not JSON null): for a column whose NULL means
+# something, e.g. ``jobs.waiting_for`` (nothing awaited).
+NullableDocument = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 # 64-bit ids (a busy queue outgrows 2**31); SQLite needs plain INTEGER for its rowid alias.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 

@@ -4,7 +4,7 @@
 Serves the app on 127.0.0.1 with a throwaway database and sample jobs, then drives Debian's
 Chromium through Playwright, like the browser tests. Writes docs/*.png (desktop and 375 px);
 name pages (``dashboard jobs job enqueue workers audit bulk schedules job-explained types
-job-held users tokens retention``) to take only those.
+job-held users tokens retention job-graph group``) to take only those.
 """
 
 from __future__ import annotations
@@ -127,6 +127,39 @@ def seed_schedules(app) -> None:  # type: ignore[no-untyped-def]
         schedules.run_now(conn, ada, 1, now=now, settings=queue_settings())
 
 
+def seed_workflow(app, client) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """A small graph in one batch, forming a group: one extract, three renders after it, one
+    publish after them; the extract and one render done. The ids of the publish job (its page
+    shows the graph) and of the group."""
+    admin = Api(client, make_token(app, "ada", "pipelines"))
+    worker = Api(client, make_token(app, "wendy", "worker-2"))
+    step = {"type": "report.build", "priority": "critical"}
+    jobs = [
+        {**step, "payload": {"step": "extract"}},
+        *(
+            {**step, "payload": {"step": "render", "part": n}, "after_items": [0]}
+            for n in (1, 2, 3)
+        ),
+        {
+            **step,
+            "type": "webhook.deliver",
+            "payload": {"step": "publish"},
+            "after_items": [1, 2, 3],
+        },
+    ]
+    group = {
+        "name": "monthly-report",
+        "on_complete": {"type": "email.send", "payload": {"to": "ops@example.com"}},
+        "on_success": {"type": "webhook.deliver", "payload": {"event": "report.ready"}},
+    }
+    answer = admin.post("/jobs/batch", {"jobs": jobs, "group": group}).get_json()
+    for _ in range(2):
+        job = worker.claim()
+        assert job is not None
+        worker.post(f"/jobs/{job['id']}/complete", {"attempt": job["attempt"]})
+    return answer["jobs"][4]["id"], answer["group_id"]
+
+
 def main(wanted: list[str]) -> None:
     """Take every screenshot, or only the ``wanted`` ones (e.g. ``workers audit``)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -144,6 +177,7 @@ def main(wanted: list[str]) -> None:
         )
         migrate.upgrade(app)
         running, waiting, held = seed(app, app.test_client())
+        publish, group = seed_workflow(app, app.test_client())
         server = make_server("127.0.0.1", 0, app, threaded=True)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
@@ -179,6 +213,8 @@ def main(wanted: list[str]) -> None:
                         "users": "/ui/admin/users",
                         "tokens": "/ui/admin/tokens",
                         "retention": "/ui/retention",
+                        "job-graph": f"/ui/jobs/{publish}",
+                        "group": f"/ui/groups/{group}",
                     }
                     for name, path in shots.items():
                         if wanted and name not in wanted:

@@ -72,7 +72,7 @@ def test_migrated_database_has_every_table_index_and_check(empty_app: Flask) -> 
             str(row[-1])
             for row in conn.exec_driver_sql(
                 "EXPLAIN QUERY PLAN SELECT id FROM jobs INDEXED BY ix_jobs_claim "
-                "WHERE status = 'pending' AND run_at <= ? "
+                "WHERE status = 'pending' AND waiting_for IS NULL AND run_at <= ? "
                 "ORDER BY priority DESC, run_at, id LIMIT 1",
                 ("2030-01-01 00:00:00",),
             )

@@ -34,7 +34,10 @@ def _refused(job_id: int, exc: QueueError) -> dict[str, Any]:
         description="Each item is a `POST /jobs` body, with the same idempotency rules. 201 "
         "with the jobs in request order (200 when every item was an idempotent replay). A "
         "refused item refuses the batch: 422 with `errors` keyed like `jobs[3].type`, or 403 "
-        "naming the item above the caller's priority cap; nothing is stored.",
+        "naming the item above the caller's priority cap; nothing is stored. Items may wait "
+        "for jobs (`depends_on`) and for earlier items (`after_items`, their indexes); with "
+        "`group`, the new jobs form a group (`group_id`) whose callbacks are enqueued once "
+        "every member has finished.",
         body=BatchBody,
         replies={
             201: Reply("The jobs, in request order", CreatedJobs),
@@ -47,17 +50,19 @@ def enqueue_batch() -> Response:
     box = current_box()
     batch = parse_body(BatchBody, secrets_box=box)
     requests = [item.to_request(box) for item in batch.jobs]
+    group = None if batch.group is None else batch.group.to_request()
     with db.transaction() as conn:
-        added = batches.enqueue_many(conn, g.actor, requests, now=utcnow())
-    response = jsonify(
-        {
-            "jobs": [
-                job_json(job, duplicate=uniqueness.is_duplicate(wanted, job, created))
-                for wanted, (job, created) in zip(requests, added, strict=True)
-            ],
-            "created": [created for _, created in added],
-        }
-    )
+        added = batches.enqueue_many(conn, g.actor, requests, now=utcnow(), group=group)
+    answer: dict[str, Any] = {
+        "jobs": [
+            job_json(job, duplicate=uniqueness.is_duplicate(wanted, job, created))
+            for wanted, (job, created) in zip(requests, added, strict=True)
+        ],
+        "created": [created for _, created in added],
+    }
+    if group is not None:  # the group the new jobs formed (or the replayed jobs' group)
+        answer["group_id"] = next((job.group_id for job, _ in added if job.group_id), None)
+    response = jsonify(answer)
     response.status_code = 201 if any(created for _, created in added) else 200
     return response
 

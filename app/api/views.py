@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from app import db, ticks
-from app.api import admission, auth, body, longpoll, ops
+from app.api import admission, auth, body, groups, longpoll, ops
 from app.api import schedules as schedules_api
 from app.api import types as types_api
 from app.api.openapi import Operation, Reply, documented
@@ -43,6 +43,7 @@ bp.register_blueprint(ops.bp)
 bp.register_blueprint(schedules_api.bp)
 bp.register_blueprint(types_api.bp)
 api_limit(bp)  # API_RATE_LIMIT, one bucket per token across every API route
+bp.register_blueprint(groups.bp)
 Model = TypeVar("Model", bound=RequestModel)
 
 

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, and_, insert, select, update
 from sqlalchemy.sql import func
 
 from app.queue.domain.states import TERMINAL, JobStatus
+from app.queue.engines.jobs import PENDING as CLAIMABLE
 from app.schema import job_events, jobs, metric_counters, metric_rollup
 
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
@@ -149,7 +150,7 @@ def oldest_due(conn: Connection, job_types: Iterable[str], now: datetime) -> dic
     for job_type in job_types:
         oldest = conn.execute(
             select(func.min(jobs.c.run_at)).where(
-                jobs.c.status == JobStatus.PENDING, jobs.c.type == job_type, jobs.c.run_at <= now
+                CLAIMABLE, jobs.c.type == job_type, jobs.c.run_at <= now
             )
         ).scalar()
         if oldest is not None:

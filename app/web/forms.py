@@ -90,6 +90,9 @@ class EnqueueForm(FlaskForm):
         "Idempotency key (optional)", validators=[Optional(), Length(max=MAX_KEY_LENGTH)]
     )
     run_at = StringField("Run at (UTC, optional)", validators=[Optional(), Length(max=64)])
+    depends_on = StringField(
+        "Parent jobs (ids, optional)", validators=[Optional(), Length(max=2000)]
+    )
 
 
 class CreateUserForm(FlaskForm):

@@ -26,7 +26,7 @@ from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.queue.contract.requests import EnqueueBody, ListQuery
 from app.queue.contract.strictjson import MalformedJSON, decode_json
-from app.queue.domain import explain, job_types, service, stats
+from app.queue.domain import explain, job_types, service, stats, workflow
 from app.queue.domain.errors import Conflict, Forbidden, InvalidInput
 from app.queue.domain.models import Actor, Job, JobFilters
 from app.queue.domain.policy import Action
@@ -115,7 +115,13 @@ def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
         )
         job = explanation.job
         events = service.list_events(conn, actor, job_id)
+        parents: list[Job] = []
+        dependents: list[Job] = []
+        if job.depends_on or job.has_dependents:
+            parents, dependents = workflow.relatives(conn, actor, job)
     return {
+        "parents": parents,
+        "dependents": dependents,
         "job": job.as_seen_by(actor),
         "reasons": explanation.reasons,
         "events": [event.as_seen_by(actor) for event in events],
@@ -140,6 +146,19 @@ def job(job_id: int) -> Response:
     context = _detail_context(job_id, actor)
     response = render("jobs/detail.html", "jobs/_detail_partial.html", **context)
     if is_htmx() and not context["live"]:
+        response.status_code = STOP_POLLING
+    return response
+
+
+@bp.get("/groups/<id:group_id>")
+@requires(Action.VIEW_GROUPS)
+def group(group_id: int) -> Response:
+    """A group's progress, refreshed while members are unfinished."""
+    with db.read() as conn:
+        found = workflow.get_group(conn, g.actor, group_id)
+    poll = current_app.config["UI_POLL_SECONDS"]
+    response = render("groups/detail.html", "groups/_progress.html", group=found, poll_seconds=poll)
+    if is_htmx() and found.finished:
         response.status_code = STOP_POLLING
     return response
 
@@ -197,6 +216,11 @@ def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
         body["idempotency_key"] = form.idempotency_key.data
     if form.run_at.data:
         body["run_at"] = _utc_if_naive(form.run_at.data.strip())
+    if parents := (form.depends_on.data or "").replace(",", " ").split():
+        if all(p.isascii() and p.isdigit() for p in parents):
+            body["depends_on"] = [int(p) for p in parents]
+        else:
+            errors["depends_on"] = "must be job ids separated by commas or spaces"
     return body
 
 

@@ -36,6 +36,9 @@ JOB_KEYS = [
     "updated_at",
     "finished_at",
     "secret_names",
+    "depends_on",
+    "waiting_for",
+    "group_id",
 ]
 ISO_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 

@@ -1,4 +1,4 @@
-"""Secret payload fields (DESIGN §9.4): sealed at rest under SECRETS_KEY, handed out only in the
+"""Secret payload fields: sealed at rest under SECRETS_KEY, handed out only in the
 claim's answer to the worker that holds the job, shown to everyone else by name only, erased
 when the job finishes for good. Every test runs on SQLite and PostgreSQL (tests/api/conftest)."""
 

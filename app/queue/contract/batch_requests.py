@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationInfo
+from pydantic import BeforeValidator, Field, ValidationInfo, model_validator
 
 from app.queue.contract.fields import (
     MAX_BATCH_MARK,
+    MAX_PARENTS,
     Attempt,
     ErrorText,
     Flag,
@@ -20,6 +21,7 @@ from app.queue.contract.fields import (
 from app.queue.contract.request_model import RequestModel, refuse, says, settings_of
 from app.queue.contract.requests import EnqueueBody
 from app.queue.domain.models import Beat, Outcome
+from app.queue.domain.workflow import GroupRequest
 
 
 def _batch_size(items: Any, info: ValidationInfo) -> Any:
@@ -38,10 +40,68 @@ def _batch_of(description: str) -> Any:
 _SIZED = BeforeValidator(_batch_size)
 
 
-class BatchBody(RequestModel):
-    """``POST /jobs/batch``: jobs shaped like ``POST /jobs`` bodies, stored all or nothing."""
+AfterItems = Annotated[
+    list[Annotated[int, Field(ge=0)]],
+    Field(max_length=MAX_PARENTS),
+    says(f"must be a list of at most {MAX_PARENTS} indexes of earlier items"),
+    Field(description="Earlier items of this batch (their indexes) that must finish first."),
+]
 
-    jobs: Annotated[list[EnqueueBody], _SIZED, _batch_of("1..MAX_BATCH jobs, as for POST /jobs.")]
+
+class BatchItem(EnqueueBody):
+    """One job of ``POST /jobs/batch``: a ``POST /jobs`` body that may also wait for earlier
+    items of the same batch."""
+
+    after_items: AfterItems | None = None
+
+
+class Callback(EnqueueBody):
+    """A group's callback job: a ``POST /jobs`` body enqueued once when the group finishes.
+    It names no parents and no keys (it is enqueued once, by the group)."""
+
+    @model_validator(mode="after")
+    def _plain(self) -> Callback:
+        for name in ("depends_on", "idempotency_key", "unique_key"):
+            if getattr(self, name) is not None:
+                raise refuse("is not allowed in a callback", field=name)
+        return self
+
+
+class GroupSpec(RequestModel):
+    """A batch's group: its name and the callbacks enqueued when every member has finished
+    (``on_complete``) or every member completed (``on_success``)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=200), says("must be 1-200 characters")]
+    on_complete: Callback | None = None
+    on_success: Callback | None = None
+
+    def to_request(self) -> GroupRequest:
+        """The service's group."""
+        return GroupRequest(
+            self.name,
+            None if self.on_complete is None else self.on_complete.to_request(),
+            None if self.on_success is None else self.on_success.to_request(),
+        )
+
+
+class BatchBody(RequestModel):
+    """``POST /jobs/batch``: jobs shaped like ``POST /jobs`` bodies, stored all or nothing,
+    optionally forming a group."""
+
+    jobs: Annotated[list[BatchItem], _SIZED, _batch_of("1..MAX_BATCH jobs, as for POST /jobs.")]
+    group: GroupSpec | None = None
+
+    @model_validator(mode="after")
+    def _earlier_items(self) -> BatchBody:
+        for index, item in enumerate(self.jobs):
+            parents = len(item.depends_on or ()) + len(item.after_items or ())
+            if any(earlier >= index for earlier in item.after_items or ()):
+                raise refuse("must name earlier items only", field=f"jobs[{index}].after_items")
+            if parents > MAX_PARENTS:
+                raise refuse(
+                    f"at most {MAX_PARENTS} parents in all", field=f"jobs[{index}].depends_on"
+                )
+        return self
 
 
 Verdict = Annotated[Literal["completed", "failed"], says("must be one of completed, failed")]

@@ -296,3 +296,19 @@ Secrets = Annotated[
         }
     ),
 ]
+
+MAX_PARENTS = 100
+Parents = Annotated[
+    list[JobId],
+    Field(max_length=MAX_PARENTS),
+    says(f"must be a list of at most {MAX_PARENTS} job ids"),
+    Field(description="Jobs the caller can see that must finish first (at most 100)."),
+]
+DependencyFailure = Annotated[
+    Literal["cancel", "run"],
+    says("must be one of cancel, run"),
+    Field(
+        description='When a parent fails or is cancelled: "cancel" this job (default) or '
+        '"run" it once every parent has finished.'
+    ),
+]

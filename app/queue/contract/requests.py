@@ -15,6 +15,7 @@ from app.queue.contract.fields import (
     ClaimTypes,
     Cursor,
     Delay,
+    DependencyFailure,
     ErrorText,
     Flag,
     IdempotencyKey,
@@ -26,6 +27,7 @@ from app.queue.contract.fields import (
     MaxJobs,
     MaxRetries,
     Message,
+    Parents,
     Priority,
     Progress,
     RetryIn,
@@ -69,6 +71,8 @@ class EnqueueBody(RequestModel):
     unique_key: UniqueKey | None = None
     unique_for: UniqueFor | None = None
     secrets: Secrets | None = None
+    depends_on: Parents | None = None
+    on_dependency_failure: DependencyFailure | None = None
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -85,7 +89,14 @@ class EnqueueBody(RequestModel):
     # Fields added after jobs were first fingerprinted: only in the fingerprint when given, so
     # a request repeated from before they existed keeps its fingerprint.
     fingerprinted_when_given: ClassVar[frozenset[str]] = frozenset(
-        {"unique_key", "unique_for", "secrets"}
+        {
+            "unique_key",
+            "unique_for",
+            "secrets",
+            "depends_on",
+            "after_items",
+            "on_dependency_failure",
+        }
     )
 
     @field_validator("idempotency_key", mode="before")
@@ -141,6 +152,9 @@ class EnqueueBody(RequestModel):
             unique_for=self.unique_for,
             secret_names=tuple(self.secrets or ()),
             sealed_secrets=sealed,
+            depends_on=tuple(dict.fromkeys(self.depends_on or ())),
+            after_items=tuple(dict.fromkeys(getattr(self, "after_items", None) or ())),
+            on_dependency_failure=self.on_dependency_failure or "cancel",
         )
 
 

@@ -68,6 +68,14 @@ class JobOut(ResponseModel):
             "max_run_seconds from the claim); past it the server fails the attempt. Else null."
         ),
     ]
+    depends_on: Annotated[list[int], Field(description="The parents named at enqueue.")]
+    waiting_for: Annotated[
+        list[int],
+        Field(description="The parents not finished yet: a job waits, pending, while any is."),
+    ]
+    group_id: Annotated[
+        int | None, Field(description="The group the job is a member (or the callback) of.")
+    ]
     error: Annotated[str | None, Field(description=ADMINS_ONLY)] = None
     secrets: Annotated[
         dict[str, str] | None,
@@ -102,6 +110,30 @@ class CreatedJobs(ResponseModel):
 
     jobs: list[JobOut]
     created: list[bool]
+    group_id: Annotated[
+        int | None,
+        Field(description="The group the batch formed (with `group`; else absent)."),
+    ] = None
+
+
+class GroupCallbacks(ResponseModel):
+    """The ids of a group's callback jobs, null until enqueued."""
+
+    on_complete: int | None
+    on_success: int | None
+
+
+class GroupOut(ResponseModel):
+    """A group of jobs: its members per status and its callbacks."""
+
+    model_config = ConfigDict(title="Group")
+
+    id: Annotated[int, Field(ge=1)]
+    name: str
+    total: Annotated[int, Field(ge=0, description="Members (callbacks are not members).")]
+    counts: dict[StatusLabel, Annotated[int, Field(ge=0)]]
+    finished: Annotated[bool, Field(description="Every member has finished.")]
+    callbacks: GroupCallbacks
 
 
 class ClaimedJobs(ResponseModel):

@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
-from app.queue.domain import finishing, service, uniqueness
+from app.queue.domain import finishing, service, uniqueness, workflow
 from app.queue.domain.errors import InvalidInput, QueueError
 from app.queue.domain.models import Actor, Beat, EnqueueRequest, Job, Outcome, QueueSettings
 from app.queue.domain.policy import Action, require
@@ -25,6 +25,34 @@ def _about_item(name: str, index: int, exc: QueueError) -> QueueError:
 
 
 def enqueue_many(
+    conn: Connection,
+    actor: Actor,
+    requests: Sequence[EnqueueRequest],
+    *,
+    now: datetime,
+    group: workflow.GroupRequest | None = None,
+) -> list[tuple[Job, bool]]:
+    """``enqueue_jobs``, then the workflow of the new jobs: they form ``group`` (when given),
+    and each waits for the parents it names, jobs or earlier items (``workflow``). The jobs
+    come back as they are after that."""
+    added = enqueue_jobs(conn, actor, requests, now=now)
+    new = [(index, job) for index, (job, created) in enumerate(added) if created]
+    if group is not None and new:
+        workflow.form_group(conn, actor, group, [job for _, job in new], now=now)
+    linked = [
+        workflow.Added(job, requests[index], index)
+        for index, job in new
+        if requests[index].depends_on or requests[index].after_items
+    ]
+    if linked:
+        workflow.link(conn, actor, linked, [job.id for job, _ in added], now=now)
+    if not linked and group is None:
+        return added
+    fresh = store_batches.jobs_by_ids(conn, [job.id for _, job in new], None)
+    return [(fresh[job.id][0] if created else job, created) for job, created in added]
+
+
+def enqueue_jobs(
     conn: Connection, actor: Actor, requests: Sequence[EnqueueRequest], *, now: datetime
 ) -> list[tuple[Job, bool]]:
     """Enqueue every request in order, each as ``service.enqueue`` would (idempotency keys
@@ -87,7 +115,7 @@ def _one_by_one(
     added = []
     for index, request in enumerate(requests):
         try:
-            added.append(service.enqueue(conn, actor, request, now=now))
+            added.append(service.enqueue_one(conn, actor, request, now=now))
         except QueueError as exc:
             raise _about_item("jobs", index, exc) from None
     return added

@@ -20,6 +20,7 @@ from app.queue.domain.flow import Override, TypeLimits
 from app.queue.domain.flow_claim import Turn
 from app.queue.domain.models import Actor, Job, QueueSettings, iso
 from app.queue.domain.states import JobStatus
+from app.queue.engines import batches as store_batches
 from app.queue.engines import counts as count_store
 from app.queue.engines import explain as explain_store
 from app.queue.engines import flow as flow_store
@@ -65,7 +66,10 @@ class Context:
 
     @property
     def due(self) -> bool:
-        return self.job.status == JobStatus.PENDING and self.job.run_at <= self.now
+        job = self.job
+        return (
+            job.status == JobStatus.PENDING and job.waiting_for is None and job.run_at <= self.now
+        )
 
     @cached_property
     def override(self) -> Override | None:
@@ -100,6 +104,21 @@ def _when(at: datetime, now: datetime) -> str:
     if at >= now:
         return f"{stamp} (in {human_duration(at - now)})"
     return f"{stamp} ({human_duration(now - at)} ago)"
+
+
+def waiting_for_dependencies(ctx: Context) -> Reason | None:
+    """A job waiting for parents to finish, with their ids and statuses."""
+    waiting = ctx.job.waiting_for
+    if ctx.job.status != JobStatus.PENDING or not waiting:
+        return None
+    found = store_batches.jobs_by_ids(ctx.conn, waiting, None)
+    parents = [{"id": p, "status": found[p][0].status} for p in waiting if p in found]
+    listed = ", ".join(f"{p['id']} ({p['status']})" for p in parents)
+    return Reason(
+        "waiting_for_dependencies",
+        f"It waits for its parent job(s) {listed} to finish; no worker can claim it before.",
+        {"parents": parents},
+    )
 
 
 def scheduled(ctx: Context) -> Reason | None:
@@ -320,6 +339,7 @@ def completed(ctx: Context) -> Reason | None:
 
 
 REASONS: tuple[Callable[[Context], Reason | None], ...] = (
+    waiting_for_dependencies,
     scheduled,
     backing_off,
     type_paused,

@@ -171,6 +171,11 @@ class Job:
     # with the job: only a claim reads them, see ``secret_fields``).
     secret_names: str | None
     deadline_at: datetime | None  # when the running attempt must have finished (max_run_seconds)
+    depends_on: list[int] | None  # the parents named at enqueue
+    waiting_for: list[int] | None  # the parents not finished yet; None when none is awaited
+    group_id: int | None  # the group it is a member of
+    callback_of: int | None  # the group whose callback it is
+    has_dependents: bool  # a job named it as a parent: its finish settles them
 
     @classmethod
     def from_values(cls, values: Sequence[Any]) -> Job:
@@ -217,6 +222,9 @@ class Job:
             "finished_at": iso(self.finished_at),
             "secret_names": self.secret_name_list,
             "deadline_at": iso(self.deadline_at),
+            "depends_on": self.depends_on or [],
+            "waiting_for": self.waiting_for or [],
+            "group_id": self.group_id if self.callback_of is None else self.callback_of,
         }
         if include_error:
             body["error"] = self.error
@@ -280,6 +288,11 @@ class EnqueueRequest:
     # Secret payload fields: their names, and their values already sealed (``secret_fields``).
     secret_names: tuple[str, ...] = ()
     sealed_secrets: str | None = None
+    # Dependencies (``workflow``): parents by id, earlier items of the same batch by index, and
+    # what a parent's failure does ("cancel" or "run").
+    depends_on: tuple[int, ...] = ()
+    after_items: tuple[int, ...] = ()
+    on_dependency_failure: str = "cancel"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ class Caller(Protocol):
     __dataclass_fields__: ClassVar[dict[str, Any]]
 
     @property
+    def id(self) -> int: ...
+    @property
     def role(self) -> Role: ...
     @property
     def max_priority(self) -> int: ...
@@ -55,6 +57,7 @@ class Action(StrEnum):
     BULK_JOBS = "bulk_jobs"  # cancel, retry or delete every job a filter selects
     MANAGE_TYPES = "manage_types"  # see job types' counts and limits, pause them, set limits
     VIEW_RETENTION = "view_retention"  # the retention settings and what the last prune removed
+    VIEW_GROUPS = "view_groups"  # read a group of jobs (which ones: see ``sees_group``)
 
 
 # The monitor role reads metrics and nothing else: it is in no other row.
@@ -77,6 +80,7 @@ ROLES: dict[Action, frozenset[Role]] = {
     Action.BULK_JOBS: _ADMIN,
     Action.MANAGE_TYPES: _ADMIN,
     Action.VIEW_RETENTION: _ADMIN,
+    Action.VIEW_GROUPS: _PEOPLE,
 }
 # The refusal's wording: "the worker role may not enqueue jobs".
 _WHAT = {
@@ -96,6 +100,7 @@ _WHAT = {
     Action.BULK_JOBS: "run bulk actions on jobs",
     Action.MANAGE_TYPES: "manage job types",
     Action.VIEW_RETENTION: "view retention",
+    Action.VIEW_GROUPS: "view groups",
 }
 # Producers stop only what has not started; admins also pull a running job from its worker.
 _CANCELLABLE = {
@@ -142,6 +147,12 @@ def can(actor: Caller, action: Action | str, job: Stated | None = None) -> bool:
     if action is Action.RETRY:
         return job.status in RETRYABLE
     return True
+
+
+def sees_group(actor: Caller, owner: int) -> bool:
+    """Whether ``actor`` may see a group ``owner`` enqueued: its owner and admins (anyone else
+    is answered as if it did not exist)."""
+    return can(actor, Action.VIEW_GROUPS) and (scope(actor) is Scope.ALL or actor.id == owner)
 
 
 def require(actor: CallerT, action: Action) -> CallerT:

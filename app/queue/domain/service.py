@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection
 
 from app.queue.contract.cursors import encode_cursor
-from app.queue.domain import finishing, flow_claim, retention, transitions, uniqueness
+from app.queue.domain import finishing, flow_claim, retention, transitions, uniqueness, workflow
 from app.queue.domain.errors import Conflict, Forbidden, InvalidInput, NotFound, QueueError
 from app.queue.domain.models import (
     Actor,
@@ -57,7 +57,19 @@ def enqueue(
     conn: Connection, actor: Actor, request: EnqueueRequest, *, now: datetime
 ) -> tuple[Job, bool]:
     """Add a job; returns ``(job, created)``. A repeated idempotency key returns the original;
-    then a unique key returns its active job (``uniqueness``), and nothing is added."""
+    then a unique key returns its active job (``uniqueness``), and nothing is added. A new job
+    with parents waits for them (``workflow``)."""
+    job, created = enqueue_one(conn, actor, request, now=now)
+    if created and request.depends_on:
+        workflow.link(conn, actor, [workflow.Added(job, request)], [], now=now)
+        job = store.get_job(conn, job.id) or job
+    return job, created
+
+
+def enqueue_one(
+    conn: Connection, actor: Actor, request: EnqueueRequest, *, now: datetime
+) -> tuple[Job, bool]:
+    """``enqueue`` but for the parents, which the caller records (a batch, all at once)."""
     actor = require(actor, Action.ENQUEUE)
     admit(actor, request)
     if request.unique_key is not None:  # before any look, so concurrent enqueues take turns

@@ -14,6 +14,7 @@ from app.queue.domain.service import viewer
 from app.queue.domain.states import PRIORITIES, JobStatus
 from app.queue.engines import counts as count_store
 from app.queue.engines import jobs as store
+from app.queue.engines import workflow as workflow_store
 from app.schema import jobs
 
 WINDOW_MINUTES = 60
@@ -39,6 +40,7 @@ class Dashboard:
     paused_types: list[str]  # left out of oldest_pending_age: no claim hands their jobs out
     per_minute: list[MinuteCount]
     latest_failures: list[Job]
+    waiting: int = 0  # pending jobs waiting for parents (not due whatever their run_at)
 
 
 def dashboard(
@@ -66,7 +68,15 @@ def dashboard(
         per_minute=_per_minute(conn, now, of),
         # Failures carry error texts, which only admins may read.
         latest_failures=store.latest_failures(conn, LATEST_FAILURES) if actor.sees_errors else [],
+        waiting=_waiting(conn, actor) if statuses[JobStatus.PENDING] else 0,
     )
+
+
+def _waiting(conn: Connection, actor: Actor) -> int:
+    """How many of the pending jobs ``actor`` sees wait for parents (a worker's never do: a
+    waiting job was never claimed)."""
+    seen = viewer(actor)
+    return 0 if seen.holder is not None else workflow_store.count_waiting(conn, seen.owner)
 
 
 def _oldest_due(

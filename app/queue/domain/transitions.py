@@ -10,8 +10,9 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from app.queue.domain import workflow
 from app.queue.domain.models import Job
-from app.queue.domain.states import EventKind, JobStatus
+from app.queue.domain.states import TERMINAL, EventKind, JobStatus
 from app.queue.engines import batches as many
 from app.queue.engines import moves as sql
 from app.queue.engines.items import Columns, Kind
@@ -79,7 +80,7 @@ def _move(
     sources = edge.sources if pinned is None else edge.sources & {pinned}
     if not sources:
         return None
-    return sql.move(
+    job = sql.move(
         conn,
         job_id,
         sources=sources,
@@ -90,6 +91,9 @@ def _move(
         actor=actor,
         **event,
     )
+    if job is not None:  # its children and group learn of it (a retry reopens it)
+        workflow.moved(conn, job, reopened=sources <= TERMINAL, now=now)
+    return job
 
 
 def _holder(worker: str, attempt: int | None) -> dict[str, Any]:
@@ -114,9 +118,9 @@ def claim(
     except_types: tuple[str, ...] = (),
     run_limits: sql.TypeLeases = (),
 ) -> list[Job]:
-    """pending -> running: up to ``limit`` jobs from the head of the queue (of ``types`` when
-    given, else of any type but ``except_types``), for ``worker``, in claim order, each with
-    its deadline when its type has a run limit; empty when nothing is due."""
+    """pending -> running: up to ``limit`` due jobs from the head of the queue (of ``types``
+    when given, else of any type but ``except_types``), for ``worker``, in claim order, each
+    with its deadline when its type has a run limit; empty when nothing is due."""
     edge = EDGES["claim"]
     return sql.claim_due(
         conn,
@@ -225,6 +229,7 @@ def finish_many(
             if report.job_id in jobs
         ]
     append_events(conn, events)
+    workflow.settle(conn, moved.values(), now=now)
     return moved
 
 
@@ -252,8 +257,7 @@ def fail_with_retry(
     actor: str,
     note: str | None = None,
 ) -> Job | None:
-    """running -> pending: one more retry used, claimable again at ``run_at``, if ``actor``
-    still holds ``job`` as it was read."""
+    """running -> pending: a retry used, due again at ``run_at``, if ``actor`` holds ``job``."""
     report = Report(
         "fail_with_retry",
         job.id,
@@ -348,7 +352,8 @@ def cancel(
 ) -> Job | None:
     """pending or running -> cancelled, from the status ``job`` was read in (``note``: why,
     e.g. the bulk operation that did it)."""
-    values = {"lease_expires_at": None, "deadline_at": None, "finished_at": now, **_FINISHED}
+    ended = {"lease_expires_at": None, "deadline_at": None, "waiting_for": None}
+    values = {**ended, "finished_at": now, **_FINISHED}
     return _move(
         "cancel",
         conn,

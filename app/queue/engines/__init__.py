@@ -66,6 +66,11 @@ class Engine(ABC):
         """Hold transaction-level locks on ``keys`` (in order) until the transaction ends."""
 
     @abstractmethod
+    def json_ids_without(self, column: str, ids: str) -> str:
+        """SQL for the JSON list of ids in ``column`` without those of the JSON list parameter
+        ``ids`` (its name); NULL when none is left."""
+
+    @abstractmethod
     def led_by_items(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
         """``column`` as a condition of a statement joined with items, written so the items
         lead the join and each finds its row by id (SQLite would otherwise walk the column's

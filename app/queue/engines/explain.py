@@ -10,10 +10,11 @@ from sqlalchemy import Connection, func, literal, literal_column, or_, select
 
 from app.queue.domain.models import Job
 from app.queue.domain.states import PRIORITIES
+from app.queue.engines.jobs import PENDING as CLAIMABLE
 from app.schema import job_events, jobs
 
-# Literal 'pending': the partial claim index only serves a query naming the same literal.
-_PENDING = jobs.c.status == literal_column("'pending'")
+# The partial claim index only serves a query naming the same literal terms.
+_PENDING = CLAIMABLE
 
 
 def _count(conn: Connection, conditions: list[Any], limit: int) -> int:

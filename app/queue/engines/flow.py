@@ -8,17 +8,18 @@ from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, exists, literal_column, select, update
+from sqlalchemy import Connection, bindparam, exists, select, update
 
 from app.queue import engines
 from app.queue.domain.flow import Overridden, Override, Window
+from app.queue.engines.jobs import PENDING as CLAIMABLE
 from app.schema import jobs, type_claim_windows, type_overrides
 from app.sqltypes import UTCDateTime
 
 _OVERRIDES = select(type_overrides)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # A literal status: the partial pending-by-type index serves it.
-_PENDING = jobs.c.status == literal_column("'pending'")
+_PENDING = CLAIMABLE  # the literal terms of the pending-by-type index
 
 
 def overrides(conn: Connection) -> dict[str, Override]:

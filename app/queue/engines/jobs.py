@@ -332,9 +332,10 @@ def list_jobs(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[li
     return (page if filters.after_id is None else page[::-1]), more
 
 
-# A literal status condition: a partial index (WHERE status = 'pending') only serves a query
-# whose own WHERE clause names the same literal, not a bound parameter.
-PENDING = jobs.c.status == literal_column("'pending'")
+# Claimable: pending and waiting for no parent. Literal, as the claim's partial indexes say it
+# (app.schema.CLAIMABLE): a partial index only serves a query whose own WHERE clause names the
+# same terms, not a bound parameter.
+PENDING = and_(jobs.c.status == literal_column("'pending'"), jobs.c.waiting_for.is_(None))
 
 
 def list_events(conn: Connection, job_id: int) -> list[Event]:

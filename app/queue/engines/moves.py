@@ -55,7 +55,7 @@ def status_in(statuses: Collection[str]) -> ColumnElement[bool]:
 # control holds back, see ``flow_claim``).
 TypeFilter = Literal["any", "only", "except"]
 _TYPES = {"any": "", "only": " AND type IN ({listed})", "except": " AND type NOT IN ({listed})"}
-_DUE = "status = 'pending' AND run_at <= :now"
+_DUE = "status = 'pending' AND waiting_for IS NULL AND run_at <= :now"
 _CLAIM_ORDER = "priority DESC, run_at, id"
 
 

@@ -83,5 +83,11 @@ class PostgreSQL(Engine):
         for key in sorted(keys):  # in order: two transactions never wait in a circle
             conn.execute(_LOCK, {"key": key})
 
+    def json_ids_without(self, column: str, ids: str) -> str:
+        # jsonb_agg of no rows is NULL: an emptied list becomes NULL by itself.
+        gone = f"SELECT jsonb_array_elements(CAST(:{ids} AS jsonb))"
+        left = f"SELECT jsonb_agg(e) FROM jsonb_array_elements({column}) AS e"  # noqa: S608 (ours)
+        return f"({left} WHERE e NOT IN ({gone}))"
+
     def led_by_items(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
         return column

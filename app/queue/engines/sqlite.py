@@ -67,6 +67,10 @@ class SQLite(Engine):
     def lock_keys(self, conn: Connection, keys: Collection[int]) -> None:
         return  # this transaction is already the only writer
 
+    def json_ids_without(self, column: str, ids: str) -> str:
+        left = f"SELECT json_group_array(value) FROM json_each({column}) WHERE value NOT IN "  # noqa: S608 (ours)
+        return f"NULLIF(({left}(SELECT value FROM json_each(:{ids}))), '[]')"  # noqa: S608
+
     def led_by_items(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
         # A unary + makes the column unusable for an index, so the items lead.
         return literal_column(f"+{column.table.name}.{column.name}")
