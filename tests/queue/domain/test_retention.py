@@ -24,7 +24,7 @@ from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401
 from tests.builders import make_job, make_user
 from tests.conftest import base_config
-from tests.engines.test_statement_counts import counted
+from tests.queue.engines.test_statement_counts import counted
 from tests.recount import kept_counts, recounted
 
 NOW = datetime(2030, 6, 1, tzinfo=UTC)

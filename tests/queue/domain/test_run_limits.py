@@ -22,7 +22,7 @@ from app.schema import job_events
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401
 from tests.builders import make_job, make_user
-from tests.engines.test_statement_counts import counted
+from tests.queue.engines.test_statement_counts import counted
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 LIMIT = 60

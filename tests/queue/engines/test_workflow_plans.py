@@ -10,7 +10,7 @@ from app.queue.domain import service
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.builders import make_job, make_user
-from tests.queue.test_query_plans import recorded
+from tests.queue.engines.test_query_plans import recorded
 
 
 def test_the_claim_reads_an_index_without_waiting_jobs(app: Flask) -> None:
