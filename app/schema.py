@@ -21,6 +21,7 @@ from sqlalchemy import (
 )
 
 from app.queue.domain.states import EventKind, JobStatus
+from app.queue.domain.trace import TRACESTATE_MAX
 from app.sqltypes import BigId, JSONDocument, UTCDateTime, partial_index
 
 metadata = MetaData(
@@ -121,6 +122,11 @@ jobs = Table(
     # Uniqueness while active (DESIGN §8.5): an enqueue with the same producer, type and key
     # answers the pending or running job instead of a new one.
     Column("unique_key", String(200), nullable=True),
+    # The job whose worker spawned this one (no foreign key: pruning a parent leaves its
+    # children be), and the enqueue's W3C trace context (``app.queue.domain.trace``).
+    Column("parent_id", BigId, nullable=True),
+    Column("traceparent", String(55), nullable=True),
+    Column("tracestate", String(TRACESTATE_MAX), nullable=True),
     CheckConstraint(
         "status IN ('pending', 'running', 'completed', 'failed', 'cancelled')", name="status"
     ),
@@ -148,11 +154,7 @@ partial_index(
     where=jobs.c.status == "pending",
 )
 # Expired leases, found without scanning finished jobs.
-partial_index(
-    "ix_jobs_lease",
-    jobs.c.lease_expires_at,
-    where=jobs.c.status == "running",
-)
+partial_index("ix_jobs_lease", jobs.c.lease_expires_at, where=jobs.c.status == "running")
 # Listing newest first, by status, by owner, by type.
 Index("ix_jobs_status_id", jobs.c.status, jobs.c.id)
 Index("ix_jobs_owner_id", jobs.c.created_by, jobs.c.id)
@@ -175,18 +177,9 @@ partial_index(
     where=jobs.c.status == "pending",
 )
 # The workers page: each worker's next lease expiry and last heartbeat, one probe each.
-partial_index(
-    "ix_jobs_running_worker",
-    jobs.c.worker_id,
-    jobs.c.lease_expires_at,
-    where=jobs.c.status == "running",
-)
-partial_index(
-    "ix_jobs_running_seen",
-    jobs.c.worker_id,
-    jobs.c.updated_at,
-    where=jobs.c.status == "running",
-)
+_RUNNING = jobs.c.status == "running"
+partial_index("ix_jobs_running_worker", jobs.c.worker_id, jobs.c.lease_expires_at, where=_RUNNING)
+partial_index("ix_jobs_running_seen", jobs.c.worker_id, jobs.c.updated_at, where=_RUNNING)
 # Searching by idempotency key without its owner (admins, workers).
 partial_index(
     "ix_jobs_idempotency_key",
@@ -202,6 +195,9 @@ partial_index(
     jobs.c.unique_key,
     where=text("unique_key IS NOT NULL AND status IN ('pending', 'running')"),
 )
+
+# A job's children (its page lists them): only spawned jobs have an entry.
+partial_index("ix_jobs_parent", jobs.c.parent_id, jobs.c.id, where=jobs.c.parent_id.is_not(None))
 
 # Flask-Limiter's counters (see app/ratelimit.py), shared by every process.
 rate_limits = Table(

@@ -8,12 +8,22 @@ from flask import Response, g, jsonify
 
 from app import db
 from app.api.openapi import Operation, Reply, documented
-from app.api.views import CAP, ROLE, bp, job_json, parse_body, requires
-from app.queue.contract.batch_requests import BatchBody, FinishBody, HeartbeatsBody
+from app.api.views import (
+    CAP,
+    ROLE,
+    TRACE_HEADERS,
+    WORK_PROBLEMS,
+    bp,
+    job_json,
+    parse_body,
+    request_trace,
+    requires,
+)
+from app.queue.contract.batch_requests import BatchBody, ChildrenBody, FinishBody, HeartbeatsBody
 from app.queue.contract.responses import BeatAnswers, CreatedJobs, FinishAnswers
-from app.queue.domain import batches, uniqueness
+from app.queue.domain import batches, children, uniqueness
 from app.queue.domain.errors import QueueError
-from app.queue.domain.models import Job
+from app.queue.domain.models import EnqueueRequest, Job
 from app.queue.domain.policy import Action
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
@@ -35,6 +45,7 @@ def _refused(job_id: int, exc: QueueError) -> dict[str, Any]:
         "refused item refuses the batch: 422 with `errors` keyed like `jobs[3].type`, or 403 "
         "naming the item above the caller's priority cap; nothing is stored.",
         body=BatchBody,
+        headers=TRACE_HEADERS,
         replies={
             201: Reply("The jobs, in request order", CreatedJobs),
             200: Reply("Every item was an idempotent replay: the existing jobs", CreatedJobs),
@@ -44,9 +55,15 @@ def _refused(job_id: int, exc: QueueError) -> dict[str, Any]:
 )
 def enqueue_batch() -> Response:
     batch = parse_body(BatchBody)
-    requests = [item.to_request() for item in batch.jobs]
+    trace = request_trace()
+    requests = [item.to_request(trace=trace) for item in batch.jobs]
     with db.transaction() as conn:
         added = batches.enqueue_many(conn, g.actor, requests, now=utcnow())
+    return _created(requests, added)
+
+
+def _created(requests: list[EnqueueRequest], added: list[tuple[Job, bool]]) -> Response:
+    """A batch enqueue's answer: the jobs in request order, 201 unless all were replays."""
     response = jsonify(
         {
             "jobs": [
@@ -58,6 +75,36 @@ def enqueue_batch() -> Response:
     )
     response.status_code = 201 if any(created for _, created in added) else 200
     return response
+
+
+@bp.post("/jobs/<id:job_id>/children")
+@requires(Action.SPAWN)
+@documented(
+    Operation(
+        summary="Enqueue children of a running job, as its producer's jobs (its worker)",
+        description="Only the worker holding `attempt` of the job may: anyone else gets the "
+        "404 or 409 a finish of the job would get. The children carry `parent_id`, belong to "
+        "the job's producer (its priority cap: 403 naming an item above it) and are answered "
+        "as a batch enqueue is (all or nothing).",
+        body=ChildrenBody,
+        headers=TRACE_HEADERS,
+        replies={
+            201: Reply("The children, in request order", CreatedJobs),
+            200: Reply("Every item was an idempotent replay: the existing jobs", CreatedJobs),
+        },
+        problems={
+            **WORK_PROBLEMS,
+            403: "The caller's role may not, or an item's priority is above the producer's cap",
+        },
+    )
+)
+def spawn_children(job_id: int) -> Response:
+    body = parse_body(ChildrenBody)
+    trace = request_trace()
+    requests = [item.to_request(trace=trace) for item in body.jobs]
+    with db.transaction() as conn:
+        added = children.spawn(conn, g.actor, job_id, body.attempt, requests, now=utcnow())
+    return _created(requests, added)
 
 
 @bp.post("/jobs/finish")

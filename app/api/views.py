@@ -33,6 +33,7 @@ from app.queue.domain import explain, service, uniqueness
 from app.queue.domain.errors import QueueError
 from app.queue.domain.models import Job
 from app.queue.domain.policy import Action
+from app.queue.domain.trace import Trace, read_trace
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 
@@ -84,7 +85,22 @@ JOB = Reply("The job", JobOut)
 ROLE = "The caller's role may not do this"
 CAP = "The caller's role may not enqueue, or the priority is above its cap"
 NOT_FOUND = "No such job, or the caller may not see it"
+# W3C trace context, read by every enqueue (a malformed one is ignored, never refused).
+TRACE_HEADERS = {
+    "traceparent": {"type": "string", "description": "W3C traceparent (version 00)"},
+    "tracestate": {"type": "string", "description": "W3C tracestate (kept up to 512 chars)"},
+}
 WORK_PROBLEMS = {403: ROLE, 404: NOT_FOUND, 409: "The job's state does not allow this"}
+
+
+def request_trace() -> Trace | None:
+    """The request's W3C trace context, or None when absent or malformed (never an error).
+    Two traceparent headers are malformed; several tracestate headers are one list."""
+    parents = request.headers.getlist("traceparent")
+    states = request.headers.getlist("tracestate")
+    return read_trace(
+        parents[0] if len(parents) == 1 else None, ",".join(states) if states else None
+    )
 
 
 def job_json(job: Job, *, duplicate: bool = False) -> dict[str, Any]:
@@ -112,7 +128,7 @@ def job_response(job: Job, status: int = 200, *, duplicate: bool = False) -> Res
         "is 422. Then, with `unique_key`, the caller's active job of the same type and key "
         'answers 200 with `"duplicate": true` and nothing is added.',
         body=EnqueueBody,
-        headers={"Idempotency-Key": {"type": "string", "pattern": KEY_PATTERN}},
+        headers={"Idempotency-Key": {"type": "string", "pattern": KEY_PATTERN}, **TRACE_HEADERS},
         replies={
             201: Reply("Created", JobOut, _LOCATION),
             200: Reply(
@@ -127,7 +143,7 @@ def job_response(job: Job, status: int = 200, *, duplicate: bool = False) -> Res
 )
 def enqueue() -> Response:
     enqueue_body = parse_body(EnqueueBody, header_key=request.headers.get("Idempotency-Key"))
-    wanted = enqueue_body.to_request()
+    wanted = enqueue_body.to_request(trace=request_trace())
     with db.transaction() as conn:
         job, created = service.enqueue(conn, g.actor, wanted, now=utcnow())
     duplicate = uniqueness.is_duplicate(wanted, job, created)

@@ -35,6 +35,8 @@ JOB_KEYS = [
     "created_at",
     "updated_at",
     "finished_at",
+    "parent_id",
+    "trace",
 ]
 ISO_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 

@@ -39,6 +39,7 @@ from app.queue.contract.fields import (
 from app.queue.contract.request_model import RequestModel, parse_query, refuse
 from app.queue.domain.models import EnqueueRequest, JobFilters, QueueSettings
 from app.queue.domain.states import PRIORITIES
+from app.queue.domain.trace import Trace
 
 DEFAULT_LIST_LIMIT = 50
 
@@ -113,8 +114,9 @@ class EnqueueBody(RequestModel):
         text = json.dumps(values, sort_keys=True, separators=(",", ":"), default=_jsonable)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-    def to_request(self) -> EnqueueRequest:
-        """The service's enqueue request."""
+    def to_request(self, *, trace: Trace | None = None) -> EnqueueRequest:
+        """The service's enqueue request (``trace``: the request's trace headers, read by the
+        front end)."""
         return EnqueueRequest(
             type=self.type,
             payload=self.payload,
@@ -127,6 +129,7 @@ class EnqueueBody(RequestModel):
             fingerprint=None if self.idempotency_key is None else self.fingerprint(),
             unique_key=self.unique_key,
             unique_for=self.unique_for,
+            trace=trace,
         )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from app.queue.domain import policy
 from app.queue.domain.flow import TypeLimits, config_limits
 from app.queue.domain.states import PRIORITIES, Role, priority_label
+from app.queue.domain.trace import Trace, trace_of
 
 
 def iso(value: datetime | None) -> str | None:
@@ -161,6 +162,9 @@ class Job:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    parent_id: int | None  # the job whose worker spawned this one
+    traceparent: str | None  # the enqueue's W3C trace context (``trace``)
+    tracestate: str | None
 
     @classmethod
     def from_values(cls, values: Sequence[Any]) -> Job:
@@ -200,10 +204,17 @@ class Job:
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
             "finished_at": iso(self.finished_at),
+            "parent_id": self.parent_id,
+            "trace": self.trace.as_json() if self.trace else None,
         }
         if include_error:
             body["error"] = self.error
         return body
+
+    @property
+    def trace(self) -> Trace | None:
+        """The trace context the job was enqueued with, if any."""
+        return trace_of(self.traceparent, self.tracestate)
 
 
 _JOB_FIELDS = tuple(Job.__dataclass_fields__)
@@ -260,6 +271,9 @@ class EnqueueRequest:
     # Uniqueness while active (``uniqueness``): None, no check.
     unique_key: str | None = None
     unique_for: float | None = None
+    # Set by the front end, not the body: the spawning job and the request's trace headers.
+    parent_id: int | None = None
+    trace: Trace | None = None
 
 
 @dataclass(frozen=True)

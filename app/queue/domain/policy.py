@@ -18,6 +18,7 @@ class Action(StrEnum):
 
     ENQUEUE = "enqueue"  # add jobs
     WORK = "work"  # claim, heartbeat, complete, fail, release
+    SPAWN = "spawn"  # enqueue children of a job one holds, as its producer's jobs
     CANCEL = "cancel"  # stop a job (which ones: see ``can``)
     RETRY = "retry"  # put a failed or cancelled job back
     VIEW_JOBS = "view_jobs"  # list and read the jobs one may see, and the dashboard
@@ -39,6 +40,7 @@ _ADMIN = frozenset({Role.ADMIN})
 ROLES: dict[Action, frozenset[Role]] = {
     Action.ENQUEUE: frozenset({Role.PRODUCER, Role.ADMIN}),
     Action.WORK: frozenset({Role.WORKER, Role.ADMIN}),
+    Action.SPAWN: frozenset({Role.WORKER, Role.ADMIN}),
     Action.CANCEL: frozenset({Role.PRODUCER, Role.ADMIN}),
     Action.RETRY: _ADMIN,
     Action.VIEW_JOBS: _PEOPLE,
@@ -57,6 +59,7 @@ ROLES: dict[Action, frozenset[Role]] = {
 _WHAT = {
     Action.ENQUEUE: "enqueue jobs",
     Action.WORK: "claim, heartbeat, complete or fail jobs",
+    Action.SPAWN: "enqueue children of jobs",
     Action.CANCEL: "cancel jobs",
     Action.RETRY: "retry jobs",
     Action.VIEW_JOBS: "view jobs",
@@ -115,7 +118,28 @@ def can(actor: Actor, action: Action | str, job: Job | None = None) -> bool:
         return job.status in _CANCELLABLE.get(actor.role, frozenset())
     if action is Action.RETRY:
         return job.status in RETRYABLE
+    if action is Action.SPAWN:
+        return holds(actor, job)
     return True
+
+
+def holds(actor: Actor, job: Job, attempt: int | None = None) -> bool:
+    """Whether ``actor`` holds ``job`` now (at ``attempt``, when given): only the holder of a
+    running job's current attempt may report on it or spawn its children."""
+    return (
+        job.status == JobStatus.RUNNING
+        and job.worker_id == actor.name
+        and (attempt is None or attempt == job.attempts)
+    )
+
+
+def children_owner(owner: Actor, *, disabled: bool) -> Actor:
+    """The producer a job's children belong to (its own producer), cleared to enqueue them:
+    the worker spawns them on its behalf, within its priority cap. A producer since disabled,
+    or whose role no longer enqueues, gets no new jobs (403)."""
+    if disabled or owner.role not in ROLES[Action.ENQUEUE]:
+        raise Forbidden("the job's producer may no longer enqueue jobs")
+    return replace(owner, cleared=owner.cleared | {Action.ENQUEUE})
 
 
 def require(actor: Actor, action: Action) -> Actor:
