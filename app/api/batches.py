@@ -8,15 +8,14 @@ from flask import Response, g, jsonify
 
 from app import db
 from app.api.openapi import Operation, Reply, documented
+from app.api.tracing import TRACE_HEADERS, request_trace
 from app.api.views import (
     CAP,
     ROLE,
-    TRACE_HEADERS,
     WORK_PROBLEMS,
     bp,
     job_json,
     parse_body,
-    request_trace,
     requires,
 )
 from app.queue.contract.batch_requests import BatchBody, ChildrenBody, FinishBody, HeartbeatsBody

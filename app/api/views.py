@@ -13,6 +13,7 @@ from app.api import schedules as schedules_api
 from app.api import types as types_api
 from app.api.openapi import Operation, Reply, documented
 from app.api.problems import problem
+from app.api.tracing import TRACE_HEADERS, request_trace
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.queue.contract.batch_requests import ReleaseBody
@@ -25,6 +26,7 @@ from app.queue.contract.requests import (
     EnqueueBody,
     FailBody,
     HeartbeatBody,
+    JobQuery,
     ListQuery,
     NoBody,
 )
@@ -33,7 +35,6 @@ from app.queue.domain import explain, service, uniqueness
 from app.queue.domain.errors import QueueError
 from app.queue.domain.models import Job
 from app.queue.domain.policy import Action
-from app.queue.domain.trace import Trace, read_trace
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 
@@ -85,22 +86,7 @@ JOB = Reply("The job", JobOut)
 ROLE = "The caller's role may not do this"
 CAP = "The caller's role may not enqueue, or the priority is above its cap"
 NOT_FOUND = "No such job, or the caller may not see it"
-# W3C trace context, read by every enqueue (a malformed one is ignored, never refused).
-TRACE_HEADERS = {
-    "traceparent": {"type": "string", "description": "W3C traceparent (version 00)"},
-    "tracestate": {"type": "string", "description": "W3C tracestate (kept up to 512 chars)"},
-}
 WORK_PROBLEMS = {403: ROLE, 404: NOT_FOUND, 409: "The job's state does not allow this"}
-
-
-def request_trace() -> Trace | None:
-    """The request's W3C trace context, or None when absent or malformed (never an error).
-    Two traceparent headers are malformed; several tracestate headers are one list."""
-    parents = request.headers.getlist("traceparent")
-    states = request.headers.getlist("tracestate")
-    return read_trace(
-        parents[0] if len(parents) == 1 else None, ",".join(states) if states else None
-    )
 
 
 def job_json(job: Job, *, duplicate: bool = False) -> dict[str, Any]:
@@ -176,11 +162,28 @@ def list_jobs() -> Response:
 
 @bp.get("/jobs/<id:job_id>")
 @requires(Action.VIEW_JOBS)
-@documented(Operation(summary="One job", replies={200: JOB}, problems={404: NOT_FOUND}))
+@documented(
+    Operation(
+        summary="One job; with wait_seconds, as soon as it is finished",
+        description="`wait_seconds` (0..30) answers as soon as the job is completed, failed or "
+        "cancelled, or after that many seconds with the job as it is then (200 either way). "
+        "When the token (LONG_POLL_PER_TOKEN) or the process (half its handlers) already has "
+        "as many waiting as allowed, it answers at once with the job and Retry-After.",
+        query=JobQuery,
+        replies={200: JOB},
+        problems={404: NOT_FOUND},
+    )
+)
 def get_job(job_id: int) -> Response:
-    with db.read() as conn:
-        job = service.get_job(conn, g.actor, job_id)
-    return job_response(job)
+    wait_seconds = JobQuery.from_args(request.args, queue_settings()).wait_seconds
+    if not wait_seconds:
+        with db.read() as conn:
+            return job_response(service.get_job(conn, g.actor, job_id))
+    job, refused_wait = longpoll.outcome(job_id, wait_seconds)
+    response = job_response(job)
+    if refused_wait:
+        response.headers["Retry-After"] = admission.RETRY_AFTER
+    return response
 
 
 @bp.get("/jobs/<id:job_id>/events")

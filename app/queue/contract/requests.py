@@ -34,6 +34,7 @@ from app.queue.contract.fields import (
     Timestamp,
     UniqueFor,
     UniqueKey,
+    WaitQuery,
     WaitSeconds,
 )
 from app.queue.contract.request_model import RequestModel, parse_query, refuse
@@ -204,3 +205,14 @@ class ListQuery(RequestModel):
             before_id=before_id,
             after_id=after_id,
         )
+
+
+class JobQuery(RequestModel):
+    """``GET /jobs/{id}``: how long to wait for the job to finish (0: answer at once)."""
+
+    wait_seconds: WaitQuery = 0
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, str], settings: QueueSettings) -> JobQuery:
+        """Validate a query string (see ``parse_query``)."""
+        return parse_query(cls, args, settings)
