@@ -16,6 +16,7 @@ from app.queue.domain.errors import Forbidden
 from app.queue.domain.models import Actor, EnqueueRequest, Job
 from app.queue.domain.policy import Action, children_owner, holds, require
 from app.queue.engines import batches as store_batches
+from app.queue.engines import children as store_children
 
 
 def spawn(
@@ -42,3 +43,10 @@ def spawn(
     producer = children_owner(owner.actor(), disabled=owner.disabled)
     children = [replace(request, parent_id=parent.id) for request in requests]
     return batches.enqueue_many(conn, producer, children, now=now)
+
+
+def children_of(conn: Connection, actor: Actor, job_id: int, *, limit: int) -> list[Job]:
+    """Up to ``limit`` children of a job the actor may see, among those it may see, oldest
+    first (the job page lists them)."""
+    service.get_job(conn, actor, job_id)
+    return store_children.children(conn, job_id, service.visibility(actor), limit)
