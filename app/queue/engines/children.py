@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, Connection, and_, select
+from sqlalchemy import ColumnElement, Connection, select
 
 from app.queue.domain.models import Job
 from app.queue.engines.jobs import JOB_COLUMNS, job_of
@@ -14,10 +14,8 @@ def children(
 ) -> list[Job]:
     """Up to ``limit`` children of ``parent_id`` that ``visible`` selects (None: all), oldest
     first (the index's order, so the read stops at ``limit``)."""
-    query = (
-        select(*JOB_COLUMNS)
-        .where(and_(jobs.c.parent_id == parent_id, True if visible is None else visible))
-        .order_by(jobs.c.id)
-        .limit(limit)
-    )
+    conditions = [jobs.c.parent_id == parent_id]
+    if visible is not None:
+        conditions.append(visible)
+    query = select(*JOB_COLUMNS).where(*conditions).order_by(jobs.c.id).limit(limit)
     return [job_of(row) for row in conn.execute(query)]
