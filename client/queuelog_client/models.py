@@ -71,6 +71,8 @@ class Job(_FromJson):
     created_at: datetime | None = None
     updated_at: datetime | None = None
     finished_at: datetime | None = None
+    parent_id: int | None = None
+    trace: dict[str, Any] | None = None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
