@@ -33,10 +33,11 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
-from app import wakeup
+from app import outcomes, wakeup
 
 EXTENSION_KEY = "queuelog.db"
 WAKEUP_KEY = "queuelog.wakeup"
+OUTCOMES_KEY = "queuelog.outcomes"
 WRITERS_KEY = "queuelog.writers"
 PAGE_SIZE = 1024  # bytes per page of a new SQLite file
 FIRST_PAUSE, LONGEST_PAUSE = 0.000_05, 0.001  # seconds between two tries for the write lock
@@ -53,6 +54,7 @@ def init_app(app: Flask) -> None:
         busy_timeout_ms=app.config["SQLITE_BUSY_TIMEOUT_MS"],
     )
     app.extensions[WAKEUP_KEY] = wakeup.for_database(app.config["DATABASE_URL"])
+    app.extensions[OUTCOMES_KEY] = outcomes.Outcomes(app.config["DATABASE_URL"])
     app.extensions[WRITERS_KEY] = WriterTurns(
         app.config["SQLITE_BUSY_TIMEOUT_MS"] / 1000,
         sqlite=make_url(app.config["DATABASE_URL"]).get_backend_name() == "sqlite",
@@ -146,6 +148,11 @@ def wakeups(app: Flask | None = None) -> wakeup.Wakeup:
     return (app or current_app).extensions[WAKEUP_KEY]  # type: ignore[no-any-return]
 
 
+def outcomes_of(app: Flask | None = None) -> outcomes.Outcomes:
+    """What requests waiting for a job's outcome of ``app`` (or the current app) sleep on."""
+    return (app or current_app).extensions[OUTCOMES_KEY]  # type: ignore[no-any-return]
+
+
 def gate_transactions(check: Gate) -> None:
     """For the rest of this request, every transaction runs ``check(conn, writable)`` before
     anything else (the JSON API authenticates its caller so, in the transaction of the work)."""
@@ -165,12 +172,14 @@ def transaction(app: Flask | None = None) -> Iterator[Connection]:
 
     When the block made a job due (the store sets ``JOB_DUE`` in the connection's info), waiting
     claims in every process are woken: by NOTIFY inside the transaction on PostgreSQL (delivered
-    only if it commits), after the commit on SQLite.
+    only if it commits), after the commit on SQLite. Requests waiting for the outcome of a job
+    it finished (``JOB_DONE``) are woken the same way, on their own topic.
     """
-    bell = wakeups(app)
+    bell, done_bell = wakeups(app), outcomes_of(app).transport
     writers: WriterTurns = (app or current_app).extensions[WRITERS_KEY]
     with writers.turn(), engine(app).connect() as conn:
         conn.info.pop(wakeup.JOB_DUE, None)  # info lives with the pooled connection: start clean
+        conn.info.pop(wakeup.JOB_DONE, None)
         kept: Exception | None = None
         with conn.begin():
             _gate(conn, writable=True)
@@ -183,8 +192,13 @@ def transaction(app: Flask | None = None) -> Iterator[Connection]:
             due = conn.info.pop(wakeup.JOB_DUE, False)
             if due:
                 bell.in_transaction(conn)
+            finished = conn.info.pop(wakeup.JOB_DONE, None)
+            if finished:
+                done_bell.in_transaction(conn, outcomes.message(finished))
     if due:
         bell.after_commit()
+    if finished:
+        done_bell.after_commit(outcomes.message(finished))
     if kept is not None:
         raise kept
 

@@ -21,6 +21,7 @@ from sqlalchemy import (
 )
 
 from app.queue.domain.states import EventKind, JobStatus
+from app.queue.domain.trace import TRACESTATE_MAX
 from app.sqltypes import BigId, JSONDocument, NullableDocument, UTCDateTime, partial_index
 
 metadata = MetaData(
@@ -138,6 +139,11 @@ jobs = Table(
     Column("callback_of", BigInteger, nullable=True),
     # Whether a job ever named it as a parent: only then does its finish look for children.
     Column("has_dependents", Boolean, nullable=False, server_default=text("false")),
+    # The job whose worker spawned this one (no foreign key: pruning a parent leaves its
+    # children be), and the enqueue's W3C trace context (``app.queue.domain.trace``).
+    Column("parent_id", BigId, nullable=True),
+    Column("traceparent", String(55), nullable=True),
+    Column("tracestate", String(TRACESTATE_MAX), nullable=True),
     CheckConstraint(
         "status IN ('pending', 'running', 'completed', 'failed', 'cancelled')", name="status"
     ),
@@ -204,18 +210,9 @@ partial_index(
     where=jobs.c.group_id.is_not(None),
 )
 # The workers page: each worker's next lease expiry and last heartbeat, one probe each.
-partial_index(
-    "ix_jobs_running_worker",
-    jobs.c.worker_id,
-    jobs.c.lease_expires_at,
-    where=jobs.c.status == "running",
-)
-partial_index(
-    "ix_jobs_running_seen",
-    jobs.c.worker_id,
-    jobs.c.updated_at,
-    where=jobs.c.status == "running",
-)
+_RUNNING = jobs.c.status == "running"
+partial_index("ix_jobs_running_worker", jobs.c.worker_id, jobs.c.lease_expires_at, where=_RUNNING)
+partial_index("ix_jobs_running_seen", jobs.c.worker_id, jobs.c.updated_at, where=_RUNNING)
 # Searching by idempotency key without its owner (admins, workers).
 partial_index(
     "ix_jobs_idempotency_key",
@@ -268,6 +265,8 @@ job_groups = Table(
     CheckConstraint("unfinished >= 0 AND unsuccessful >= 0", name="counters"),
     sqlite_autoincrement=True,
 )
+# A job's children (its page lists them): only spawned jobs have an entry.
+partial_index("ix_jobs_parent", jobs.c.parent_id, jobs.c.id, where=jobs.c.parent_id.is_not(None))
 
 # Flask-Limiter's counters (see app/ratelimit.py), shared by every process.
 rate_limits = Table(

@@ -21,7 +21,7 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 
 from sqlalchemy import Connection
@@ -31,6 +31,12 @@ CHANNEL = "queuelog_wake"
 # Set in a connection's info by a statement that made a job due: ``app/db.py``'s transaction
 # helper rings once that transaction commits.
 JOB_DUE = "queuelog_wake"
+# Likewise the ids of the jobs a statement finished: requests waiting for their outcome wake.
+JOB_DONE = "queuelog_done"
+# A message names what happened (e.g. the ids of the jobs that finished); "" says "anything".
+# A longer one goes as "": a NOTIFY payload holds under 8,000 bytes.
+MAX_MESSAGE = 7900
+Hear = Callable[[str], None]
 # While a listener is down, waiters look again this often so nothing due is missed for long.
 FALLBACK_POLL_SECONDS = 0.5
 _RECONNECT_DELAYS = (0.05, 0.2, 0.5, 1.0, 2.0)
@@ -84,10 +90,12 @@ class Turn:
 
 
 class Wakeup:
-    """In-process only (an in-memory database): commits ring this process's bell."""
+    """In-process only (an in-memory database): commits ring this process's bell. ``hear``
+    receives each message instead, when given (by default any message rings the bell)."""
 
-    def __init__(self) -> None:
+    def __init__(self, hear: Hear | None = None) -> None:
         self.bell = Bell()
+        self.hear: Hear = hear or (lambda _message: self.bell.ring())
         self._turns: dict[Hashable, Turn] = {}
         self._turns_lock = threading.Lock()
 
@@ -111,12 +119,12 @@ class Wakeup:
             timeout = min(timeout, FALLBACK_POLL_SECONDS)
         return self.bell.wait(seen, timeout)
 
-    def in_transaction(self, conn: Connection) -> None:
+    def in_transaction(self, conn: Connection, message: str = "") -> None:
         """Called inside a transaction that made a job due, just before it commits."""
 
-    def after_commit(self) -> None:
+    def after_commit(self, message: str = "") -> None:
         """Called after that transaction committed."""
-        self.bell.ring()
+        self.hear(message)
 
     def close(self) -> None:
         """Stop listening (tests and shutdown)."""
@@ -125,8 +133,8 @@ class Wakeup:
 class SocketWakeup(Wakeup):
     """SQLite: one unix datagram socket per waiting process in ``folder``."""
 
-    def __init__(self, folder: Path) -> None:
-        super().__init__()
+    def __init__(self, folder: Path, hear: Hear | None = None) -> None:
+        super().__init__(hear)
         self.folder = folder
         self._lock = threading.Lock()
         self._pid = 0
@@ -160,11 +168,11 @@ class SocketWakeup(Wakeup):
 
     def _listen(self, receiver: socket.socket) -> None:
         with receiver, contextlib.suppress(OSError):
-            while receiver.recv(64):  # close() sends an empty datagram: the thread ends
-                self.bell.ring()
+            while data := receiver.recv(MAX_MESSAGE + 1):  # close() sends an empty datagram
+                self.hear("" if data == b"!" else data.decode("ascii", "replace"))
 
-    def after_commit(self) -> None:
-        self.bell.ring()
+    def after_commit(self, message: str = "") -> None:
+        self.hear(message)
         own = self._name if self._pid == os.getpid() else ""
         try:
             waiters = [name for name in os.listdir(self.folder) if name != own]
@@ -177,7 +185,7 @@ class SocketWakeup(Wakeup):
             for name in waiters:
                 path = f"/proc/self/fd/{fd}/{name}"
                 try:
-                    sender.sendto(b"!", path)
+                    sender.sendto(message.encode("ascii") or b"!", path)
                 except BlockingIOError:
                     pass  # its queue is full of wake-ups it has not read yet: it is awake anyway
                 except (ConnectionRefusedError, FileNotFoundError):
@@ -203,9 +211,10 @@ class SocketWakeup(Wakeup):
 class PostgresWakeup(Wakeup):
     """PostgreSQL: NOTIFY in the writing transaction, one LISTEN connection per process."""
 
-    def __init__(self, conninfo: str) -> None:
-        super().__init__()
+    def __init__(self, conninfo: str, channel: str = CHANNEL, hear: Hear | None = None) -> None:
+        super().__init__(hear)
         self.conninfo = conninfo
+        self.channel = channel
         self._lock = threading.Lock()
         self._pid = 0
         self._ready = threading.Event()
@@ -228,38 +237,45 @@ class PostgresWakeup(Wakeup):
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
+                    conn.execute(f"LISTEN {self.channel}")
                     self._ready.set()
                     failures = 0
-                    self.bell.ring()  # anything committed while we were not listening
+                    self.hear("")  # anything committed while we were not listening
                     while not self._stop.is_set():
-                        for _ in conn.notifies(timeout=1.0):
-                            self.bell.ring()
+                        for notice in conn.notifies(timeout=1.0):
+                            self.hear(notice.payload)
             except (psycopg.Error, OSError):
                 self._ready.clear()
                 delay = _RECONNECT_DELAYS[min(failures, len(_RECONNECT_DELAYS) - 1)]
                 failures += 1
                 self._stop.wait(delay)
 
-    def in_transaction(self, conn: Connection) -> None:
-        conn.exec_driver_sql(f"NOTIFY {CHANNEL}")
+    def in_transaction(self, conn: Connection, message: str = "") -> None:
+        if message:
+            conn.exec_driver_sql(
+                "SELECT pg_notify(%(c)s, %(m)s)", {"c": self.channel, "m": message}
+            )
+        else:
+            conn.exec_driver_sql(f"NOTIFY {self.channel}")
 
-    def after_commit(self) -> None:
+    def after_commit(self, message: str = "") -> None:
         """The NOTIFY comes back to this process's listener, which rings the bell: ringing here
         too would wake this process's waiters twice. Only while it is down (its waiters poll)."""
         if not (self._pid == os.getpid() and self._ready.is_set()):
-            self.bell.ring()
+            self.hear(message)
 
     def close(self) -> None:
         self._stop.set()
 
 
-def for_database(url: str) -> Wakeup:
-    """The wake-up mechanism for the database at ``url``."""
+def for_database(url: str, topic: str = "wake", hear: Hear | None = None) -> Wakeup:
+    """The wake-up mechanism for the database at ``url``: for claims (``topic`` "wake"), or
+    another topic with its own channel or folder, so its messages reach only its listeners."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "postgresql":
         plain = parsed.set(drivername="postgresql")
-        return PostgresWakeup(plain.render_as_string(hide_password=False))
+        conninfo = plain.render_as_string(hide_password=False)
+        return PostgresWakeup(conninfo, f"queuelog_{topic}", hear)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        return SocketWakeup(Path(f"{parsed.database}.wake"))
-    return Wakeup()
+        return SocketWakeup(Path(f"{parsed.database}.{topic}"), hear)
+    return Wakeup(hear)

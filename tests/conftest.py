@@ -118,6 +118,7 @@ def app(database_url: str, app_config: dict[str, Any]) -> Iterator[Flask]:
     application = create_app(base_config(database_url, **app_config))
     yield application
     application.extensions["queuelog.wakeup"].close()
+    application.extensions["queuelog.outcomes"].close()
     application.extensions["queuelog.db"].dispose()
 
 

@@ -70,3 +70,19 @@ def test_a_request_asks_the_policy_once(
         response = caller.post(path, body)
         assert response.status_code == 200, (path, response.get_json())
         assert len(counted) == 1, (path, counted)
+
+
+def test_spawning_children_and_waiting_ask_the_policy_once(
+    producer: Api, worker: Api, counted: list[str]
+) -> None:
+    job = producer.enqueue()
+    claimed = worker.claim()
+    assert claimed is not None
+    counted.clear()
+    body = {"attempt": claimed["attempt"], "jobs": [{"type": "email.send"}]}
+    assert worker.post(f"/jobs/{job['id']}/children", body).status_code == 201
+    assert counted == ["spawn"]
+    worker.post(f"/jobs/{job['id']}/complete", {"attempt": claimed["attempt"]})
+    counted.clear()
+    assert producer.get(f"/jobs/{job['id']}?wait_seconds=5").get_json()["status"] == "completed"
+    assert counted == ["view_jobs"]

@@ -8,12 +8,21 @@ from flask import Response, g, jsonify
 
 from app import db
 from app.api.openapi import Operation, Reply, documented
-from app.api.views import CAP, ROLE, bp, job_json, parse_body, requires
-from app.queue.contract.batch_requests import BatchBody, FinishBody, HeartbeatsBody
+from app.api.tracing import TRACE_HEADERS, request_trace
+from app.api.views import (
+    CAP,
+    ROLE,
+    WORK_PROBLEMS,
+    bp,
+    job_json,
+    parse_body,
+    requires,
+)
+from app.queue.contract.batch_requests import BatchBody, ChildrenBody, FinishBody, HeartbeatsBody
 from app.queue.contract.responses import BeatAnswers, CreatedJobs, FinishAnswers
-from app.queue.domain import batches, uniqueness
+from app.queue.domain import batches, children, uniqueness
 from app.queue.domain.errors import QueueError
-from app.queue.domain.models import Job
+from app.queue.domain.models import EnqueueRequest, Job
 from app.queue.domain.policy import Action
 from app.queue_settings import queue_settings
 from app.secretbox import current_box
@@ -39,6 +48,7 @@ def _refused(job_id: int, exc: QueueError) -> dict[str, Any]:
         "`group`, the new jobs form a group (`group_id`) whose callbacks are enqueued once "
         "every member has finished.",
         body=BatchBody,
+        headers=TRACE_HEADERS,
         replies={
             201: Reply("The jobs, in request order", CreatedJobs),
             200: Reply("Every item was an idempotent replay: the existing jobs", CreatedJobs),
@@ -49,22 +59,64 @@ def _refused(job_id: int, exc: QueueError) -> dict[str, Any]:
 def enqueue_batch() -> Response:
     box = current_box()
     batch = parse_body(BatchBody, secrets_box=box)
-    requests = [item.to_request(box) for item in batch.jobs]
+    trace = request_trace()
+    requests = [item.to_request(box, trace=trace) for item in batch.jobs]
     group = None if batch.group is None else batch.group.to_request()
     with db.transaction() as conn:
         added = batches.enqueue_many(conn, g.actor, requests, now=utcnow(), group=group)
-    answer: dict[str, Any] = {
+    answer = _created(requests, added)
+    if group is not None:  # the group the new jobs formed (or the replayed jobs' group)
+        answer["group_id"] = next((job.group_id for job, _ in added if job.group_id), None)
+    return _answer(answer, added)
+
+
+def _created(requests: list[EnqueueRequest], added: list[tuple[Job, bool]]) -> dict[str, Any]:
+    """A batch enqueue's answer: the jobs in request order, and which of them are new."""
+    return {
         "jobs": [
             job_json(job, duplicate=uniqueness.is_duplicate(wanted, job, created))
             for wanted, (job, created) in zip(requests, added, strict=True)
         ],
         "created": [created for _, created in added],
     }
-    if group is not None:  # the group the new jobs formed (or the replayed jobs' group)
-        answer["group_id"] = next((job.group_id for job, _ in added if job.group_id), None)
-    response = jsonify(answer)
+
+
+def _answer(body: dict[str, Any], added: list[tuple[Job, bool]]) -> Response:
+    """201 unless every item was an idempotent replay."""
+    response = jsonify(body)
     response.status_code = 201 if any(created for _, created in added) else 200
     return response
+
+
+@bp.post("/jobs/<id:job_id>/children")
+@requires(Action.SPAWN)
+@documented(
+    Operation(
+        summary="Enqueue children of a running job, as its producer's jobs (its worker)",
+        description="Only the worker holding `attempt` of the job may: anyone else gets the "
+        "404 or 409 a finish of the job would get. The children carry `parent_id`, belong to "
+        "the job's producer (its priority cap: 403 naming an item above it) and are answered "
+        "as a batch enqueue is (all or nothing).",
+        body=ChildrenBody,
+        headers=TRACE_HEADERS,
+        replies={
+            201: Reply("The children, in request order", CreatedJobs),
+            200: Reply("Every item was an idempotent replay: the existing jobs", CreatedJobs),
+        },
+        problems={
+            **WORK_PROBLEMS,
+            403: "The caller's role may not, or an item's priority is above the producer's cap",
+        },
+    )
+)
+def spawn_children(job_id: int) -> Response:
+    box = current_box()
+    body = parse_body(ChildrenBody, secrets_box=box)
+    trace = request_trace()
+    requests = [item.to_request(box, trace=trace) for item in body.jobs]
+    with db.transaction() as conn:
+        added = children.spawn(conn, g.actor, job_id, body.attempt, requests, now=utcnow())
+    return _answer(_created(requests, added), added)
 
 
 @bp.post("/jobs/finish")

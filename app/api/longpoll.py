@@ -1,4 +1,5 @@
-"""The long-polling claim: try, and while nothing is due sleep on the wake-up, holding nothing."""
+"""Long-polls: the claim (try, and while nothing is due sleep on the wake-up) and the wait for a
+job's outcome (read, and while it runs sleep on its watch), both holding nothing meanwhile."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from app.api.admission import admission
 from app.queue.domain import secret_fields, service
 from app.queue.domain.models import Job, QueueSettings
 from app.queue.domain.secret_fields import Secrets
+from app.queue.domain.states import TERMINAL
 from app.queue.engines import due
 from app.secretbox import current_box
 from app.timeutil import utcnow
@@ -108,3 +110,35 @@ def _try(
         secrets = secret_fields.for_holder(conn, claimed, g.actor.name, current_box())
         next_due = due.next_due_at(conn, now) if not claimed and waiting else None
     return claimed, secrets, next_due
+
+
+class Outcome(NamedTuple):
+    """The job as a wait for its outcome left it, and whether it was refused the wait."""
+
+    job: Job
+    refused_wait: bool = False
+
+
+def outcome(job_id: int, wait_seconds: float) -> Outcome:
+    """The job the current actor asked for, as soon as it is finished (completed, failed or
+    cancelled) or after ``wait_seconds`` as it is then. Between reads it holds no connection:
+    it sleeps until a commit in any process or app server finishes this job (``app.outcomes``).
+    It waits only when admitted (``app.api.admission``, like a claim); refused, it answers with
+    the job as first read."""
+    deadline = time.monotonic() + wait_seconds
+    watch = db.outcomes_of()
+    with watch.watch.watching(job_id), contextlib.ExitStack() as slot:
+        admitted = False
+        while True:
+            # Read what was heard before reading the job, so a finish after the read wakes us.
+            seen = watch.seen(job_id) if wait_seconds else (0, 0)
+            with db.read() as conn:
+                job = service.get_job(conn, g.actor, job_id)
+            remaining = deadline - time.monotonic()
+            if job.status in TERMINAL or remaining <= 0:
+                return Outcome(job)
+            if not admitted:
+                admitted = slot.enter_context(admission().waiting(auth.caller_key()))
+                if not admitted:
+                    return Outcome(job, refused_wait=True)
+            watch.wait(job_id, seen, remaining)

@@ -12,6 +12,7 @@ from app.api import admission, auth, body, groups, longpoll, ops
 from app.api import schedules as schedules_api
 from app.api import types as types_api
 from app.api.openapi import Operation, Reply, documented
+from app.api.tracing import TRACE_HEADERS, request_trace
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.problems import problem
@@ -25,6 +26,7 @@ from app.queue.contract.requests import (
     EnqueueBody,
     FailBody,
     HeartbeatBody,
+    JobQuery,
     ListQuery,
     NoBody,
 )
@@ -116,7 +118,7 @@ def job_response(job: Job, status: int = 200, *, duplicate: bool = False) -> Res
         "is 422. Then, with `unique_key`, the caller's active job of the same type and key "
         'answers 200 with `"duplicate": true` and nothing is added.',
         body=EnqueueBody,
-        headers={"Idempotency-Key": {"type": "string", "pattern": KEY_PATTERN}},
+        headers={"Idempotency-Key": {"type": "string", "pattern": KEY_PATTERN}, **TRACE_HEADERS},
         replies={
             201: Reply("Created", JobOut, _LOCATION),
             200: Reply(
@@ -134,7 +136,7 @@ def enqueue() -> Response:
     enqueue_body = parse_body(
         EnqueueBody, header_key=request.headers.get("Idempotency-Key"), secrets_box=box
     )
-    wanted = enqueue_body.to_request(box)
+    wanted = enqueue_body.to_request(box, trace=request_trace())
     with db.transaction() as conn:
         job, created = service.enqueue(conn, g.actor, wanted, now=utcnow())
     duplicate = uniqueness.is_duplicate(wanted, job, created)
@@ -167,11 +169,28 @@ def list_jobs() -> Response:
 
 @bp.get("/jobs/<id:job_id>")
 @requires(Action.VIEW_JOBS)
-@documented(Operation(summary="One job", replies={200: JOB}, problems={404: NOT_FOUND}))
+@documented(
+    Operation(
+        summary="One job; with wait_seconds, as soon as it is finished",
+        description="`wait_seconds` (0..30) answers as soon as the job is completed, failed or "
+        "cancelled, or after that many seconds with the job as it is then (200 either way). "
+        "When the token (LONG_POLL_PER_TOKEN) or the process (half its handlers) already has "
+        "as many waiting as allowed, it answers at once with the job and Retry-After.",
+        query=JobQuery,
+        replies={200: JOB},
+        problems={404: NOT_FOUND},
+    )
+)
 def get_job(job_id: int) -> Response:
-    with db.read() as conn:
-        job = service.get_job(conn, g.actor, job_id)
-    return job_response(job)
+    wait_seconds = JobQuery.from_args(request.args, queue_settings()).wait_seconds
+    if not wait_seconds:
+        with db.read() as conn:
+            return job_response(service.get_job(conn, g.actor, job_id))
+    job, refused_wait = longpoll.outcome(job_id, wait_seconds)
+    response = job_response(job)
+    if refused_wait:
+        response.headers["Retry-After"] = admission.RETRY_AFTER
+    return response
 
 
 @bp.get("/jobs/<id:job_id>/events")

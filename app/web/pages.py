@@ -26,7 +26,7 @@ from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.queue.contract.requests import EnqueueBody, ListQuery
 from app.queue.contract.strictjson import MalformedJSON, decode_json
-from app.queue.domain import explain, job_types, service, stats, workflow
+from app.queue.domain import children, explain, job_types, service, stats, workflow
 from app.queue.domain.errors import Conflict, Forbidden, InvalidInput
 from app.queue.domain.models import Actor, Job, JobFilters
 from app.queue.domain.policy import Action
@@ -41,6 +41,7 @@ from app.web.htmx import is_htmx, render
 bp = Blueprint("pages", __name__, url_prefix="/ui")
 PAGE_SIZE = 25
 STOP_POLLING = 286  # htmx stops an `every` trigger when it gets this status
+CHILDREN_SHOWN = 50  # children listed on a job page (the oldest)
 
 bp.before_request(require_login)
 
@@ -119,9 +120,12 @@ def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
         dependents: list[Job] = []
         if job.depends_on or job.has_dependents:
             parents, dependents = workflow.relatives(conn, actor, job)
+        spawned = children.children_of(conn, actor, job_id, limit=CHILDREN_SHOWN + 1)
     return {
         "parents": parents,
         "dependents": dependents,
+        "children": spawned[:CHILDREN_SHOWN],
+        "more_children": len(spawned) > CHILDREN_SHOWN,
         "job": job.as_seen_by(actor),
         "reasons": explanation.reasons,
         "events": [event.as_seen_by(actor) for event in events],

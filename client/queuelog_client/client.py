@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
@@ -9,7 +11,8 @@ from typing import Any
 from urllib.parse import quote
 
 from queuelog_client.models import Event, Job, JobType, Schedule, format_time
-from queuelog_client.transport import Transport
+from queuelog_client.tracing import outgoing_headers
+from queuelog_client.transport import Transport, retry_after
 
 ENQUEUE_OPTIONS = frozenset(
     {
@@ -21,8 +24,13 @@ ENQUEUE_OPTIONS = frozenset(
         "unique_key",
         "unique_for",
         "secrets",
+        "depends_on",
+        "on_dependency_failure",
+        "group",
     }
 )
+FINISHED = frozenset({"completed", "failed", "cancelled"})
+MAX_WAIT = 30  # seconds one GET /jobs/{id}?wait_seconds= may wait
 SCHEDULE_OPTIONS = frozenset({"timezone", "priority", "enabled", "catch_up"})
 BATCH_SIZE = 1000  # the server's default MAX_BATCH
 LONG_POLL_MARGIN = 10.0  # seconds a long-poll request may take beyond its wait
@@ -41,6 +49,14 @@ def enqueue_body(item: Mapping[str, Any]) -> dict[str, Any]:
     if body.get("idempotency_key") is None:
         body["idempotency_key"] = new_idempotency_key()
     return body
+
+
+def enqueue_item(job_type: str, payload: dict[str, Any] | None, options: Any) -> dict[str, Any]:
+    """A ``POST /jobs`` item from ``enqueue``'s arguments; unknown options raise TypeError."""
+    unknown = set(options) - ENQUEUE_OPTIONS
+    if unknown:
+        raise TypeError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
+    return {"type": job_type, "payload": payload or {}, **options}
 
 
 class _Keep:
@@ -83,14 +99,15 @@ class Client:
         """Enqueue one job (``POST /jobs``). ``options``: priority, max_retries,
         idempotency_key, run_at (aware datetime or ISO 8601 string), delay_seconds,
         unique_key, unique_for, secrets (a dict of names to strings, stored encrypted and
-        handed only to the worker that claims the job). Without an idempotency key a random
+        handed only to the worker that claims the job), and the workflow fields depends_on,
+        on_dependency_failure and group (sent as given). Without an idempotency key a random
         one is sent, so the retries this client makes after a lost answer return the same job
-        instead of a second one."""
-        unknown = set(options) - ENQUEUE_OPTIONS
-        if unknown:
-            raise TypeError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
-        body = enqueue_body({"type": type, "payload": payload or {}, **options})
-        response = self.transport.request("POST", "/jobs", json=body, idempotent=True)
+        instead of a second one. With OpenTelemetry installed, the active trace context goes
+        along."""
+        body = enqueue_body(enqueue_item(type, payload, options))
+        response = self.transport.request(
+            "POST", "/jobs", json=body, headers=outgoing_headers(), idempotent=True
+        )
         return Job.from_json(response.json())
 
     def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[Job]:
@@ -102,7 +119,11 @@ class Client:
         for start in range(0, len(bodies), BATCH_SIZE):
             chunk = bodies[start : start + BATCH_SIZE]
             response = self.transport.request(
-                "POST", "/jobs/batch", json={"jobs": chunk}, idempotent=True
+                "POST",
+                "/jobs/batch",
+                json={"jobs": chunk},
+                headers=outgoing_headers(),
+                idempotent=True,
             )
             jobs += [Job.from_json(job) for job in response.json()["jobs"]]
         return jobs
@@ -110,6 +131,41 @@ class Client:
     def get(self, job_id: int) -> Job:
         """One job (``GET /jobs/{id}``); ``NotFound`` when it does not exist or is not yours."""
         return Job.from_json(self._get(f"/jobs/{int(job_id)}"))
+
+    def wait(self, job_id: int, timeout: float) -> Job:
+        """The job once it is finished (completed, failed or cancelled), or as it is after
+        ``timeout`` seconds: long-polls ``GET /jobs/{id}?wait_seconds=`` until then."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            wait = max(0, min(MAX_WAIT, math.ceil(remaining)))
+            response = self.transport.request(
+                "GET",
+                f"/jobs/{int(job_id)}",
+                params={"wait_seconds": wait},
+                idempotent=True,
+                timeout=wait + LONG_POLL_MARGIN,
+            )
+            job = Job.from_json(response.json())
+            if job.status in FINISHED or time.monotonic() >= deadline:
+                return job
+            pause = retry_after(response, MAX_WAIT)  # the server had too many waiting
+            if pause:
+                time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+
+    def spawn(self, job_id: int, attempt: int, items: Iterable[Mapping[str, Any]]) -> list[Job]:
+        """Workers: enqueue children of the job held at ``attempt`` (``POST
+        /jobs/{id}/children``, up to 100 per call); ``items`` are ``POST /jobs`` bodies. They
+        belong to the job's producer and carry ``parent_id``."""
+        body = {"attempt": attempt, "jobs": [enqueue_body(item) for item in items]}
+        response = self.transport.request(
+            "POST",
+            f"/jobs/{int(job_id)}/children",
+            json=body,
+            headers=outgoing_headers(),
+            idempotent=True,
+        )
+        return [Job.from_json(job) for job in response.json()["jobs"]]
 
     def jobs(self, **filters: Any) -> Iterator[Job]:
         """Every job matching ``filters`` (status, type, priority, q, limit = page size), newest

@@ -34,14 +34,18 @@ class Fail(Exception):
         self.message = message or "failed by the handler"
 
 
+Spawner = Callable[[list[dict[str, Any]]], list[Job]]
+
+
 class JobContext:
     """The job a handler runs: ``id``, ``type``, ``payload``, ``attempt``, ``secrets`` (the
-    job's secret values by name, from the claim), ``job``, plus ``progress()`` and
+    job's secret values by name, from the claim), ``job``, plus ``progress()``, ``spawn()`` and
     ``cancelled``, which turns true within a few seconds of the server saying the job was
     cancelled (or is otherwise no longer this worker's): stop early when it does."""
 
-    def __init__(self, job: Job) -> None:
+    def __init__(self, job: Job, spawner: Spawner | None = None) -> None:
         self.job = job
+        self._spawner = spawner
         self.id = job.id
         self.type = job.type
         self.payload = job.payload
@@ -58,6 +62,17 @@ class JobContext:
             raise ValueError("percent must be an integer from 0 to 100")
         with self._lock:
             self._progress = (percent, message)
+
+    def spawn(self, type: str, payload: dict[str, Any] | None = None, **options: Any) -> Job:
+        """Enqueue a child of this job now (options as for ``Client.enqueue``): it belongs to
+        the job's producer and carries ``parent_id``. Refused once the job is no longer this
+        worker's (``Conflict``)."""
+        from queuelog_client.client import enqueue_item  # the client imports this module
+
+        if self._spawner is None:
+            raise RuntimeError("this context was made without a client: it cannot spawn")
+        (child,) = self._spawner([enqueue_item(type, payload, options)])
+        return child
 
     def take_progress(self) -> tuple[int, str | None] | None:
         """The progress reported since the last call, if any (for the heartbeat sender)."""

@@ -87,6 +87,11 @@ class Job(_FromJson):
     finished_at: datetime | None
     secret_names: list[str]
     deadline_at: datetime | None  # while running: the type's max_run_seconds from the claim
+    depends_on: list[int]  # the parents named at enqueue
+    waiting_for: list[int]  # the parents not finished yet
+    group_id: int | None
+    parent_id: int | None  # the job whose worker spawned this one
+    trace: dict[str, Any] | None  # {"traceparent", "tracestate"} of the enqueue, if any
     error: str | None = None
     duplicate: bool | None = None
     # Only in a claim's answer, to the worker that holds the job: kept out of repr, so a job

@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from queuelog_client.client import Client
@@ -89,7 +90,8 @@ class Reporter:
     def hold(self, job: Job) -> Held:
         """Start heartbeating a newly claimed job."""
         interval = heartbeat_interval(job)
-        held = Held(job, JobContext(job), interval, time.monotonic() + interval)
+        spawner = partial(self.client.spawn, job.id, job.attempt)
+        held = Held(job, JobContext(job, spawner), interval, time.monotonic() + interval)
         with self._lock:
             self._held[job.id] = held
         return held

@@ -75,6 +75,7 @@ class Transport:
         *,
         json: Any = None,
         params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
         idempotent: bool,
         timeout: float | None = None,
         retries: int | None = None,
@@ -86,7 +87,12 @@ class Transport:
             last = retry == budget
             try:
                 response = self._http.request(
-                    method, path, json=json, params=params, timeout=timeout or self.timeout
+                    method,
+                    path,
+                    json=json,
+                    params=params,
+                    headers=headers,
+                    timeout=timeout or self.timeout,
                 )
             except httpx.TransportError as exc:
                 if last or not (idempotent or isinstance(exc, NOT_SENT)):

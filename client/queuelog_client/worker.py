@@ -16,6 +16,7 @@ from queuelog_client.client import Client
 from queuelog_client.errors import QueuelogError, RateLimited, ServerError, Unreachable
 from queuelog_client.handlers import Handler, run_handler
 from queuelog_client.reporter import Held, Reporter
+from queuelog_client.tracing import job_context
 from queuelog_client.transport import backoff
 
 log = logging.getLogger("queuelog_client.worker")
@@ -152,7 +153,9 @@ class Worker:
                 self._release(held)  # not started: any worker may take it at once
                 continue
             try:
-                self.reporter.finished(held, run_handler(handler, held.ctx))
+                with job_context(held.job.trace):  # spans continue the enqueue's trace
+                    outcome = run_handler(handler, held.ctx)
+                self.reporter.finished(held, outcome)
             finally:  # even if the handler raised SystemExit, the slot is free again
                 self._slot_done()
 

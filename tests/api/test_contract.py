@@ -39,6 +39,8 @@ JOB_KEYS = [
     "depends_on",
     "waiting_for",
     "group_id",
+    "parent_id",
+    "trace",
 ]
 ISO_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 

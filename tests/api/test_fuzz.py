@@ -103,11 +103,21 @@ def map_body(context: Any, body: Any) -> Any:
     return body
 
 
+def map_query(context: Any, query: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The same for a wait for a job's outcome (``GET /jobs/{id}?wait_seconds=``): a valid wait
+    on a running job is correct behaviour but would stall the run; it becomes no wait."""
+    wait = (query or {}).get("wait_seconds")
+    if type(wait) is int and 0 < wait <= 30:
+        return {**(query or {}), "wait_seconds": 0}
+    return query
+
+
 def _load(app: Flask, config: SchemathesisConfig) -> OpenApiSchema:
     """The served document; requests go to ``app`` in-process (the WSGI transport)."""
     schema = schemathesis.openapi.from_wsgi(SPEC, app, config=config)
     schema.hook(filter_query)
     schema.hook(map_body)
+    schema.hook(map_query)
     return schema
 
 

@@ -29,6 +29,7 @@ JSON_ROUTES = {
     ("/jobs/{job_id}/cancel", "post"),
     ("/jobs/{job_id}/retry", "post"),
     ("/jobs/{job_id}/release", "post"),
+    ("/jobs/{job_id}/children", "post"),
     ("/jobs/batch", "post"),
     ("/jobs/finish", "post"),
     ("/jobs/heartbeat", "post"),

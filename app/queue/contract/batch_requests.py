@@ -23,13 +23,18 @@ from app.queue.contract.requests import EnqueueBody
 from app.queue.domain.models import Beat, Outcome
 from app.queue.domain.workflow import GroupRequest
 
+MAX_CHILDREN = 100  # jobs per POST /jobs/{id}/children
 
-def _batch_size(items: Any, info: ValidationInfo) -> Any:
+
+def _sized_list(items: Any, limit: int) -> Any:
     """Refuse an empty or oversized list before its items are validated one by one."""
-    limit = settings_of(info).max_batch
     if isinstance(items, list) and not 1 <= len(items) <= limit:
         raise refuse(f"must hold from 1 to {limit} items")
     return items
+
+
+def _batch_size(items: Any, info: ValidationInfo) -> Any:
+    return _sized_list(items, settings_of(info).max_batch)
 
 
 def _batch_of(description: str) -> Any:
@@ -160,3 +165,18 @@ class ReleaseBody(RequestModel):
     """``POST /jobs/{id}/release``: the attempt the worker hands back."""
 
     attempt: Attempt
+
+
+class ChildrenBody(RequestModel):
+    """``POST /jobs/{id}/children``: the attempt the worker holds, and the jobs to enqueue as
+    the job's children, shaped like ``POST /jobs`` bodies."""
+
+    attempt: Attempt
+    jobs: Annotated[
+        list[EnqueueBody],
+        BeforeValidator(lambda items: _sized_list(items, MAX_CHILDREN)),
+        Field(
+            json_schema_extra={"minItems": 1, "maxItems": MAX_CHILDREN},
+            description=f"1..{MAX_CHILDREN} jobs, as for POST /jobs.",
+        ),
+    ]

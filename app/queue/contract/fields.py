@@ -171,15 +171,24 @@ def _lease(value: int, info: ValidationInfo) -> int:
     return value
 
 
-def _limit(value: Any) -> int:
+def _query_integer(value: Any, low: int, high: int) -> int:
+    """A query string's whole number in ``low..high``, in ASCII digits only."""
     if (
         not isinstance(value, str)
         or not value.isascii()
         or not value.isdigit()
-        or not 1 <= int(value) <= MAX_LIST_LIMIT
+        or not low <= int(value) <= high
     ):
-        raise refuse(f"must be an integer from 1 to {MAX_LIST_LIMIT}")
+        raise refuse(f"must be an integer from {low} to {high}")
     return int(value)
+
+
+def _limit(value: Any) -> int:
+    return _query_integer(value, 1, MAX_LIST_LIMIT)
+
+
+def _wait(value: Any) -> int:
+    return _query_integer(value, 0, MAX_WAIT_SECONDS)
 
 
 def _cursor(value: Any) -> tuple[int | None, int | None]:
@@ -212,6 +221,12 @@ Limit = Annotated[
     PlainValidator(_limit),
     WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT, "default": 50}),
     Field(description="Page size, ASCII digits only."),
+]
+WaitQuery = Annotated[
+    int,
+    PlainValidator(_wait),
+    WithJsonSchema({"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS, "default": 0}),
+    Field(description="Wait up to this many seconds for the job to finish (ASCII digits)."),
 ]
 Cursor = Annotated[
     tuple[int | None, int | None],

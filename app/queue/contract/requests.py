@@ -37,12 +37,14 @@ from app.queue.contract.fields import (
     Timestamp,
     UniqueFor,
     UniqueKey,
+    WaitQuery,
     WaitSeconds,
 )
 from app.queue.contract.request_model import RequestModel, parse_query, refuse
 from app.queue.domain import secret_fields
 from app.queue.domain.models import EnqueueRequest, JobFilters, QueueSettings
 from app.queue.domain.states import PRIORITIES
+from app.queue.domain.trace import Trace
 
 DEFAULT_LIST_LIMIT = 50
 
@@ -131,9 +133,12 @@ class EnqueueBody(RequestModel):
         text = json.dumps(values, sort_keys=True, separators=(",", ":"), default=_jsonable)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-    def to_request(self, box: secret_fields.Sealer | None = None) -> EnqueueRequest:
+    def to_request(
+        self, box: secret_fields.Sealer | None = None, *, trace: Trace | None = None
+    ) -> EnqueueRequest:
         """The service's enqueue request, its secrets sealed with ``box`` (the one the body
-        was validated with: a body with secrets was refused without one)."""
+        was validated with: a body with secrets was refused without one), with ``trace`` (the
+        request's trace headers, read by the front end)."""
         sealed = None
         if self.secrets:
             assert box is not None, "validated without a secrets_box"
@@ -155,6 +160,7 @@ class EnqueueBody(RequestModel):
             depends_on=tuple(dict.fromkeys(self.depends_on or ())),
             after_items=tuple(dict.fromkeys(getattr(self, "after_items", None) or ())),
             on_dependency_failure=self.on_dependency_failure or "cancel",
+            trace=trace,
         )
 
 
@@ -229,3 +235,14 @@ class ListQuery(RequestModel):
             before_id=before_id,
             after_id=after_id,
         )
+
+
+class JobQuery(RequestModel):
+    """``GET /jobs/{id}``: how long to wait for the job to finish (0: answer at once)."""
+
+    wait_seconds: WaitQuery = 0
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, str], settings: QueueSettings) -> JobQuery:
+        """Validate a query string (see ``parse_query``)."""
+        return parse_query(cls, args, settings)

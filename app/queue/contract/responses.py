@@ -26,6 +26,13 @@ class ResponseModel(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
+class TraceOut(ResponseModel):
+    """The trace headers an enqueue carried, for the worker to continue the trace."""
+
+    traceparent: Annotated[str, Field(pattern=r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")]
+    tracestate: str | None
+
+
 class JobOut(ResponseModel):
     """A job. Every key is always present except ``error``, which only admins see."""
 
@@ -75,6 +82,14 @@ class JobOut(ResponseModel):
     ]
     group_id: Annotated[
         int | None, Field(description="The group the job is a member (or the callback) of.")
+    ]
+    parent_id: Annotated[
+        int | None,
+        Field(ge=1, description="The job whose worker spawned this one; null otherwise."),
+    ]
+    trace: Annotated[
+        TraceOut | None,
+        Field(description="The W3C trace context of the enqueue request; null when none."),
     ]
     error: Annotated[str | None, Field(description=ADMINS_ONLY)] = None
     secrets: Annotated[

@@ -20,6 +20,7 @@ from sqlalchemy import ColumnElement, Connection
 from app.queue.domain import transitions
 from app.queue.domain.errors import AttemptTimedOut, Conflict, InvalidInput, NotFound, QueueError
 from app.queue.domain.models import Actor, Beat, Job, Outcome, QueueSettings, iso
+from app.queue.domain.policy import holds
 from app.queue.domain.retry import Uniform, backoff_seconds
 from app.queue.domain.sanitize import sanitize_error
 from app.queue.domain.states import JobStatus
@@ -51,15 +52,6 @@ def retry_at(
             uniform=uniform,
         )
     return now + timedelta(seconds=retry_in)
-
-
-def _holds(actor: Actor, job: Job, attempt: int | None) -> bool:
-    """Whether ``actor`` holds ``job`` now (at ``attempt``, when given)."""
-    return (
-        job.status == JobStatus.RUNNING
-        and job.worker_id == actor.name
-        and (attempt is None or attempt == job.attempts)
-    )
 
 
 def refusal(actor: Actor, job_id: int, attempt: int | None, found: Found) -> QueueError:
@@ -180,7 +172,7 @@ def finish(
             refused[index] = mismatch
         elif outcome.job_id in reports or outcome.job_id in late:
             continue  # a repeat: answered as the job is after the first report moved it
-        elif job is not None and _holds(actor, job, outcome.attempt):
+        elif job is not None and holds(actor, job, outcome.attempt):
             # (not held: no report, and the answer explains why)
             if overdue(job, now):
                 late[job.id] = job
@@ -214,7 +206,7 @@ def heartbeat(
     refused: dict[int, QueueError] = {}
     for index, beat in enumerate(beats):
         job, _ = found.get(beat.job_id, (None, False))
-        if job is None or not _holds(actor, job, beat.attempt):
+        if job is None or not holds(actor, job, beat.attempt):
             continue  # not held: the answer explains why
         if overdue(job, now):
             late[job.id] = job

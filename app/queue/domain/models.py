@@ -12,6 +12,7 @@ from app.queue.domain import policy
 from app.queue.domain.flow import TypeLimits, config_limits
 from app.queue.domain.retention import Retention
 from app.queue.domain.states import PRIORITIES, Role, priority_label
+from app.queue.domain.trace import Trace, trace_of
 
 
 def iso(value: datetime | None) -> str | None:
@@ -176,6 +177,9 @@ class Job:
     group_id: int | None  # the group it is a member of
     callback_of: int | None  # the group whose callback it is
     has_dependents: bool  # a job named it as a parent: its finish settles them
+    parent_id: int | None  # the job whose worker spawned this one
+    traceparent: str | None  # the enqueue's W3C trace context (``trace``)
+    tracestate: str | None
 
     @classmethod
     def from_values(cls, values: Sequence[Any]) -> Job:
@@ -225,10 +229,17 @@ class Job:
             "depends_on": self.depends_on or [],
             "waiting_for": self.waiting_for or [],
             "group_id": self.group_id if self.callback_of is None else self.callback_of,
+            "parent_id": self.parent_id,
+            "trace": self.trace.as_json() if self.trace else None,
         }
         if include_error:
             body["error"] = self.error
         return body
+
+    @property
+    def trace(self) -> Trace | None:
+        """The trace context the job was enqueued with, if any."""
+        return trace_of(self.traceparent, self.tracestate)
 
 
 _JOB_FIELDS = tuple(Job.__dataclass_fields__)
@@ -293,6 +304,9 @@ class EnqueueRequest:
     depends_on: tuple[int, ...] = ()
     after_items: tuple[int, ...] = ()
     on_dependency_failure: str = "cancel"
+    # Set by the front end, not the body: the spawning job and the request's trace headers.
+    parent_id: int | None = None
+    trace: Trace | None = None
 
 
 @dataclass(frozen=True)

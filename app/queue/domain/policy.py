@@ -21,6 +21,8 @@ class Caller(Protocol):
     @property
     def id(self) -> int: ...
     @property
+    def name(self) -> str: ...
+    @property
     def role(self) -> Role: ...
     @property
     def max_priority(self) -> int: ...
@@ -28,11 +30,15 @@ class Caller(Protocol):
     def cleared(self) -> Set[str]: ...
 
 
-class Stated(Protocol):
-    """What the rules read of a job (``models.Job`` is one): its status."""
+class Held(Protocol):
+    """What the rules read of a job (``models.Job`` is one): its status, holder and attempt."""
 
     @property
     def status(self) -> str: ...
+    @property
+    def worker_id(self) -> str | None: ...
+    @property
+    def attempts(self) -> int: ...
 
 
 CallerT = TypeVar("CallerT", bound=Caller)
@@ -43,6 +49,7 @@ class Action(StrEnum):
 
     ENQUEUE = "enqueue"  # add jobs
     WORK = "work"  # claim, heartbeat, complete, fail, release
+    SPAWN = "spawn"  # enqueue children of a job one holds, as its producer's jobs
     CANCEL = "cancel"  # stop a job (which ones: see ``can``)
     RETRY = "retry"  # put a failed or cancelled job back
     VIEW_JOBS = "view_jobs"  # list and read the jobs one may see, and the dashboard
@@ -66,6 +73,7 @@ _ADMIN = frozenset({Role.ADMIN})
 ROLES: dict[Action, frozenset[Role]] = {
     Action.ENQUEUE: frozenset({Role.PRODUCER, Role.ADMIN}),
     Action.WORK: frozenset({Role.WORKER, Role.ADMIN}),
+    Action.SPAWN: frozenset({Role.WORKER, Role.ADMIN}),
     Action.CANCEL: frozenset({Role.PRODUCER, Role.ADMIN}),
     Action.RETRY: _ADMIN,
     Action.VIEW_JOBS: _PEOPLE,
@@ -86,6 +94,7 @@ ROLES: dict[Action, frozenset[Role]] = {
 _WHAT = {
     Action.ENQUEUE: "enqueue jobs",
     Action.WORK: "claim, heartbeat, complete or fail jobs",
+    Action.SPAWN: "enqueue children of jobs",
     Action.CANCEL: "cancel jobs",
     Action.RETRY: "retry jobs",
     Action.VIEW_JOBS: "view jobs",
@@ -135,7 +144,7 @@ def role_allows(actor: Caller, action: Action) -> bool:
     return actor.role in ROLES[action]
 
 
-def can(actor: Caller, action: Action | str, job: Stated | None = None) -> bool:
+def can(actor: Caller, action: Action | str, job: Held | None = None) -> bool:
     """Whether ``actor`` may do ``action`` (to ``job``, a job it can see, when given)."""
     action = Action(action)
     if action not in actor.cleared and not role_allows(actor, action):
@@ -146,6 +155,8 @@ def can(actor: Caller, action: Action | str, job: Stated | None = None) -> bool:
         return job.status in _CANCELLABLE.get(actor.role, frozenset())
     if action is Action.RETRY:
         return job.status in RETRYABLE
+    if action is Action.SPAWN:
+        return holds(actor, job)
     return True
 
 
@@ -153,6 +164,25 @@ def sees_group(actor: Caller, owner: int) -> bool:
     """Whether ``actor`` may see a group ``owner`` enqueued: its owner and admins (anyone else
     is answered as if it did not exist)."""
     return can(actor, Action.VIEW_GROUPS) and (scope(actor) is Scope.ALL or actor.id == owner)
+
+
+def holds(actor: Caller, job: Held, attempt: int | None = None) -> bool:
+    """Whether ``actor`` holds ``job`` now (at ``attempt``, when given): only the holder of a
+    running job's current attempt may report on it or spawn its children."""
+    return (
+        job.status == JobStatus.RUNNING
+        and job.worker_id == actor.name
+        and (attempt is None or attempt == job.attempts)
+    )
+
+
+def children_owner(owner: CallerT, *, disabled: bool) -> CallerT:
+    """The producer a job's children belong to (its own producer), cleared to enqueue them:
+    the worker spawns them on its behalf, within its priority cap. A producer since disabled,
+    or whose role no longer enqueues, gets no new jobs (403)."""
+    if disabled or owner.role not in ROLES[Action.ENQUEUE]:
+        raise Forbidden("the job's producer may no longer enqueue jobs")
+    return replace(owner, cleared=owner.cleared | {Action.ENQUEUE})
 
 
 def require(actor: CallerT, action: Action) -> CallerT:

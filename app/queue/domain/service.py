@@ -112,6 +112,12 @@ def new_job_row(actor: Actor, request: EnqueueRequest, *, now: datetime) -> dict
         "created_at": now,
         "updated_at": now,
         **({"unique_key": request.unique_key} if request.unique_key is not None else {}),
+        **({"parent_id": request.parent_id} if request.parent_id is not None else {}),
+        **(
+            {"traceparent": request.trace.traceparent, "tracestate": request.trace.tracestate}
+            if request.trace is not None
+            else {}
+        ),
         **_secret_columns(request),
     }
 

@@ -44,7 +44,15 @@ _NEW_JOB: Columns = (
     ("unique_key", Kind.TEXT),
     ("secret_names", Kind.TEXT),
     ("secrets_sealed", Kind.TEXT),
+    ("parent_id", Kind.BIGINT),
+    ("traceparent", Kind.TEXT),
+    ("tracestate", Kind.TEXT),
 )
+# The columns an enqueue sets only for some jobs (NULL for the others).
+_OPTIONAL = {
+    "unique_key": None, "secret_names": None, "secrets_sealed": None,
+    "parent_id": None, "traceparent": None, "tracestate": None,
+}  # fmt: skip
 _INSERT_JOBS = {
     engine: Prepared(store_items.insert_rows(engine, jobs, _NEW_JOB).returning(*JOB_COLUMNS))
     for engine in engines.ENGINES.values()
@@ -70,9 +78,7 @@ def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: s
     if not rows:
         return []
     # One statement assigns ids in the order of its rows, whatever order RETURNING uses.
-    items = [
-        {"unique_key": None, "secret_names": None, "secrets_sealed": None, **row} for row in rows
-    ]
+    items = [{**_OPTIONAL, **row} for row in rows]
     result = _INSERT_JOBS[engines.of(conn)].rows(conn, {"items": parameter(_NEW_JOB, items)})
     added = sorted((job_of(row) for row in result), key=lambda job: job.id)
     conn.info[wakeup.JOB_DUE] = True
@@ -159,14 +165,22 @@ _WANTED: Columns = (("job_id", Kind.BIGINT),)
 
 
 def jobs_by_ids(
-    conn: Connection, ids: Collection[int], visible: ColumnElement[bool] | None
+    conn: Connection,
+    ids: Collection[int],
+    visible: ColumnElement[bool] | None,
+    *,
+    locked: bool = False,
 ) -> dict[int, tuple[Job, bool]]:
-    """The jobs of ``ids`` that exist, each with whether ``visible`` (None: all) selects it."""
+    """The jobs of ``ids`` that exist, each with whether ``visible`` (None: all) selects it;
+    ``locked``: kept from other writers until the transaction ends (PostgreSQL's FOR UPDATE;
+    SQLite's writers take turns anyway)."""
     if not ids:
         return {}
     wanted = engines.of(conn).items(_WANTED, "wanted")
     seen: Any = literal_column("1") if visible is None else visible
     query = select(*JOB_COLUMNS, seen).where(jobs.c.id.in_(select(wanted.c.job_id)))
+    if locked:
+        query = engines.of(conn).locked(query)
     params = {"items": parameter(_WANTED, [{"job_id": job_id} for job_id in ids])}
     return {
         job.id: (job, bool(row[-1]))

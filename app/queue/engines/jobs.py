@@ -29,7 +29,7 @@ from sqlalchemy.sql.elements import BindParameter
 
 from app import wakeup
 from app.queue.domain.models import Event, Job, JobFilters
-from app.queue.domain.states import PRIORITIES, EventKind
+from app.queue.domain.states import PRIORITIES, TERMINAL, EventKind
 from app.queue.engines import rows as store_items
 from app.queue.engines.counts import EVERYONE
 from app.queue.engines.prepared import Prepared
@@ -122,11 +122,15 @@ def event_row(
 def append_event(conn: Connection, **event: Any) -> None:
     """Append the event that brought a job to its current status (``event_row``'s arguments).
     Only ``insert_job`` and the named transitions call it, so no state change goes unrecorded."""
-    _INSERT_EVENT.run(conn, event_row(**event))
+    append_events(conn, [event_row(**event)])
 
 
 def append_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Append many ``event_row`` rows (a claim of many jobs) in one statement."""
+    """Append many ``event_row`` rows (a claim of many jobs) in one statement; the jobs they
+    finish are noted for the wake-up of their watchers (``wakeup.JOB_DONE``)."""
+    finished = [row["job_id"] for row in rows if row["to_status"] in TERMINAL]
+    if finished:
+        conn.info.setdefault(wakeup.JOB_DONE, set()).update(finished)
     if len(rows) == 1:
         _INSERT_EVENT.run(conn, rows[0])
     else:
