@@ -13,6 +13,7 @@ from app.monitoring.exposition import JobFigures, exposition
 from app.queue.domain.job_types import paused as paused_types
 from app.queue.domain.policy import Action
 from app.queue.engines import counts as count_store
+from app.queue.engines import workflow as workflow_store
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 
@@ -47,6 +48,7 @@ def metrics() -> Response:
             oldest_due=rollup.oldest_due(conn, job_types, now),
             totals=rollup.totals(conn),
             paused=paused_types(conn, queue_settings()),
+            held_by_dependencies=workflow_store.waiting_by_type(conn),
         )
     return Response(exposition(figures), mimetype=None, content_type=EXPOSITION_TYPE)
 

@@ -36,6 +36,7 @@ JOB_KEYS = [
     "updated_at",
     "finished_at",
     "secret_names",
+    "deadline_at",
     "depends_on",
     "waiting_for",
     "group_id",

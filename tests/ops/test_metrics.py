@@ -175,3 +175,30 @@ def test_waiting_work_leaves_out_paused_types(producer: Api, admin: Api) -> None
         if have["status"] == "pending"
     }
     assert pending["webhook.deliver"] == 2
+
+
+def test_waiting_work_leaves_out_jobs_waiting_for_parents(
+    producer: Api, worker: Api, admin: Api
+) -> None:
+    """A job waiting for its parent is a job (queuelog_jobs) but not waiting work: no worker
+    could be handed it. Once the parent completes, it is."""
+    parent = producer.enqueue("report.build")
+    child = producer.post("/jobs", {"type": "email.send", "depends_on": [parent["id"]]})
+    assert child.status_code == 201 and child.get_json()["waiting_for"] == [parent["id"]]
+
+    def waiting(job_type: str) -> float:
+        found = scrape(admin)["queuelog_jobs_waiting"]
+        return next(v for _, have, v in found if have["type"] == job_type)
+
+    pending = {
+        have["type"]: v
+        for _, have, v in scrape(admin)["queuelog_jobs"]
+        if have["status"] == "pending"
+    }
+    assert pending["email.send"] == 1 and waiting("email.send") == 0
+    assert waiting("report.build") == 1
+    claimed = worker.claim()
+    assert claimed is not None and claimed["id"] == parent["id"]
+    done = worker.post(f"/jobs/{parent['id']}/complete", {"attempt": claimed["attempt"]})
+    assert done.status_code == 200
+    assert waiting("email.send") == 1 and waiting("report.build") == 0

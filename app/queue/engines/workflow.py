@@ -191,6 +191,17 @@ def count_waiting(conn: Connection, owner: int | None) -> int:
     return int(conn.execute(query).scalar_one())
 
 
+def waiting_by_type(conn: Connection) -> dict[str, int]:
+    """How many jobs of each type wait for parents (the partial ix_jobs_waiting: waiting
+    jobs only)."""
+    query = (
+        select(jobs.c.type, func.count())
+        .where(jobs.c.waiting_for.is_not(None))
+        .group_by(jobs.c.type)
+    )
+    return {job_type: int(n) for job_type, n in conn.execute(query)}
+
+
 # Groups.
 
 
