@@ -13,6 +13,7 @@ from app.queue.domain import finishing, service, uniqueness, workflow
 from app.queue.domain.errors import InvalidInput, QueueError
 from app.queue.domain.models import Actor, Beat, EnqueueRequest, Job, Outcome, QueueSettings
 from app.queue.domain.policy import Action, require
+from app.queue.domain.visibility import visibility
 from app.queue.engines import batches as store_batches
 
 
@@ -132,7 +133,7 @@ def finish(
     """Apply each outcome as the single complete or fail route would; per outcome, the job it
     left or the refusal (a refused item changes nothing, the others still apply)."""
     actor = require(actor, Action.WORK)
-    visible = service.visibility(actor)
+    visible = visibility(actor)
     return finishing.finish(conn, actor, outcomes, now=now, settings=settings, visible=visible)
 
 
@@ -147,5 +148,5 @@ def heartbeat_many(
     """Apply each heartbeat as the single heartbeat route would; per beat, the job with its
     extended lease or the refusal (a cancelled job's refusal says so)."""
     actor = require(actor, Action.WORK)
-    visible = service.visibility(actor)
+    visible = visibility(actor)
     return finishing.heartbeat(conn, actor, beats, now=now, settings=settings, visible=visible)

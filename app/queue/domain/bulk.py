@@ -12,11 +12,12 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection
 
-from app.queue.domain import service, transitions
+from app.queue.domain import transitions
 from app.queue.domain.errors import Conflict, InvalidInput
 from app.queue.domain.models import Actor, Job, JobFilters, iso
 from app.queue.domain.policy import Action, require
 from app.queue.domain.states import TERMINAL, JobStatus, priority_label
+from app.queue.domain.visibility import visibility
 from app.queue.engines import bulk as bulk_store
 from app.queue.engines import jobs as store
 
@@ -65,7 +66,7 @@ class Selection:
 
     def conditions(self, actor: Actor) -> list[ColumnElement[bool]]:
         """The WHERE clause, within the jobs ``actor`` may see."""
-        conditions = store.matching(self.filters, service.visibility(actor))
+        conditions = store.matching(self.filters, visibility(actor))
         return conditions + bulk_store.selected(
             APPLIES_TO[self.verb], self.created_after, self.created_before
         )

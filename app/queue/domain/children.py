@@ -15,6 +15,7 @@ from app.queue.domain import batches, finishing, service
 from app.queue.domain.errors import Forbidden
 from app.queue.domain.models import Actor, EnqueueRequest, Job
 from app.queue.domain.policy import Action, children_owner, holds, require
+from app.queue.domain.visibility import visibility
 from app.queue.engines import batches as store_batches
 from app.queue.engines import children as store_children
 
@@ -33,7 +34,7 @@ def spawn(
     The parent stays locked until the transaction ends, so it cannot finish or change hands
     between the check and the insert. ``(job, created)`` per request, as ``enqueue_many``."""
     actor = require(actor, Action.SPAWN)
-    found = store_batches.jobs_by_ids(conn, {parent_id}, service.visibility(actor), locked=True)
+    found = store_batches.jobs_by_ids(conn, {parent_id}, visibility(actor), locked=True)
     parent, _ = found.get(parent_id, (None, False))
     if parent is None or not holds(actor, parent, attempt):
         raise finishing.refusal(actor, parent_id, attempt, found)
@@ -49,4 +50,4 @@ def children_of(conn: Connection, actor: Actor, job_id: int, *, limit: int) -> l
     """Up to ``limit`` children of a job the actor may see, among those it may see, oldest
     first (the job page lists them)."""
     service.get_job(conn, actor, job_id)
-    return store_children.children(conn, job_id, service.visibility(actor), limit)
+    return store_children.children(conn, job_id, visibility(actor), limit)

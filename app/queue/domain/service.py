@@ -11,7 +11,7 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection
+from sqlalchemy import Connection
 
 from app.queue.contract.cursors import encode_cursor
 from app.queue.domain import finishing, flow_claim, retention, transitions, uniqueness, workflow
@@ -27,30 +27,16 @@ from app.queue.domain.models import (
     Outcome,
     QueueSettings,
 )
-from app.queue.domain.policy import Action, Scope, can, require, scope
+from app.queue.domain.policy import Action, can, require
 from app.queue.domain.retry import Uniform
 from app.queue.domain.states import TERMINAL
+from app.queue.domain.visibility import viewer, visibility
 from app.queue.engines import batches as store_batches
 from app.queue.engines import jobs as store
 from app.queue.engines import moves as store_transitions
 
 LEASE_EXPIRED = "lease expired"
 _system_random = random.SystemRandom()
-
-
-def viewer(actor: Actor) -> store.Viewer:
-    """Whose jobs ``actor`` may see, as the store's reads take it."""
-    seen = scope(actor)
-    if seen is Scope.ALL:
-        return store.Viewer()
-    if seen is Scope.HELD:
-        return store.Viewer(holder=actor.name)
-    return store.Viewer(owner=actor.id)
-
-
-def visibility(actor: Actor) -> ColumnElement[bool] | None:
-    """The condition selecting the jobs ``actor`` may see (None: all of them)."""
-    return viewer(actor).condition()
 
 
 def enqueue(

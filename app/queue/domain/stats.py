@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection, and_
 
 from app.queue.domain.models import Actor, Job
-from app.queue.domain.service import viewer
 from app.queue.domain.states import PRIORITIES, JobStatus
+from app.queue.domain.visibility import viewer
 from app.queue.engines import counts as count_store
 from app.queue.engines import jobs as store
 from app.queue.engines import workflow as workflow_store

@@ -18,6 +18,7 @@ from app.queue.domain.errors import Forbidden, InvalidInput, NotFound
 from app.queue.domain.models import Actor, EnqueueRequest, Job
 from app.queue.domain.policy import sees_group
 from app.queue.domain.states import TERMINAL, EventKind, JobStatus
+from app.queue.domain.visibility import visibility
 from app.queue.engines import batches as store_batches
 from app.queue.engines import jobs as store
 from app.queue.engines import workflow as sql
@@ -135,9 +136,8 @@ def link(
 
 
 def _visible(actor: Actor) -> Any:
-    from app.queue.domain import service  # the service enqueues through this module
 
-    return service.visibility(actor)
+    return visibility(actor)
 
 
 # Groups.
