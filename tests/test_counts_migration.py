@@ -14,7 +14,7 @@ from sqlalchemy import inspect, text
 from app import db, migrate
 from app.queue.domain import service
 from app.queue_settings import queue_settings
-from app.schema import jobs as jobs_table
+from app.schema import metadata
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_job, make_user
@@ -35,23 +35,32 @@ def _downgrade(app: Flask) -> None:
         command.downgrade(config, BEFORE)
 
 
-def _add_later_job_columns(app: Flask) -> list[str]:
-    """Today's code reads every column of ``jobs``: add those that later migrations brought,
-    for the day's work on the old schema (``_drop_job_columns`` takes them away again)."""
+def _add_later_columns(app: Flask) -> list[tuple[str, str]]:
+    """Today's code reads every column of its tables: add those that later migrations brought
+    to the tables already there, for the day's work on the old schema (``_drop_columns`` takes
+    them away again)."""
     engine = db.engine(app)
+    added = []
     with engine.begin() as conn:
-        present = {column["name"] for column in inspect(conn).get_columns("jobs")}
-        later = [column for column in jobs_table.c if column.name not in present]
-        for column in later:
-            kind = column.type.compile(dialect=engine.dialect)
-            conn.execute(text(f"ALTER TABLE jobs ADD COLUMN {column.name} {kind}"))
-    return [column.name for column in later]
+        inspector = inspect(conn)
+        present_tables = set(inspector.get_table_names())
+        for table in metadata.sorted_tables:
+            if table.name not in present_tables:
+                continue
+            present = {column["name"] for column in inspector.get_columns(table.name)}
+            for column in table.c:
+                if column.name in present:
+                    continue
+                kind = column.type.compile(dialect=engine.dialect)
+                conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}"))
+                added.append((table.name, column.name))
+    return added
 
 
-def _drop_job_columns(app: Flask, names: list[str]) -> None:
+def _drop_columns(app: Flask, added: list[tuple[str, str]]) -> None:
     with db.engine(app).begin() as conn:
-        for name in names:
-            conn.execute(text(f"ALTER TABLE jobs DROP COLUMN {name}"))
+        for table, name in added:
+            conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {name}"))
 
 
 def _work(app: Flask) -> None:
@@ -80,9 +89,9 @@ def test_the_upgrade_counts_what_is_there_and_the_downgrade_undoes_it(
 ) -> None:
     _downgrade(app)  # the database as it was before the counters, then a day's work
     assert "job_counts" not in inspect(db.engine(app)).get_table_names()
-    later = _add_later_job_columns(app)
+    later = _add_later_columns(app)
     _work(app)
-    _drop_job_columns(app, later)
+    _drop_columns(app, later)
     migrate.upgrade(app)
     with db.read(app) as conn:
         assert_exact(conn, utcnow())
