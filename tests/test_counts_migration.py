@@ -11,6 +11,7 @@ from alembic import command
 from flask import Flask
 from sqlalchemy import inspect, text
 
+import app.schema_figures  # noqa: F401 (its tables are on the same metadata)
 from app import db, migrate
 from app.queue.domain import service
 from app.queue_settings import queue_settings

@@ -12,6 +12,7 @@ from alembic.script import ScriptDirectory
 from flask import Flask
 from sqlalchemy import create_engine, inspect, text
 
+import app.schema_figures  # noqa: F401 (its tables are on the same metadata)
 from app import create_app, db, migrate
 from app.schema import metadata
 from tests.conftest import base_config

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
+import app.schema_figures  # noqa: F401 (its tables are on the same metadata)
 from app.schema import metadata
 
 connection = context.config.attributes["connection"]

@@ -156,6 +156,17 @@ def test_a_bulk_cancel_erases_them_too(app: Flask, producer: Api, admin: Api) ->
     assert _sealed(app, job["id"]) is None
 
 
+def test_a_child_cancelled_by_its_parents_failure_loses_them_too(
+    app: Flask, producer: Api, admin: Api
+) -> None:
+    parent = producer.enqueue()
+    child = _enqueue(producer, depends_on=[parent["id"]])
+    assert _sealed(app, child["id"]) is not None
+    assert admin.post(f"/jobs/{parent['id']}/cancel").status_code == 200
+    row = job_row(app, child["id"])
+    assert (row["status"], row["secrets_sealed"]) == ("cancelled", None)
+
+
 def test_a_retried_attempt_keeps_them_for_the_next_one(
     app: Flask, producer: Api, worker: Api
 ) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select
 
 from app.queue.domain.states import JobStatus
-from app.schema import finished_per_minute, job_counts, worker_activity
+from app.schema_figures import finished_per_minute, job_counts, worker_activity
 from app.sqltypes import UTCDateTime
 
 EVERYONE = "*"  # the scope of every job's figures (``engines.jobs.Viewer.counts_scope``)

@@ -33,7 +33,8 @@ from app.queue.domain.states import PRIORITIES, TERMINAL, EventKind
 from app.queue.engines import rows as store_items
 from app.queue.engines.counts import EVERYONE
 from app.queue.engines.prepared import Prepared
-from app.schema import job_events, job_holders, jobs
+from app.schema import job_events, jobs
+from app.schema_figures import job_holders
 from app.sqltypes import UTCDateTime
 
 JOB_COLUMNS = [jobs.c[name] for name in Job.__dataclass_fields__]

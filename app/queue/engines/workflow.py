@@ -126,6 +126,7 @@ _CANCEL = {
         .values(
             status=literal_column("'cancelled'"),
             waiting_for=None,
+            secrets_sealed=None,  # finished for good: its secrets' values go, names stay
             finished_at=bindparam("now", type_=UTCDateTime()),
             updated_at=bindparam("now", type_=UTCDateTime()),
         )

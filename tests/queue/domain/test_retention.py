@@ -19,7 +19,8 @@ from app.queue.domain import retention, service
 from app.queue.domain.models import Actor, QueueSettings
 from app.queue.domain.retention import DAY, Retention
 from app.queue.domain.states import JobStatus
-from app.schema import audit_events, job_counts, job_events, jobs
+from app.schema import audit_events, job_events, jobs
+from app.schema_figures import job_counts
 from app.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401
 from tests.builders import make_job, make_user

@@ -17,7 +17,7 @@ from app.queue.contract.requests import EnqueueBody
 from app.queue.domain import batches, service, stats
 from app.queue.domain.models import JobFilters
 from app.queue.engines import counts as count_store
-from app.schema import job_counts
+from app.schema_figures import job_counts
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 from tests.recount import assert_exact
