@@ -43,6 +43,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         admission,
         batches,  # noqa: F401 (adds the batch routes to the API blueprint)
         bulk,  # noqa: F401 (adds POST /jobs/bulk to the API blueprint)
+        reports,  # noqa: F401 (adds a worker's single-job reports to the API blueprint)
     )
     from app.api.docs import bp as apidocs_bp
     from app.api.schedules import bp as schedules_api_bp

@@ -16,16 +16,12 @@ from app.api.tracing import TRACE_HEADERS, request_trace
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.problems import problem
-from app.queue.contract.batch_requests import ReleaseBody
 from app.queue.contract.control_responses import ExplanationOut
 from app.queue.contract.fields import KEY_PATTERN
 from app.queue.contract.request_model import RequestModel
 from app.queue.contract.requests import (
     ClaimBody,
-    CompleteBody,
     EnqueueBody,
-    FailBody,
-    HeartbeatBody,
     JobQuery,
     ListQuery,
     NoBody,
@@ -275,103 +271,6 @@ def claimed_json(job: Job, secrets: dict[int, dict[str, str]]) -> dict[str, Any]
     if job.id in secrets:
         body["secrets"] = secrets[job.id]
     return body
-
-
-@bp.post("/jobs/<id:job_id>/complete")
-@requires(Action.WORK)
-@documented(
-    Operation(
-        summary="Complete a running job (its worker, admins)",
-        body=CompleteBody,
-        body_required=True,
-        replies={200: JOB},
-        problems=WORK_PROBLEMS,
-    )
-)
-def complete(job_id: int) -> Response:
-    done = parse_body(CompleteBody, optional=True)
-    with db.transaction() as conn:
-        job = service.complete(
-            conn,
-            g.actor,
-            job_id,
-            now=utcnow(),
-            result=done.result,
-            attempt=done.attempt,
-            settings=queue_settings(),
-        )
-    return job_response(job)
-
-
-@bp.post("/jobs/<id:job_id>/fail")
-@requires(Action.WORK)
-@documented(
-    Operation(
-        summary="Fail a running job: retried or failed for good (its worker, admins)",
-        body=FailBody,
-        replies={200: JOB},
-        problems=WORK_PROBLEMS,
-    )
-)
-def fail(job_id: int) -> Response:
-    failure = parse_body(FailBody)
-    with db.transaction() as conn:
-        job = service.fail(
-            conn,
-            g.actor,
-            job_id,
-            now=utcnow(),
-            settings=queue_settings(),
-            error=failure.error,
-            attempt=failure.attempt,
-            retry_in=failure.retry_in,
-            retryable=failure.retryable,
-        )
-    return job_response(job)
-
-
-@bp.post("/jobs/<id:job_id>/heartbeat")
-@requires(Action.WORK)
-@documented(
-    Operation(
-        summary="Report progress and extend the lease (its worker, admins)",
-        body=HeartbeatBody,
-        body_required=True,
-        replies={200: JOB},
-        problems=WORK_PROBLEMS,
-    )
-)
-def heartbeat(job_id: int) -> Response:
-    beat = parse_body(HeartbeatBody, optional=True)
-    with db.transaction() as conn:
-        job = service.heartbeat(
-            conn,
-            g.actor,
-            job_id,
-            now=utcnow(),
-            settings=queue_settings(),
-            progress=beat.progress,
-            message=beat.message,
-            attempt=beat.attempt,
-        )
-    return job_response(job)
-
-
-@bp.post("/jobs/<id:job_id>/release")
-@requires(Action.WORK)
-@documented(
-    Operation(
-        summary="Hand a claimed job back unstarted: pending at once, no retry spent (its worker)",
-        body=ReleaseBody,
-        replies={200: JOB},
-        problems=WORK_PROBLEMS,
-    )
-)
-def release(job_id: int) -> Response:
-    handed_back = parse_body(ReleaseBody)
-    with db.transaction() as conn:
-        job = service.release(conn, g.actor, job_id, now=utcnow(), attempt=handed_back.attempt)
-    return job_response(job)
 
 
 @bp.post("/jobs/<id:job_id>/cancel")

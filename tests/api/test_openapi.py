@@ -30,6 +30,7 @@ JSON_ROUTES = {
     ("/jobs/{job_id}/retry", "post"),
     ("/jobs/{job_id}/release", "post"),
     ("/jobs/{job_id}/children", "post"),
+    ("/groups/{group_id}", "get"),
     ("/jobs/batch", "post"),
     ("/jobs/finish", "post"),
     ("/jobs/heartbeat", "post"),
