@@ -163,7 +163,7 @@ def run(base: Path) -> None:
     measure(f"sqlite:///{base / 'retention.sqlite3'}", "SQLite (synchronous=FULL)", old)
     if os.environ.get("BENCH_RETENTION_PG") != "1":
         return
-    from tests.postgres import postgres_server
+    from devservers.postgres import postgres_server
 
     with postgres_server(durable=True) as server:
         with psycopg.connect(f"{server.replace('+psycopg', '')}/postgres", autocommit=True) as conn:
