@@ -93,10 +93,10 @@ class Job(_FromJson):
     parent_id: int | None  # the job whose worker spawned this one
     trace: dict[str, Any] | None  # {"traceparent", "tracestate"} of the enqueue, if any
     error: str | None = None
-    duplicate: bool | None = None
     # Only in a claim's answer, to the worker that holds the job: kept out of repr, so a job
     # printed or logged never shows them.
     secrets: dict[str, str] | None = field(default=None, repr=False)
+    duplicate: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -20,7 +20,9 @@ JOB = {
     **{"status": "running", "retry_count": 0, "max_retries": 3, "attempt": 2},
     **{"idempotency_key": None, "run_at": AT, "claimed_at": AT, "lease_expires_at": AT},
     **{"worker_id": "w", "progress": None, "progress_message": None, "result": None},
-    **{"created_at": AT, "updated_at": AT, "finished_at": None},
+    **{"created_at": AT, "updated_at": AT, "finished_at": None, "secret_names": []},
+    **{"deadline_at": None, "depends_on": [], "waiting_for": [], "group_id": None},
+    **{"parent_id": None, "trace": None},
 }
 
 

@@ -20,7 +20,15 @@ from queuelog_client import Client, Conflict, ServerError, Unreachable
 
 from devservers.servers import free_port
 
-JOB = {"id": 7, "type": "email.send", "status": "pending", "created_at": "2026-01-02T03:04:05Z"}
+AT = "2026-01-02T03:04:05Z"
+JOB = {
+    **{"id": 7, "type": "email.send", "payload": {}, "priority": "low", "status": "pending"},
+    **{"retry_count": 0, "max_retries": 3, "attempt": 0, "idempotency_key": None},
+    **{"run_at": AT, "claimed_at": None, "lease_expires_at": None, "worker_id": None},
+    **{"progress": None, "progress_message": None, "result": None, "created_at": AT},
+    **{"updated_at": AT, "finished_at": None, "secret_names": [], "deadline_at": None},
+    **{"depends_on": [], "waiting_for": [], "group_id": None, "parent_id": None, "trace": None},
+}
 
 
 @dataclass

@@ -37,6 +37,8 @@ def python_type(schema: dict[str, Any]) -> Any:
         options = [s for s in schema["anyOf"] if s != {"type": "null"}]
         assert len(options) == 1 and len(schema["anyOf"]) == 2, schema  # "X or null" only
         return python_type(options[0]) | None
+    if "$ref" in schema:
+        return dict[str, Any]  # a nested object (e.g. the job's ``trace``): kept as a dict
     kind = schema.get("type")
     if kind == "string":
         return datetime if schema.get("format") == "date-time" else str
