@@ -8,7 +8,7 @@ import time
 
 import pytest
 from conftest import Server, wait_until
-from queuelog_client import Client, Unprocessable, Worker
+from queuelog_client import Client, Worker
 from test_worker import Running
 
 pytestmark = pytest.mark.slow
@@ -67,9 +67,5 @@ def test_a_handler_spawns_children_in_its_jobs_trace(fresh_server: Server) -> No
 
 def test_workflow_fields_are_sent_as_given(producer: Client) -> None:
     parent = producer.enqueue("email.send")
-    try:
-        job = producer.enqueue("email.send", depends_on=[parent.id])
-    except Unprocessable as exc:  # a server without dependencies names the field it refused
-        assert "depends_on" in (exc.errors or {}), exc.errors
-        pytest.skip("this server does not take depends_on yet")
-    assert job.extra.get("depends_on") == [parent.id]
+    job = producer.enqueue("email.send", depends_on=[parent.id])
+    assert (job.depends_on, job.waiting_for) == ([parent.id], [parent.id])
