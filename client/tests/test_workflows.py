@@ -32,7 +32,6 @@ def test_wait_answers_when_the_job_finishes_or_at_the_timeout(
 
 
 def test_a_handler_spawns_children_in_its_jobs_trace(fresh_server: Server) -> None:
-    pytest.importorskip("opentelemetry.sdk", reason="the client's otel extra is not installed")
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
 
