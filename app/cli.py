@@ -12,8 +12,6 @@ from flask.cli import AppGroup, with_appcontext
 from app import db, migrate, ticks
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
 from app.audit.commands import audit_cli
 from app.pruning import parse_duration, prune_in_batches
 from app.queue.domain import service
@@ -65,7 +63,6 @@ def user_create(name: str, role: str, max_priority: str | None, password_stdin: 
                 password=password,
                 max_priority=cap,
             )
-            audit.record(conn, AuditAction.USER_CREATE, f"user:{user.name}", role=user.role)
     except AccountError as exc:
         _fail(exc)
     click.echo(
@@ -87,11 +84,6 @@ def _set_disabled(name: str, disabled: bool) -> None:
     try:
         with db.transaction() as conn:
             accounts.set_disabled(conn, accounts.OPERATOR, name, disabled=disabled)
-            audit.record(
-                conn,
-                AuditAction.USER_DISABLE if disabled else AuditAction.USER_ENABLE,
-                f"user:{name}",
-            )
     except AccountError as exc:
         _fail(exc)
     click.echo(f"{'disabled' if disabled else 'enabled'} user {name}")
@@ -119,7 +111,6 @@ def user_set_password(name: str) -> None:
     try:
         with db.transaction() as conn:
             accounts.set_password(conn, accounts.OPERATOR, name, password)
-            audit.record(conn, AuditAction.USER_PASSWORD, f"user:{name}")
     except AccountError as exc:
         _fail(exc)
     click.echo(f"password of {name} changed")
@@ -141,7 +132,6 @@ def token_create(name: str, label: str, expires_in: str | None) -> None:
             token, raw = accounts.create_token(
                 conn, accounts.OPERATOR, name, now=utcnow(), label=label, expires_in=lifetime
             )
-            audit.record(conn, AuditAction.TOKEN_ISSUE, f"token:{token.id}", user=name)
     except AccountError as exc:
         _fail(exc)
     expiry = f", expires {token.expires_at.isoformat()}" if token.expires_at else ""
@@ -175,7 +165,6 @@ def token_revoke(token_id: int) -> None:
     try:
         with db.transaction() as conn:
             accounts.revoke_token(conn, accounts.OPERATOR, token_id, now=utcnow())
-            audit.record(conn, AuditAction.TOKEN_REVOKE, f"token:{token_id}")
     except AccountError as exc:
         _fail(exc)
     click.echo(f"revoked token {token_id}")
@@ -248,7 +237,6 @@ def setup(url: str) -> None:
         accounts.create_user(
             conn, accounts.OPERATOR, "admin", Role.ADMIN, now=utcnow(), password=password
         )
-        audit.record(conn, AuditAction.USER_CREATE, "user:admin", role=Role.ADMIN.value)
     click.echo(f"created the first user. Log in at {url.rstrip('/')}/login with")
     click.echo("  username: admin")
     click.echo(f"  password: {password}")

@@ -1,7 +1,8 @@
 """Account use cases: users, roles, passwords, sessions and API tokens.
 
 Management functions take the acting user and refuse non-admins, so the pages and the CLI
-share one rule. The CLI acts as ``OPERATOR``.
+share one rule. The CLI acts as ``OPERATOR``. Each change appends its audit row here, in its
+transaction, so every front end records it alike (who and from where: ``app.audit.hooks``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from app.accounts.errors import (
     InvalidAccountInput,
 )
 from app.accounts.models import ApiToken, User
+from app.audit import hooks as audit
+from app.audit.actions import AuditAction
 from app.queue.contract.strictjson import text_problem
 from app.queue.domain.models import Actor
 from app.queue.domain.states import PRIORITIES, Role
@@ -109,9 +112,11 @@ def create_user(
         raise AccountConflict(f"a user named {existing.name!r} already exists")
     try:
         with conn.begin_nested():
-            return store.insert_user(conn, values)
+            user = store.insert_user(conn, values)
     except IntegrityError:
         raise AccountConflict(f"a user named {name!r} already exists") from None
+    audit.record(conn, AuditAction.USER_CREATE, f"user:{user.name}", role=user.role)
+    return user
 
 
 def has_users(conn: Connection) -> bool:
@@ -166,13 +171,17 @@ def update_user(
     user = get_user(conn, actor, name)
     if _role(role) != Role.ADMIN:
         _guard_admin_loss(conn, actor, user, fresh=fresh)
-    return _update(
+    changed = _update(
         conn,
         user,
         role=_role(role).value,
         max_priority=_priority(max_priority),
         session_nonce=secrets.token_urlsafe(24),
     )
+    audit.record(
+        conn, AuditAction.USER_UPDATE, f"user:{name}", role=role, max_priority=max_priority
+    )
+    return changed
 
 
 def set_disabled(
@@ -185,16 +194,22 @@ def set_disabled(
         raise AccountConflict("you cannot disable yourself")
     if disabled:
         _guard_admin_loss(conn, actor, user, fresh=fresh)
-    return _update(conn, user, disabled=disabled, session_nonce=secrets.token_urlsafe(24))
+    changed = _update(conn, user, disabled=disabled, session_nonce=secrets.token_urlsafe(24))
+    audit.record(
+        conn, AuditAction.USER_DISABLE if disabled else AuditAction.USER_ENABLE, f"user:{name}"
+    )
+    return changed
 
 
 def set_password(conn: Connection, actor: Actor, name: str, password: str) -> User:
     """Set a user's password; the user's sessions end."""
     user = get_user(conn, actor, name)
     check_password(password)
-    return _update(
+    changed = _update(
         conn, user, password_hash=_hasher().hash(password), session_nonce=secrets.token_urlsafe(24)
     )
+    audit.record(conn, AuditAction.USER_PASSWORD, f"user:{name}")
+    return changed
 
 
 def change_own_password(conn: Connection, user: User, current: str, new: str) -> User:
@@ -211,9 +226,11 @@ def change_own_password(conn: Connection, user: User, current: str, new: str) ->
         check_password(new)
     except InvalidAccountInput as exc:
         raise InvalidAccountInput({"new_password": exc.errors["password"]}) from None
-    return _update(
+    changed = _update(
         conn, user, password_hash=_hasher().hash(new), session_nonce=secrets.token_urlsafe(24)
     )
+    audit.record(conn, AuditAction.USER_PASSWORD, f"user:{user.name}", own=True)
+    return changed
 
 
 def authenticate_password(conn: Connection, name: str, password: str) -> User | None:
@@ -286,6 +303,7 @@ def create_token(
             "expires_at": now + expires_in if expires_in is not None else None,
         },
     )
+    audit.record(conn, AuditAction.TOKEN_ISSUE, f"token:{token.id}", user=name)
     return token, raw
 
 
@@ -337,4 +355,5 @@ def revoke_token(conn: Connection, actor: Actor, token_id: int, *, now: datetime
         if store.token_by_id(conn, token_id) is None:
             raise AccountNotFound(f"no token with id {token_id}")
         raise AccountConflict(f"token {token_id} is already revoked")
+    audit.record(conn, AuditAction.TOKEN_REVOKE, f"token:{token_id}")
     return token

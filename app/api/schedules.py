@@ -11,8 +11,6 @@ from app import db
 from app.api import body
 from app.api.auth import requires
 from app.api.openapi import Operation, Reply, documented
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
 from app.queue.contract.control_responses import ScheduleList, ScheduleOut
 from app.queue.contract.requests import NoBody
 from app.queue.contract.responses import JobOut
@@ -77,7 +75,6 @@ def create() -> Response:
     request_ = parse(ScheduleCreate, _body(), queue_settings())
     with db.transaction() as conn:
         schedule = schedules.create(conn, g.actor, request_, now=utcnow())
-        audit.record(conn, AuditAction.SCHEDULE_CHANGE, f"schedule:{schedule.id}", change="create")
     response = _schedule(schedule, 201)
     response.headers["Location"] = url_for(".get", schedule_id=schedule.id)
     return response
@@ -108,14 +105,6 @@ def update(schedule_id: int) -> Response:
     request_ = parse(ScheduleUpdate, _body(), queue_settings())
     with db.transaction() as conn:
         schedule = schedules.update(conn, g.actor, schedule_id, request_, now=utcnow())
-        fields = sorted(request_.model_fields_set)
-        audit.record(
-            conn,
-            AuditAction.SCHEDULE_CHANGE,
-            f"schedule:{schedule_id}",
-            change="update",
-            fields=fields,
-        )
     return _schedule(schedule)
 
 
@@ -131,7 +120,6 @@ def update(schedule_id: int) -> Response:
 def delete(schedule_id: int) -> Response:
     with db.transaction() as conn:
         schedules.delete(conn, g.actor, schedule_id)
-        audit.record(conn, AuditAction.SCHEDULE_CHANGE, f"schedule:{schedule_id}", change="delete")
     return Response(status=204)
 
 
@@ -151,9 +139,6 @@ def run(schedule_id: int) -> Response:
         raise InvalidInput({name: "unknown field" for name in data})
     with db.transaction() as conn:
         job = schedules.run_now(conn, g.actor, schedule_id, now=utcnow(), settings=queue_settings())
-        audit.record(
-            conn, AuditAction.SCHEDULE_CHANGE, f"schedule:{schedule_id}", change="run", job=job.id
-        )
     response = jsonify(job.as_json(include_error=g.actor.sees_errors))
     response.status_code = 201
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)

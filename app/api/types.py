@@ -9,8 +9,6 @@ from app import db
 from app.api import body
 from app.api.auth import requires
 from app.api.openapi import Operation, Reply, documented
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
 from app.queue.contract.control_responses import TypeList, TypeOut
 from app.queue.domain import job_types
 from app.queue.domain.job_types import TypeChange
@@ -55,5 +53,4 @@ def change_type(job_type: str) -> Response:
     change = TypeChange.parse(data, queue_settings())
     with db.transaction() as conn:
         view = job_types.change(conn, g.actor, queue_settings(), job_type, change, now=utcnow())
-        audit.record(conn, AuditAction.TYPE_CHANGE, f"type:{job_type}", **change.overrides())
     return jsonify(view.as_json())

@@ -13,8 +13,6 @@ from app.api import schedules as schedules_api
 from app.api import types as types_api
 from app.api.openapi import Operation, Reply, documented
 from app.api.tracing import TRACE_HEADERS, request_trace
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
 from app.problems import problem
 from app.queue.contract.control_responses import ExplanationOut
 from app.queue.contract.fields import KEY_PATTERN
@@ -288,7 +286,6 @@ def cancel(job_id: int) -> Response:
     parse_body(NoBody, optional=True)
     with db.transaction() as conn:
         job = service.cancel(conn, g.actor, job_id, now=utcnow())
-        audit.record(conn, AuditAction.JOB_CANCEL, f"job:{job_id}")
     return job_response(job)
 
 
@@ -307,5 +304,4 @@ def retry(job_id: int) -> Response:
     parse_body(NoBody, optional=True)
     with db.transaction() as conn:
         job = service.retry(conn, g.actor, job_id, now=utcnow())
-        audit.record(conn, AuditAction.JOB_RETRY, f"job:{job_id}")
     return job_response(job)

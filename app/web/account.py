@@ -44,7 +44,6 @@ def password() -> Response | tuple[str, int]:
             user = accounts.change_own_password(
                 conn, user, form.current_password.data, form.new_password.data
             )
-            audit.record(conn, AuditAction.USER_PASSWORD, target, own=True)
     except AccountError as exc:
         if "current_password" in exc.errors:
             audit.record_alone(AuditAction.PASSWORD_CHANGE_FAILED, target)

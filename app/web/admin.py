@@ -11,8 +11,6 @@ from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError, AccountNotFound, FreshLoginRequired
 from app.accounts.login import is_fresh_login
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
 from app.queue.domain.policy import Action
 from app.timeutil import utcnow
 from app.web.forms import TOKEN_LIFETIMES, ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
@@ -98,7 +96,6 @@ def create_user() -> Response | tuple[str, int]:
                 password=form.password.data or None,
                 max_priority=form.max_priority.data,
             )
-            audit.record(conn, AuditAction.USER_CREATE, f"user:{user.name}", role=user.role)
     except AccountError as exc:
         for name, message in (exc.errors or {"name": exc.detail}).items():
             field = form._fields.get(name, form.name)
@@ -129,13 +126,6 @@ def update_user(name: str) -> Response | tuple[str, int]:
                 max_priority=form.max_priority.data,
                 fresh=is_fresh_login(),
             )
-            audit.record(
-                conn,
-                AuditAction.USER_UPDATE,
-                f"user:{name}",
-                role=form.role.data,
-                max_priority=form.max_priority.data,
-            )
     except AccountError as exc:
         flash(exc.detail, "error")
         return _users_page(status=exc.status)
@@ -148,11 +138,6 @@ def _set_disabled(name: str, disabled: bool) -> Response | tuple[str, int]:
         with db.transaction() as conn:
             accounts.set_disabled(
                 conn, current_actor(), name, disabled=disabled, fresh=is_fresh_login()
-            )
-            audit.record(
-                conn,
-                AuditAction.USER_DISABLE if disabled else AuditAction.USER_ENABLE,
-                f"user:{name}",
             )
     except FreshLoginRequired:
         return _require_fresh_login() or _users_page(status=403)
@@ -218,7 +203,7 @@ def create_token() -> Response | tuple[str, int]:
         return _tokens_page(form, status=422)
     try:
         with db.transaction() as conn:
-            token, raw = accounts.create_token(
+            _, raw = accounts.create_token(
                 conn,
                 current_actor(),
                 form.user.data,
@@ -226,7 +211,6 @@ def create_token() -> Response | tuple[str, int]:
                 label=form.label.data or "",
                 expires_in=TOKEN_LIFETIMES[form.expires_in.data],
             )
-            audit.record(conn, AuditAction.TOKEN_ISSUE, f"token:{token.id}", user=form.user.data)
     except AccountError as exc:
         form.label.errors = [exc.detail]
         return _tokens_page(form, status=exc.status)
@@ -239,7 +223,6 @@ def revoke_token(token_id: int) -> Response:
     try:
         with db.transaction() as conn:
             accounts.revoke_token(conn, current_actor(), token_id, now=utcnow())
-            audit.record(conn, AuditAction.TOKEN_REVOKE, f"token:{token_id}")
     except AccountNotFound:
         raise  # the error page, as for any unknown user or token
     except AccountError as exc:

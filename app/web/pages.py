@@ -22,8 +22,6 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
 from app import db
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
 from app.queue.contract.requests import EnqueueBody, ListQuery
 from app.queue.contract.strictjson import MalformedJSON, decode_json
 from app.queue.domain import children, explain, job_types, service, stats, workflow
@@ -176,13 +174,12 @@ def _action_done(job_id: int, message: str, category: str) -> Response:
     return redirect(url_for(".job", job_id=job_id))
 
 
-def _act(job_id: int, action: Callable[..., Job], audited: AuditAction, done: str) -> Response:
-    """Run a service action on a job and audit it; a refusal by the job's state (Conflict) is
-    shown on the job, any other error (Forbidden, NotFound) is the error page."""
+def _act(job_id: int, action: Callable[..., Job], done: str) -> Response:
+    """Run a service action on a job (the service audits it); a refusal by the job's state
+    (Conflict) is shown on the job, any other error (Forbidden, NotFound) is the error page."""
     try:
         with db.transaction() as conn:
             action(conn, g.actor, job_id, now=utcnow())
-            audit.record(conn, audited, f"job:{job_id}")
     except Conflict as exc:
         return _action_done(job_id, exc.detail, "error")
     return _action_done(job_id, done, "success")
@@ -191,13 +188,13 @@ def _act(job_id: int, action: Callable[..., Job], audited: AuditAction, done: st
 @bp.post("/jobs/<id:job_id>/cancel")
 @requires(Action.CANCEL)
 def cancel(job_id: int) -> Response:
-    return _act(job_id, service.cancel, AuditAction.JOB_CANCEL, f"Job {job_id} cancelled.")
+    return _act(job_id, service.cancel, f"Job {job_id} cancelled.")
 
 
 @bp.post("/jobs/<id:job_id>/retry")
 @requires(Action.RETRY)
 def retry(job_id: int) -> Response:
-    return _act(job_id, service.retry, AuditAction.JOB_RETRY, f"Job {job_id} is queued again.")
+    return _act(job_id, service.retry, f"Job {job_id} is queued again.")
 
 
 def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:

@@ -10,8 +10,6 @@ from flask import Blueprint, current_app, flash, redirect, render_template, url_
 from werkzeug.wrappers import Response
 
 from app import db
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
 from app.queue.contract.schedule_models import ScheduleCreate, ScheduleUpdate, parse
 from app.queue.contract.strictjson import MalformedJSON, decode_json
 from app.queue.domain import cron, schedules
@@ -81,9 +79,6 @@ def create() -> Response | tuple[str, int]:
         request = parse(ScheduleCreate, _body(form), queue_settings())
         with db.transaction() as conn:
             schedule = schedules.create(conn, current_actor(), request, now=utcnow())
-            audit.record(
-                conn, AuditAction.SCHEDULE_CHANGE, f"schedule:{schedule.id}", change="create"
-            )
     except QueueError as exc:
         for name, message in (exc.errors or {"name": exc.detail}).items():
             field = form._fields.get(name)
@@ -100,8 +95,6 @@ def _set_enabled(schedule_id: int, enabled: bool) -> Response:
     request = ScheduleUpdate(enabled=enabled)
     with db.transaction() as conn:
         schedule = schedules.update(conn, current_actor(), schedule_id, request, now=utcnow())
-        change = "enable" if enabled else "disable"
-        audit.record(conn, AuditAction.SCHEDULE_CHANGE, f"schedule:{schedule_id}", change=change)
     flash(f"Schedule {schedule.name} {'enabled' if enabled else 'disabled'}.", "success")
     return redirect(url_for(".index"))
 
@@ -126,13 +119,6 @@ def run(schedule_id: int) -> Response:
             job = schedules.run_now(
                 conn, current_actor(), schedule_id, now=utcnow(), settings=queue_settings()
             )
-            audit.record(
-                conn,
-                AuditAction.SCHEDULE_CHANGE,
-                f"schedule:{schedule_id}",
-                change="run",
-                job=job.id,
-            )
     except QueueError as exc:
         if exc.status in (403, 404):
             raise
@@ -147,6 +133,5 @@ def run(schedule_id: int) -> Response:
 def delete(schedule_id: int) -> Response:
     with db.transaction() as conn:
         schedule = schedules.delete(conn, current_actor(), schedule_id)
-        audit.record(conn, AuditAction.SCHEDULE_CHANGE, f"schedule:{schedule_id}", change="delete")
     flash(f"Schedule {schedule.name} deleted; the jobs it made stay.", "success")
     return redirect(url_for(".index"))

@@ -10,8 +10,6 @@ from flask import Blueprint, flash, redirect, render_template, url_for
 from werkzeug.wrappers import Response
 
 from app import db
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
 from app.queue.domain import job_types
 from app.queue.domain.errors import NotFound, QueueError
 from app.queue.domain.job_types import TypeChange, TypeView
@@ -68,7 +66,6 @@ def _change(name: str, fields: dict[str, Any]) -> TypeView:
         view = job_types.change(
             conn, current_actor(), queue_settings(), name, request, now=utcnow()
         )
-        audit.record(conn, AuditAction.TYPE_CHANGE, f"type:{name}", **request.overrides())
     return view
 
 

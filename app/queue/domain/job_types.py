@@ -15,6 +15,8 @@ from pydantic import ConfigDict, Field, model_validator
 from sqlalchemy import Connection
 
 from app import wakeup
+from app.audit import hooks as audit
+from app.audit.actions import AuditAction
 from app.queue.contract.fields import Flag
 from app.queue.contract.request_model import RequestModel, refuse, says
 from app.queue.domain import flow
@@ -140,10 +142,11 @@ def change(
     *,
     now: datetime,
 ) -> TypeView:
-    """Set or clear the type's overrides; claims obey them from the commit on. Waiting claims
-    are woken: a resumed type or a raised limit may have made jobs claimable."""
+    """Set or clear the type's overrides (audited); claims obey them from the commit on. Waiting
+    claims are woken: a resumed type or a raised limit may have made jobs claimable."""
     get_type(conn, actor, settings, name)
     flow_store.save_override(conn, name, request.overrides(), actor=actor.name, now=now)
+    audit.record(conn, AuditAction.TYPE_CHANGE, f"type:{name}", **request.overrides())
     conn.info[wakeup.JOB_DUE] = True
     return _views(conn, settings, (name,))[0]
 

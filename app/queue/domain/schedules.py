@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
+from app.audit import hooks as audit
+from app.audit.actions import AuditAction
 from app.queue.contract.requests import EnqueueBody
 from app.queue.contract.schedule_models import Schedule, ScheduleCreate, ScheduleUpdate
 from app.queue.domain import cron, service
@@ -27,10 +29,15 @@ TICK_BATCH = 100  # schedules fired per tick transaction
 _TIMING = ("cron", "timezone", "enabled")
 
 
-def _changed(actor: Actor, action: str, schedule: Schedule) -> None:
-    """Every change of a schedule ends here, inside its transaction: the place where it is
-    recorded (the audit log of docs/operations.md appends its row here)."""
-    log.info("schedule %s (%d) %s by %s", schedule.name, schedule.id, action, actor.name)
+def _changed(
+    conn: Connection, actor: Actor, change: str, schedule: Schedule, **details: object
+) -> None:
+    """Every change of a schedule ends here, inside its transaction: its audit row (one for
+    the API and the pages alike) and a log line."""
+    audit.record(
+        conn, AuditAction.SCHEDULE_CHANGE, f"schedule:{schedule.id}", change=change, **details
+    )
+    log.info("schedule %s (%d): %s by %s", schedule.name, schedule.id, change, actor.name)
 
 
 class NameTaken(Conflict):
@@ -58,7 +65,7 @@ def create(conn: Connection, actor: Actor, request: ScheduleCreate, *, now: date
         schedule = store.insert_schedule(conn, values)
     except store.DuplicateName:
         raise _duplicate(request.name) from None
-    _changed(actor, "created", schedule)
+    _changed(conn, actor, "create", schedule)
     return schedule
 
 
@@ -95,7 +102,10 @@ def update(
         raise _duplicate(changes.get("name")) from None
     if schedule is None:  # deleted meanwhile
         raise NotFound(f"schedule {schedule_id} does not exist")
-    _changed(actor, "changed", schedule)
+    if request.model_fields_set == {"enabled"}:  # the pages' switch
+        _changed(conn, actor, "enable" if schedule.enabled else "disable", schedule)
+    else:
+        _changed(conn, actor, "update", schedule, fields=sorted(request.model_fields_set))
     return schedule
 
 
@@ -104,7 +114,7 @@ def delete(conn: Connection, actor: Actor, schedule_id: int) -> Schedule:
     schedule = get(conn, actor, schedule_id)
     if not store.delete_schedule(conn, schedule_id):
         raise NotFound(f"schedule {schedule_id} does not exist")
-    _changed(actor, "deleted", schedule)
+    _changed(conn, actor, "delete", schedule)
     return schedule
 
 
@@ -137,7 +147,7 @@ def run_now(
         raise Conflict(f"schedule {schedule.name!r} cannot enqueue: {exc.detail}") from None
     job = _enqueue(conn, schedule, request, now)
     store.set_last_run(conn, schedule_id, now)
-    _changed(actor, "run by hand", schedule)
+    _changed(conn, actor, "run", schedule, job=job.id)
     return job
 
 

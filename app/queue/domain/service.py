@@ -13,6 +13,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from app.audit import hooks as audit
+from app.audit.actions import AuditAction
 from app.queue.contract.cursors import encode_cursor
 from app.queue.domain import finishing, flow_claim, retention, transitions, uniqueness, workflow
 from app.queue.domain.errors import Conflict, Forbidden, InvalidInput, NotFound, QueueError
@@ -335,6 +337,7 @@ def cancel(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Job
     done = transitions.cancel(conn, job, now=now, actor=actor.name)
     if done is None:
         raise Conflict(f"job {job_id} changed before it could be cancelled")
+    audit.record(conn, AuditAction.JOB_CANCEL, f"job:{job_id}")
     return done
 
 
@@ -349,6 +352,7 @@ def retry(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Job:
     done = transitions.retry(conn, job, now=now, actor=actor.name)
     if done is None:
         raise Conflict(f"job {job_id} changed before it could be retried")
+    audit.record(conn, AuditAction.JOB_RETRY, f"job:{job_id}")
     return done
 
 
