@@ -37,6 +37,7 @@ def audit_count(app: Flask) -> int:
 
 
 def test_audit_api_pages_with_a_cursor_and_filters(team: Team) -> None:
+    setup = audit_count(team.app)  # the team's users and tokens, audited as they were made
     seed_audit(team.app, 7)
     first = team.admin.get("/audit?limit=3&actor=actor1").get_json()
     assert [e["actor"] for e in first["events"]] == ["actor1"] * 2
@@ -46,13 +47,14 @@ def test_audit_api_pages_with_a_cursor_and_filters(team: Team) -> None:
     while page["next_cursor"]:
         page = team.admin.get(f"/audit?limit=3&cursor={page['next_cursor']}").get_json()
         seen += [e["id"] for e in page["events"]]
-    assert seen == sorted(seen, reverse=True) and len(seen) == len(set(seen)) == 7
+    assert seen == sorted(seen, reverse=True) and len(seen) == len(set(seen)) == 7 + setup
     only = team.admin.get("/audit?action=job_cancel").get_json()["events"]
     assert {e["action"] for e in only} == {"job_cancel"} and len(only) == 3
     event = only[0]
     assert set(event) == {"id", "at", "actor", "action", "target", "details", "client_address"}
     today = datetime.now(UTC).date()
-    assert len(team.admin.get(f"/audit?since={today}&until={today}").get_json()["events"]) == 7
+    events = team.admin.get(f"/audit?since={today}&until={today}").get_json()["events"]
+    assert len(events) == 7 + setup
     tomorrow = today + timedelta(days=1)
     assert team.admin.get(f"/audit?since={tomorrow}").get_json()["events"] == []
 
@@ -66,6 +68,7 @@ def test_audit_api_refuses_bad_filters_and_non_admins(team: Team, anonymous) -> 
 
 
 def test_audit_page_filters_escapes_and_pages(team: Team) -> None:
+    setup = audit_count(team.app)  # the team's users and tokens
     seed_audit(team.app, 60)
     boss = sign_in(team.app, "boss")
     response = boss.get("/ui/admin/audit")
@@ -76,7 +79,7 @@ def test_audit_page_filters_escapes_and_pages(team: Team) -> None:
     older = page.find("a", string="Older →")
     assert older is not None
     rest = soup(boss.get(older["href"]))
-    assert len(rest.select("table.audit tbody tr")) == 11  # 60 seeded + boss's sign-in
+    assert len(rest.select("table.audit tbody tr")) == 11 + setup  # 60 seeded + boss's sign-in
     filtered = soup(boss.get("/ui/admin/audit?actor=actor2&action=token_issue"))
     cells = [row.select("td")[1].get_text() for row in filtered.select("table.audit tbody tr")]
     assert cells and set(cells) == {"actor2"}

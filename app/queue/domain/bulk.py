@@ -34,8 +34,8 @@ class Verb(StrEnum):
 
 # The statuses each verb applies to: the named edges' sources, and "finished" for delete.
 APPLIES_TO: dict[Verb, frozenset[JobStatus]] = {
-    Verb.CANCEL: transitions.EDGES["cancel"].sources,
-    Verb.RETRY: transitions.EDGES["retry"].sources,
+    Verb.CANCEL: transitions.EDGES[transitions.Move.CANCEL].sources,
+    Verb.RETRY: transitions.EDGES[transitions.Move.RETRY].sources,
     Verb.DELETE: frozenset(TERMINAL),
 }
 

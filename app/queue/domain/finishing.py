@@ -24,6 +24,7 @@ from app.queue.domain.policy import holds
 from app.queue.domain.retry import Uniform, backoff_seconds
 from app.queue.domain.sanitize import sanitize_error
 from app.queue.domain.states import JobStatus
+from app.queue.domain.transitions import Move
 from app.queue.engines import batches as store_batches
 from app.queue.engines import moves as store_moves
 from app.queue.engines.items import Columns, Kind
@@ -90,7 +91,7 @@ def _report(
 ) -> transitions.Report:
     """The edge a held job takes for ``outcome``, with its values."""
     if outcome.completed:
-        return transitions.Report("complete", job.id, job.attempts, result=outcome.result)
+        return transitions.Report(Move.COMPLETE, job.id, job.attempts, result=outcome.result)
     assert outcome.error is not None  # _mismatch refused a failure without one
     if settings is None:
         raise ValueError("a failure needs the queue settings (its error limit and backoff)")
@@ -104,7 +105,7 @@ def _report(
     if run_at is None:
         note = None if retryable else NOT_RETRYABLE
         return transitions.Report(
-            "fail_for_good",
+            Move.FAIL_FOR_GOOD,
             job.id,
             job.attempts,
             error=error,
@@ -112,7 +113,7 @@ def _report(
             retry_count=job.retry_count,
         )
     return transitions.Report(
-        "fail_with_retry",
+        Move.FAIL_WITH_RETRY,
         job.id,
         job.attempts,
         error=error,
@@ -275,7 +276,7 @@ def time_out(
     reports = []
     for job in late:
         run_at = retry_at(job, now=now, settings=settings, retry_in=None, uniform=uniform)
-        edge = "timed_out_for_good" if run_at is None else "timed_out_with_retry"
+        edge = Move.TIMED_OUT_FOR_GOOD if run_at is None else Move.TIMED_OUT_WITH_RETRY
         reports.append(
             transitions.Report(
                 edge,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -30,7 +31,7 @@ _TIMING = ("cron", "timezone", "enabled")
 
 
 def _changed(
-    conn: Connection, actor: Actor, change: str, schedule: Schedule, **details: object
+    conn: Connection, actor: Actor, change: str, schedule: Schedule, **details: Any
 ) -> None:
     """Every change of a schedule ends here, inside its transaction: its audit row (one for
     the API and the pages alike) and a log line."""

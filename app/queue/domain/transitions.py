@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import Connection
@@ -17,9 +18,26 @@ from app.queue.engines import batches as many
 from app.queue.engines import moves as sql
 from app.queue.engines.items import Columns, Kind
 from app.queue.engines.jobs import append_events, event_row
+from app.queue.engines.moves import Expected
 
 PENDING, RUNNING = JobStatus.PENDING, JobStatus.RUNNING
 FAILED, CANCELLED = JobStatus.FAILED, JobStatus.CANCELLED
+
+
+class Move(StrEnum):
+    """The name of each edge: what callers pass, so a misspelt edge fails the type check."""
+
+    CLAIM = "claim"
+    COMPLETE = "complete"
+    FAIL_WITH_RETRY = "fail_with_retry"
+    FAIL_FOR_GOOD = "fail_for_good"
+    LEASE_EXPIRED_WITH_RETRY = "lease_expired_with_retry"
+    LEASE_EXPIRED_FOR_GOOD = "lease_expired_for_good"
+    TIMED_OUT_WITH_RETRY = "timed_out_with_retry"
+    TIMED_OUT_FOR_GOOD = "timed_out_for_good"
+    RELEASE = "release"
+    CANCEL = "cancel"
+    RETRY = "retry"
 
 
 @dataclass(frozen=True)
@@ -37,26 +55,28 @@ def _edge(label: str, sources: set[JobStatus], target: JobStatus, kind: EventKin
 
 
 # Every allowed move, declared once; the functions below take their WHERE status IN (...) here.
-EDGES: dict[str, Edge] = {
-    "claim": _edge("claim", {PENDING}, RUNNING, EventKind.CLAIMED),
-    "complete": _edge("complete", {RUNNING}, JobStatus.COMPLETED, EventKind.COMPLETED),
-    "fail_with_retry": _edge("fail, retries left", {RUNNING}, PENDING, EventKind.RETRY_SCHEDULED),
-    "fail_for_good": _edge("fail, no retry left", {RUNNING}, FAILED, EventKind.FAILED),
-    "lease_expired_with_retry": _edge(
+EDGES: dict[Move, Edge] = {
+    Move.CLAIM: _edge("claim", {PENDING}, RUNNING, EventKind.CLAIMED),
+    Move.COMPLETE: _edge("complete", {RUNNING}, JobStatus.COMPLETED, EventKind.COMPLETED),
+    Move.FAIL_WITH_RETRY: _edge(
+        "fail, retries left", {RUNNING}, PENDING, EventKind.RETRY_SCHEDULED
+    ),
+    Move.FAIL_FOR_GOOD: _edge("fail, no retry left", {RUNNING}, FAILED, EventKind.FAILED),
+    Move.LEASE_EXPIRED_WITH_RETRY: _edge(
         "lease expired, retries left", {RUNNING}, PENDING, EventKind.LEASE_EXPIRED
     ),
-    "lease_expired_for_good": _edge(
+    Move.LEASE_EXPIRED_FOR_GOOD: _edge(
         "lease expired, no retry left", {RUNNING}, FAILED, EventKind.LEASE_EXPIRED
     ),
-    "timed_out_with_retry": _edge(
+    Move.TIMED_OUT_WITH_RETRY: _edge(
         "ran too long, retries left", {RUNNING}, PENDING, EventKind.TIMED_OUT
     ),
-    "timed_out_for_good": _edge(
+    Move.TIMED_OUT_FOR_GOOD: _edge(
         "ran too long, no retry left", {RUNNING}, FAILED, EventKind.TIMED_OUT
     ),
-    "release": _edge("release", {RUNNING}, PENDING, EventKind.RELEASED),
-    "cancel": _edge("cancel", {PENDING, RUNNING}, CANCELLED, EventKind.CANCELLED),
-    "retry": _edge("admin retry", {FAILED, CANCELLED}, PENDING, EventKind.RETRIED),
+    Move.RELEASE: _edge("release", {RUNNING}, PENDING, EventKind.RELEASED),
+    Move.CANCEL: _edge("cancel", {PENDING, RUNNING}, CANCELLED, EventKind.CANCELLED),
+    Move.RETRY: _edge("admin retry", {FAILED, CANCELLED}, PENDING, EventKind.RETRIED),
 }
 # What a job gives up when it stops running: its holder's lease.
 _NO_LEASE = {"worker_id": None, "claimed_at": None, "lease_expires_at": None, "deadline_at": None}
@@ -64,11 +84,11 @@ _FINISHED = {"secrets_sealed": None}  # finished for good: its secrets' values g
 
 
 def _move(
-    name: str,
+    name: Move,
     conn: Connection,
     job_id: int,
     *,
-    expect: dict[str, Any],
+    expect: Expected,
     values: dict[str, Any],
     now: datetime,
     actor: str | None,
@@ -96,12 +116,12 @@ def _move(
     return job
 
 
-def _holder(worker: str, attempt: int | None) -> dict[str, Any]:
+def _holder(worker: str, attempt: int | None) -> Expected:
     """The fencing expectation: held by ``worker`` (at ``attempt`` when the caller sent one)."""
     return {"worker_id": worker} if attempt is None else {"worker_id": worker, "attempts": attempt}
 
 
-def _attempt_of(job: Job) -> dict[str, Any]:
+def _attempt_of(job: Job) -> Expected:
     """Expect the job exactly as read: same holder, attempt and retry count."""
     return {"worker_id": job.worker_id, "attempts": job.attempts, "retry_count": job.retry_count}
 
@@ -121,7 +141,7 @@ def claim(
     """pending -> running: up to ``limit`` due jobs from the head of the queue (of ``types``
     when given, else of any type but ``except_types``), for ``worker``, in claim order, each
     with its deadline when its type has a run limit; empty when nothing is due."""
-    edge = EDGES["claim"]
+    edge = EDGES[Move.CLAIM]
     return sql.claim_due(
         conn,
         sources=edge.sources,
@@ -143,7 +163,7 @@ class Report:
     ``fail_with_retry`` or ``fail_for_good`` from its worker; ``timed_out_with_retry`` or
     ``timed_out_for_good`` from the server) and that edge's values."""
 
-    edge: str
+    edge: Move
     job_id: int
     attempt: int
     result: dict[str, object] | None = None
@@ -158,22 +178,22 @@ _FAILURE: Columns = (
     ("error", Kind.TEXT),
 )
 # Per edge of a report: the columns each job gets from its report.
-_REPORTED: dict[str, Columns] = {
-    "complete": (("result", Kind.JSON),),
-    "fail_with_retry": (*_FAILURE, ("retry_count", Kind.INTEGER), ("run_at", Kind.TIMESTAMP)),
-    "fail_for_good": _FAILURE,
+_REPORTED: dict[Move, Columns] = {
+    Move.COMPLETE: (("result", Kind.JSON),),
+    Move.FAIL_WITH_RETRY: (*_FAILURE, ("retry_count", Kind.INTEGER), ("run_at", Kind.TIMESTAMP)),
+    Move.FAIL_FOR_GOOD: _FAILURE,
 }
-_REPORTED["timed_out_with_retry"] = _REPORTED["fail_with_retry"]
-_REPORTED["timed_out_for_good"] = _REPORTED["fail_for_good"]
+_REPORTED[Move.TIMED_OUT_WITH_RETRY] = _REPORTED[Move.FAIL_WITH_RETRY]
+_REPORTED[Move.TIMED_OUT_FOR_GOOD] = _REPORTED[Move.FAIL_FOR_GOOD]
 
 
-def _shared(name: str, now: datetime) -> dict[str, Any]:
+def _shared(name: Move, now: datetime) -> dict[str, Any]:
     """What edge ``name`` sets alike on every job it moves."""
     target = {"status": EDGES[name].target}
     if EDGES[name].target is PENDING:
         return {**target, **_NO_LEASE}
     done = {**target, "finished_at": now, **_FINISHED}
-    if name == "complete":
+    if name is Move.COMPLETE:
         return {**done, "progress": 100, "lease_expires_at": None, "deadline_at": None}
     return {**done, **_NO_LEASE}
 
@@ -243,7 +263,7 @@ def complete(
     result: dict[str, object] | None,
 ) -> Job | None:
     """running -> completed, if ``worker`` holds the job at ``attempt``."""
-    report = Report("complete", job_id, attempt, result=result)
+    report = Report(Move.COMPLETE, job_id, attempt, result=result)
     return finish_many(conn, [report], worker=worker, now=now).get(job_id)
 
 
@@ -259,7 +279,7 @@ def fail_with_retry(
 ) -> Job | None:
     """running -> pending: a retry used, due again at ``run_at``, if ``actor`` holds ``job``."""
     report = Report(
-        "fail_with_retry",
+        Move.FAIL_WITH_RETRY,
         job.id,
         job.attempts,
         error=error,
@@ -275,13 +295,18 @@ def fail_for_good(
 ) -> Job | None:
     """running -> failed: no retry left, or the worker said the failure is not retryable."""
     report = Report(
-        "fail_for_good", job.id, job.attempts, error=error, note=note, retry_count=job.retry_count
+        Move.FAIL_FOR_GOOD,
+        job.id,
+        job.attempts,
+        error=error,
+        note=note,
+        retry_count=job.retry_count,
     )
     return finish_many(conn, [report], worker=actor, now=now).get(job.id)
 
 
 def _fail(
-    name: str,
+    name: Move,
     conn: Connection,
     job: Job,
     *,
@@ -314,11 +339,11 @@ def lease_expired(
     before ``now``; the event names the worker that went silent."""
     if run_at is not None:
         name, values = (
-            "lease_expired_with_retry",
+            Move.LEASE_EXPIRED_WITH_RETRY,
             {"retry_count": job.retry_count + 1, "run_at": run_at},
         )
     else:
-        name, values = "lease_expired_for_good", {"finished_at": now, **_FINISHED}
+        name, values = Move.LEASE_EXPIRED_FOR_GOOD, {"finished_at": now, **_FINISHED}
     return _fail(
         name,
         conn,
@@ -337,7 +362,7 @@ def release(
 ) -> Job | None:
     """running -> pending at once: the holder hands the job back unstarted (retry_count kept)."""
     return _move(
-        "release",
+        Move.RELEASE,
         conn,
         job_id,
         expect=_holder(worker, attempt),
@@ -355,7 +380,7 @@ def cancel(
     ended = {"lease_expires_at": None, "deadline_at": None, "waiting_for": None}
     values = {**ended, "finished_at": now, **_FINISHED}
     return _move(
-        "cancel",
+        Move.CANCEL,
         conn,
         job.id,
         expect={"attempts": job.attempts},
@@ -381,7 +406,7 @@ def retry(
         "finished_at": None,
     }
     return _move(
-        "retry",
+        Move.RETRY,
         conn,
         job.id,
         expect={"attempts": job.attempts},

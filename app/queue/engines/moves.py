@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from sqlalchemy import (
     ColumnElement,
@@ -35,6 +35,15 @@ from app.queue.engines.jobs import (
 from app.queue.engines.prepared import Prepared
 from app.schema import jobs
 from app.sqltypes import UTCDateTime
+
+
+class Expected(TypedDict, total=False):
+    """What a compare-and-set expects of the job besides its status: its holder, attempt and
+    retry count, as the caller read them (a key left out is not compared)."""
+
+    worker_id: str | None
+    attempts: int
+    retry_count: int
 
 
 def _now() -> Any:
@@ -267,7 +276,7 @@ def move(
     job_id: int,
     *,
     sources: Collection[str],
-    expect: Mapping[str, Any],
+    expect: Expected,
     values: Mapping[str, Any],
     at: datetime,
     kind: EventKind | None,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from sqlalchemy import func, insert, select
+from sqlalchemy import delete, func, insert, select
 
 from app import create_app, db, ticks
 from app.config import ConfigError
@@ -125,6 +125,7 @@ def test_the_tick_prunes_by_status_and_age_with_events_and_exact_counts(
         pending = make_job(
             conn, producer, QueueSettings.from_config(app.config), now=NOW - timedelta(days=90)
         )
+        conn.execute(delete(audit_events))  # the rows of the setup's users and cancels
         conn.execute(insert(audit_events), [
             {"at": NOW - timedelta(days=31), "actor": "a", "action": "login"},
             {"at": NOW - timedelta(days=29), "actor": "a", "action": "login"},
