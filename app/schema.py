@@ -20,9 +20,9 @@ from sqlalchemy import (
     text,
 )
 
-from app.queue.domain.states import EventKind
+from app.queue.domain.states import PRIORITIES, EventKind, JobStatus, Role
 from app.queue.domain.trace import TRACESTATE_MAX
-from app.sqltypes import BigId, JSONDocument, NullableDocument, UTCDateTime, partial_index
+from app.sqltypes import BigId, JSONDocument, NullableDocument, UTCDateTime, one_of, partial_index
 
 metadata = MetaData(
     naming_convention={
@@ -57,8 +57,8 @@ users = Table(
     Column("totp_last_step", BigInteger, nullable=True),
     Column("totp_sealed", String(512), nullable=True),
     Column("totp_pending", String(512), nullable=True),
-    CheckConstraint("role IN ('producer', 'worker', 'admin', 'monitor')", name="role"),
-    CheckConstraint("max_priority IN (0, 10, 20, 30)", name="max_priority"),
+    one_of("role", Role, name="role"),
+    one_of("max_priority", PRIORITIES.values(), name="max_priority"),
     sqlite_autoincrement=True,
 )
 Index("uq_users_name_lower", users.c.name_lower, unique=True)
@@ -144,10 +144,8 @@ jobs = Table(
     Column("parent_id", BigId, nullable=True),
     Column("traceparent", String(55), nullable=True),
     Column("tracestate", String(TRACESTATE_MAX), nullable=True),
-    CheckConstraint(
-        "status IN ('pending', 'running', 'completed', 'failed', 'cancelled')", name="status"
-    ),
-    CheckConstraint("priority IN (0, 10, 20, 30)", name="priority"),
+    one_of("status", JobStatus, name="status"),
+    one_of("priority", PRIORITIES.values(), name="priority"),
     CheckConstraint("max_retries BETWEEN 0 AND 25", name="max_retries"),
     CheckConstraint("retry_count >= 0 AND attempts >= 0", name="counters"),
     CheckConstraint("progress IS NULL OR progress BETWEEN 0 AND 100", name="progress"),
@@ -292,7 +290,7 @@ job_events = Table(
     Column("error", Text, nullable=True),
     Column("note", String(500), nullable=True),
     # The database refuses a kind the code does not know (migration 0003 adds new ones).
-    CheckConstraint(f"kind IN ({', '.join(repr(str(k)) for k in EventKind)})", name="kind"),
+    one_of("kind", EventKind, name="kind"),
     Index(None, "job_id", "id"),
     sqlite_autoincrement=True,
 )

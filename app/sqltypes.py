@@ -4,11 +4,11 @@ timestamps that are aware UTC in Python on both engines, JSON that is JSONB on P
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Index, Integer, TypeDecorator
+from sqlalchemy import JSON, BigInteger, CheckConstraint, DateTime, Index, Integer, TypeDecorator
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 
@@ -77,3 +77,10 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 def partial_index(name: str, *columns: Any, where: Any) -> Index:
     """An index of the rows matching ``where`` only, on both engines."""
     return Index(name, *columns, sqlite_where=where, postgresql_where=where)
+
+
+def one_of(column: str, values: Iterable[object], name: str) -> CheckConstraint:
+    """A CHECK that ``column`` holds one of ``values``, built from the enum or table that
+    defines them, so the database and the code cannot disagree on the list."""
+    listed = ", ".join(repr(str(v)) if isinstance(v, str) else str(v) for v in values)
+    return CheckConstraint(f"{column} IN ({listed})", name=name)
