@@ -178,3 +178,19 @@ def test_only_the_owner_and_admins_see_a_group(
     assert other_producer.get(f"/groups/{group_id}").status_code == 404
     assert worker.get(f"/groups/{group_id}").status_code == 404
     assert producer.get("/groups/999999").status_code == 404
+
+
+def test_a_callback_names_no_parents_keys_or_secrets(producer: Api, backend: str) -> None:
+    refused = {
+        "depends_on": [1],
+        "idempotency_key": "k",
+        "unique_key": "u",
+        "secrets": {"token": "s3cr3t-value"},
+    }
+    for name, value in refused.items():
+        callback = {"type": "email.send", name: value}
+        body = {"jobs": [{"type": "email.send"}], "group": {"name": "g", "on_success": callback}}
+        response = producer.post("/jobs/batch", body)
+        assert response.status_code == 422, (name, response.get_json())
+        assert list(response.get_json()["errors"]) == [f"group.on_success.{name}"]
+    assert producer.get("/jobs").get_json()["jobs"] == []  # nothing stored

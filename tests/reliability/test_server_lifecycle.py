@@ -60,6 +60,9 @@ def test_a_graceful_restart_lets_a_waiting_long_poll_answer(
 def test_a_stuck_worker_is_replaced(database: Database, tmp_path: Path) -> None:
     env = {"QUEUELOG_WORKER_TIMEOUT": "2"}
     with running(Served(database, tmp_path, workers=2, env=env)) as server:
+        # both started: a worker stopped before its first heartbeat would not be watched yet
+        started = ("Started worker-1 runtime", "Started worker-2 runtime")
+        assert _wait_for(lambda: all(s in server.log_tail(100) for s in started), 30)
         stuck, healthy = server.worker_pids()
         os.kill(stuck, signal.SIGSTOP)  # its event loop turns no more, as if stuck
         try:

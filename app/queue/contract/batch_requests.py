@@ -62,11 +62,12 @@ class BatchItem(EnqueueBody):
 
 class Callback(EnqueueBody):
     """A group's callback job: a ``POST /jobs`` body enqueued once when the group finishes.
-    It names no parents and no keys (it is enqueued once, by the group)."""
+    It names no parents and no keys (it is enqueued once, by the group), and carries no
+    secrets (it is stored with the group until then, where a secret has no place)."""
 
     @model_validator(mode="after")
     def _plain(self) -> Callback:
-        for name in ("depends_on", "idempotency_key", "unique_key"):
+        for name in ("depends_on", "idempotency_key", "unique_key", "secrets"):
             if getattr(self, name) is not None:
                 raise refuse("is not allowed in a callback", field=name)
         return self

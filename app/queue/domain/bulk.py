@@ -16,7 +16,7 @@ from app.queue.domain import transitions
 from app.queue.domain.errors import Conflict, InvalidInput
 from app.queue.domain.models import Actor, Job, JobFilters, iso
 from app.queue.domain.policy import Action, require
-from app.queue.domain.states import TERMINAL, JobStatus, priority_label
+from app.queue.domain.states import EDGES, TERMINAL, JobStatus, Move, priority_label
 from app.queue.domain.visibility import visibility
 from app.queue.engines import bulk as bulk_store
 from app.queue.engines import jobs as store
@@ -34,8 +34,8 @@ class Verb(StrEnum):
 
 # The statuses each verb applies to: the named edges' sources, and "finished" for delete.
 APPLIES_TO: dict[Verb, frozenset[JobStatus]] = {
-    Verb.CANCEL: transitions.EDGES[transitions.Move.CANCEL].sources,
-    Verb.RETRY: transitions.EDGES[transitions.Move.RETRY].sources,
+    Verb.CANCEL: EDGES[Move.CANCEL].sources,
+    Verb.RETRY: EDGES[Move.RETRY].sources,
     Verb.DELETE: frozenset(TERMINAL),
 }
 

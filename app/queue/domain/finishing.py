@@ -23,8 +23,7 @@ from app.queue.domain.models import Actor, Beat, Job, Outcome, QueueSettings, is
 from app.queue.domain.policy import holds
 from app.queue.domain.retry import Uniform, backoff_seconds
 from app.queue.domain.sanitize import sanitize_error
-from app.queue.domain.states import JobStatus
-from app.queue.domain.transitions import Move
+from app.queue.domain.states import JobStatus, Move
 from app.queue.engines import batches as store_batches
 from app.queue.engines import moves as store_moves
 from app.queue.engines.items import Columns, Kind

@@ -1,7 +1,9 @@
-"""Job states, priorities and roles: the vocabulary shared by the API, the pages and the SQL."""
+"""Job states, priorities and roles: the vocabulary shared by the API, the pages and the SQL;
+and the state graph (``EDGES``), every move a job can make, declared once."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -52,3 +54,62 @@ PRIORITY_LABELS: dict[int, str] = {number: label for label, number in PRIORITIES
 def priority_label(number: int) -> str:
     """Map a stored priority number to its API label."""
     return PRIORITY_LABELS[number]
+
+
+class Move(StrEnum):
+    """The name of each edge: what callers pass, so a misspelt edge fails the type check."""
+
+    CLAIM = "claim"
+    COMPLETE = "complete"
+    FAIL_WITH_RETRY = "fail_with_retry"
+    FAIL_FOR_GOOD = "fail_for_good"
+    LEASE_EXPIRED_WITH_RETRY = "lease_expired_with_retry"
+    LEASE_EXPIRED_FOR_GOOD = "lease_expired_for_good"
+    TIMED_OUT_WITH_RETRY = "timed_out_with_retry"
+    TIMED_OUT_FOR_GOOD = "timed_out_for_good"
+    RELEASE = "release"
+    CANCEL = "cancel"
+    RETRY = "retry"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One arrow of the lifecycle diagram (README, "Job lifecycle")."""
+
+    label: str  # the arrow's words in the diagram
+    sources: frozenset[JobStatus]
+    target: JobStatus
+    kind: EventKind
+
+
+def _edge(label: str, sources: set[JobStatus], target: JobStatus, kind: EventKind) -> Edge:
+    return Edge(label, frozenset(sources), target, kind)
+
+
+# Every allowed move, declared once; transitions take their WHERE status IN (...) here.
+_PENDING, _RUNNING = JobStatus.PENDING, JobStatus.RUNNING
+_FAILED, _CANCELLED = JobStatus.FAILED, JobStatus.CANCELLED
+_RETRIES_LEFT, _NO_RETRY_LEFT = "retries left", "no retry left"
+EDGES: dict[Move, Edge] = {
+    Move.CLAIM: _edge("claim", {_PENDING}, _RUNNING, EventKind.CLAIMED),
+    Move.COMPLETE: _edge("complete", {_RUNNING}, JobStatus.COMPLETED, EventKind.COMPLETED),
+    Move.FAIL_WITH_RETRY: _edge(
+        f"fail, {_RETRIES_LEFT}", {_RUNNING}, _PENDING, EventKind.RETRY_SCHEDULED
+    ),
+    Move.FAIL_FOR_GOOD: _edge(f"fail, {_NO_RETRY_LEFT}", {_RUNNING}, _FAILED, EventKind.FAILED),
+    Move.LEASE_EXPIRED_WITH_RETRY: _edge(
+        f"lease expired, {_RETRIES_LEFT}", {_RUNNING}, _PENDING, EventKind.LEASE_EXPIRED
+    ),
+    Move.LEASE_EXPIRED_FOR_GOOD: _edge(
+        f"lease expired, {_NO_RETRY_LEFT}", {_RUNNING}, _FAILED, EventKind.LEASE_EXPIRED
+    ),
+    Move.TIMED_OUT_WITH_RETRY: _edge(
+        f"ran too long, {_RETRIES_LEFT}", {_RUNNING}, _PENDING, EventKind.TIMED_OUT
+    ),
+    Move.TIMED_OUT_FOR_GOOD: _edge(
+        f"ran too long, {_NO_RETRY_LEFT}", {_RUNNING}, _FAILED, EventKind.TIMED_OUT
+    ),
+    Move.RELEASE: _edge("release", {_RUNNING}, _PENDING, EventKind.RELEASED),
+    Move.CANCEL: _edge("cancel", {_PENDING, _RUNNING}, _CANCELLED, EventKind.CANCELLED),
+    Move.RETRY: _edge("admin retry", {_FAILED, _CANCELLED}, _PENDING, EventKind.RETRIED),
+}

@@ -1,4 +1,4 @@
-"""The state graph as data (``EDGES``) and one function per edge: each is a single
+"""One function per edge of the state graph (``states.EDGES``): each is a single
 compare-and-set that writes its own event, so no caller can forget either."""
 
 from __future__ import annotations
@@ -6,14 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import Connection
 
 from app.queue.domain import workflow
 from app.queue.domain.models import Job
-from app.queue.domain.states import TERMINAL, EventKind, JobStatus
+from app.queue.domain.states import EDGES, TERMINAL, EventKind, JobStatus, Move
 from app.queue.engines import batches as many
 from app.queue.engines import moves as sql
 from app.queue.engines.items import Columns, Kind
@@ -24,60 +23,6 @@ PENDING, RUNNING = JobStatus.PENDING, JobStatus.RUNNING
 FAILED, CANCELLED = JobStatus.FAILED, JobStatus.CANCELLED
 
 
-class Move(StrEnum):
-    """The name of each edge: what callers pass, so a misspelt edge fails the type check."""
-
-    CLAIM = "claim"
-    COMPLETE = "complete"
-    FAIL_WITH_RETRY = "fail_with_retry"
-    FAIL_FOR_GOOD = "fail_for_good"
-    LEASE_EXPIRED_WITH_RETRY = "lease_expired_with_retry"
-    LEASE_EXPIRED_FOR_GOOD = "lease_expired_for_good"
-    TIMED_OUT_WITH_RETRY = "timed_out_with_retry"
-    TIMED_OUT_FOR_GOOD = "timed_out_for_good"
-    RELEASE = "release"
-    CANCEL = "cancel"
-    RETRY = "retry"
-
-
-@dataclass(frozen=True)
-class Edge:
-    """One arrow of the lifecycle diagram (README, "Job lifecycle")."""
-
-    label: str  # the arrow's words in the diagram
-    sources: frozenset[JobStatus]
-    target: JobStatus
-    kind: EventKind
-
-
-def _edge(label: str, sources: set[JobStatus], target: JobStatus, kind: EventKind) -> Edge:
-    return Edge(label, frozenset(sources), target, kind)
-
-
-# Every allowed move, declared once; the functions below take their WHERE status IN (...) here.
-EDGES: dict[Move, Edge] = {
-    Move.CLAIM: _edge("claim", {PENDING}, RUNNING, EventKind.CLAIMED),
-    Move.COMPLETE: _edge("complete", {RUNNING}, JobStatus.COMPLETED, EventKind.COMPLETED),
-    Move.FAIL_WITH_RETRY: _edge(
-        "fail, retries left", {RUNNING}, PENDING, EventKind.RETRY_SCHEDULED
-    ),
-    Move.FAIL_FOR_GOOD: _edge("fail, no retry left", {RUNNING}, FAILED, EventKind.FAILED),
-    Move.LEASE_EXPIRED_WITH_RETRY: _edge(
-        "lease expired, retries left", {RUNNING}, PENDING, EventKind.LEASE_EXPIRED
-    ),
-    Move.LEASE_EXPIRED_FOR_GOOD: _edge(
-        "lease expired, no retry left", {RUNNING}, FAILED, EventKind.LEASE_EXPIRED
-    ),
-    Move.TIMED_OUT_WITH_RETRY: _edge(
-        "ran too long, retries left", {RUNNING}, PENDING, EventKind.TIMED_OUT
-    ),
-    Move.TIMED_OUT_FOR_GOOD: _edge(
-        "ran too long, no retry left", {RUNNING}, FAILED, EventKind.TIMED_OUT
-    ),
-    Move.RELEASE: _edge("release", {RUNNING}, PENDING, EventKind.RELEASED),
-    Move.CANCEL: _edge("cancel", {PENDING, RUNNING}, CANCELLED, EventKind.CANCELLED),
-    Move.RETRY: _edge("admin retry", {FAILED, CANCELLED}, PENDING, EventKind.RETRIED),
-}
 # What a job gives up when it stops running: its holder's lease.
 _NO_LEASE = {"worker_id": None, "claimed_at": None, "lease_expires_at": None, "deadline_at": None}
 _FINISHED = {"secrets_sealed": None}  # finished for good: its secrets' values go, names stay

@@ -16,8 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from app import db
 from app.queue.domain import transitions
 from app.queue.domain.models import Job, QueueSettings
-from app.queue.domain.states import EventKind, JobStatus
-from app.queue.domain.transitions import EDGES
+from app.queue.domain.states import EDGES, EventKind, JobStatus
 from app.queue.engines import jobs as store
 from app.schema import job_events, jobs
 from devservers.servers import REPO

@@ -131,7 +131,9 @@ def test_head_takes_the_first_rows_in_order(app: Flask, engine: Engine) -> None:
     queue = make_queue(app)
     ids = [queue.enqueue(priority=p).id for p in ("low", "medium", "low", "medium")]
     head = engine.head(
-        "ix_jobs_claim", "status = 'pending' AND waiting_for IS NULL AND priority >= :floor", "priority DESC, id",
+        "ix_jobs_claim",
+        "status = 'pending' AND waiting_for IS NULL AND priority >= :floor",
+        "priority DESC, id",
         bindparam("floor", 10),
     )  # fmt: skip
     with db.engine(app).connect() as conn:
