@@ -37,7 +37,7 @@ from app.queue.domain.models import Actor
 from app.queue_settings import queue_settings
 from app.schema import jobs
 from app.timeutil import utcnow
-from bench import SECRET, e2e, http_calls, pg, retention, wrk_http, wsgi_calls
+from bench import SECRET, e2e, http_calls, pg, retention, workflow, wrk_http, wsgi_calls
 from bench.scale import run_scale
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -322,6 +322,7 @@ SECTIONS = {
     "pg": pg.run,
     "scale": scale_section,
     "retention": retention.run,
+    "workflow": workflow.run,
 }
 
 

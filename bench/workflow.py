@@ -1,4 +1,4 @@
-"""Dependencies at scale, on SQLite at ``synchronous=FULL``: ``python -m bench.workflow``.
+"""Dependencies at scale, on SQLite at ``synchronous=FULL``: ``make bench SECTION=workflow``.
 
 * Fan-in: 10,000 jobs wait on one parent. Completing the parent (one transaction: the finish,
   the release of every child) and failing another (the cancellation of its 10,000 children,
@@ -169,23 +169,22 @@ def _add_waiting(path: str, ids: dict[str, int]) -> None:
     conn.close()
 
 
-def main() -> None:
+def run(folder: Path) -> None:
+    """The section of ``make bench SECTION=workflow``, in ``folder``."""
     size = int(os.environ.get("BENCH_WORKFLOW_JOBS", "1000000"))
-    with tempfile.TemporaryDirectory(prefix="queuelog-workflow-") as tmp:
-        print(f"fan-in of {FAN:,} jobs on one parent (SQLite, synchronous=FULL):")
-        figures = fan_in(Path(tmp))
-        for outcome, seconds in figures.items():
-            print(
-                f"  {outcome}: {seconds:.2f} s (goal <= 2 s: {'ok' if seconds <= 2 else 'MISSED'})"
-            )
-        print(f"claim p50 at {size:,} jobs, without and with {WAITING:,} waiting:")
-        before, after = claim_with_waiting(Path(tmp), size)
-        ratio = after / before
-        print(
-            f"  {before * 1000:.2f} ms -> {after * 1000:.2f} ms: {ratio:.2f}x "
-            f"(goal <= 1.2: {'ok' if ratio <= 1.2 else 'MISSED'})"
-        )
+    print(f"fan-in of {FAN:,} jobs on one parent (SQLite, synchronous=FULL):")
+    figures = fan_in(folder)
+    for outcome, seconds in figures.items():
+        print(f"  {outcome}: {seconds:.2f} s (goal <= 2 s: {'ok' if seconds <= 2 else 'MISSED'})")
+    print(f"claim p50 at {size:,} jobs, without and with {WAITING:,} waiting:")
+    before, after = claim_with_waiting(folder, size)
+    ratio = after / before
+    print(
+        f"  {before * 1000:.2f} ms -> {after * 1000:.2f} ms: {ratio:.2f}x "
+        f"(goal <= 1.2: {'ok' if ratio <= 1.2 else 'MISSED'})"
+    )
 
 
 if __name__ == "__main__":
-    main()
+    with tempfile.TemporaryDirectory(prefix="queuelog-workflow-") as tmp:
+        run(Path(tmp))
