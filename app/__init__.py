@@ -38,7 +38,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         ticks,
     )
     from app import config as app_config
-    from app.accounts import login
+    from app.accounts import login, passwords
     from app.api import (
         admission,
         batches,  # noqa: F401 (adds the batch routes to the API blueprint)
@@ -70,6 +70,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     throttle.init_app(app)
     secretbox.init_app(app)
     login.init_app(app)
+    passwords.init_app(app)
     security.init_app(app)
     bodylimit.init_app(app)
     csrf.exempt(api_bp)

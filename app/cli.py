@@ -12,7 +12,7 @@ from flask.cli import AppGroup, with_appcontext
 from app import db, migrate, ticks
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError
-from app.audit.commands import audit_cli
+from app.monitoring.audit_commands import audit_cli
 from app.pruning import parse_duration, prune_in_batches
 from app.queue.domain import service
 from app.queue.domain.states import PRIORITIES, Role

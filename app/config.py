@@ -128,6 +128,9 @@ DEFAULTS: dict[str, Any] = {
     # Request handlers (threads) per server process. The server reads the same number from
     # QUEUELOG_THREADS, which also sets this default; at most half of them wait in long-polls.
     "SERVER_THREADS": 32,
+    # argon2id parameters of new password hashes (app/accounts/passwords.py): RFC_9106_LOW_MEMORY
+    # or RFC_9106_HIGH_MEMORY; CHEAPEST only with TESTING.
+    "PASSWORD_HASH_PROFILE": "RFC_9106_LOW_MEMORY",
 }
 
 SECRET_KEY_FILE = "secret_key"  # noqa: S105 (a file name)
@@ -161,6 +164,19 @@ def load_config(app: Flask, overrides: dict[str, Any] | None) -> None:
     app.config["SECRET_KEY"] = _secret_key(app)
     app.config["SECRETS_KEY"] = _secrets_key(app)
     _check_limits(app.config)
+    _check_password_profile(app.config)
+
+
+def _check_password_profile(config: Any) -> None:
+    """A known profile, and the cheap one only in tests: it would make stolen hashes cheap to
+    crack."""
+    from app.accounts.passwords import PROFILES, TEST_ONLY
+
+    name = config["PASSWORD_HASH_PROFILE"]
+    if name not in PROFILES:
+        raise ConfigError(f"PASSWORD_HASH_PROFILE must be one of {', '.join(sorted(PROFILES))}")
+    if name in TEST_ONLY and not config.get("TESTING"):
+        raise ConfigError(f"PASSWORD_HASH_PROFILE {name} is for tests only (TESTING)")
 
 
 POSITIVE_SETTINGS = (

@@ -1,5 +1,5 @@
 """Pruning in short transactions for the ``--older-than`` commands (jobs and audit rows), and the
-durations those commands read: shared by ``app/cli.py`` and ``app/audit/commands.py``."""
+durations those commands read: shared by ``app/cli.py`` and ``app/monitoring/audit_commands.py``."""
 
 from __future__ import annotations
 

@@ -22,3 +22,16 @@ def human_duration(value: timedelta) -> str:
     if hours < 48:
         return f"{hours} h {minutes:02d} min"
     return f"{hours // 24} d {hours % 24} h"
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO 8601 UTC with a ``Z``, the only timestamp format the API speaks."""
+    if value is None:
+        return None
+    # isoformat, not strftime("%Y"): glibc writes year 1 as "1", which is not ISO 8601.
+    if value.tzinfo is UTC:  # what the database hands back: only "+00:00" becomes "Z"
+        # Without timespec (parsing it costs a third of the call) isoformat leaves out zero
+        # microseconds, which the API always writes.
+        text = value.isoformat()[:-6]
+        return text + "Z" if value.microsecond else text + ".000000Z"
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

@@ -143,3 +143,13 @@ def test_development_generates_a_secrets_key_and_production_has_none_unless_set(
     two_keys = f"{Fernet.generate_key().decode()},{TEST_SECRETS_KEY}"
     rotated = _app(tmp_path, PRODUCTION=True, SECRET_KEY=TEST_SECRET, SECRETS_KEY=two_keys)
     assert rotated.config["SECRETS_KEY"] == two_keys
+
+
+def test_the_cheap_password_profile_is_for_tests_only(tmp_path: Path) -> None:
+    key = {"SECRET_KEY": TEST_SECRET}
+    with pytest.raises(ConfigError, match="PASSWORD_HASH_PROFILE CHEAPEST is for tests only"):
+        _app(tmp_path, PASSWORD_HASH_PROFILE="CHEAPEST", **key)
+    with pytest.raises(ConfigError, match="PASSWORD_HASH_PROFILE must be one of"):
+        _app(tmp_path, PASSWORD_HASH_PROFILE="md5", TESTING=True, **key)
+    assert _app(tmp_path, **key).config["PASSWORD_HASH_PROFILE"] == "RFC_9106_LOW_MEMORY"
+    assert _app(tmp_path, PASSWORD_HASH_PROFILE="CHEAPEST", TESTING=True, **key)

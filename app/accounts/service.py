@@ -11,14 +11,12 @@ import hashlib
 import re
 import secrets
 from datetime import datetime, timedelta
-from functools import cache
 
-from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
-from app.accounts import store
+from app.accounts import passwords, store
 from app.accounts.errors import (
     AccountConflict,
     AccountForbidden,
@@ -42,17 +40,6 @@ MAX_LABEL_LENGTH = 100
 TOUCH_INTERVAL = timedelta(seconds=60)  # last_used_at is kept to the minute, not per request
 MAX_TOKEN_LIFETIME = timedelta(days=3650)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
-
-
-@cache
-def _hasher() -> PasswordHasher:
-    return PasswordHasher()  # argon2id, RFC 9106 low-memory profile
-
-
-@cache
-def _dummy_hash() -> str:
-    """A hash to verify against when the user does not exist, so timing reveals nothing."""
-    return _hasher().hash(secrets.token_urlsafe(16))
 
 
 def _require_admin(actor: Actor) -> None:
@@ -107,7 +94,7 @@ def create_user(
     }
     if password is not None:
         check_password(password)
-        values["password_hash"] = _hasher().hash(password)
+        values["password_hash"] = passwords.hasher().hash(password)
     if (existing := store.user_by_name(conn, name)) is not None:
         raise AccountConflict(f"a user named {existing.name!r} already exists")
     try:
@@ -201,13 +188,17 @@ def set_disabled(
     return changed
 
 
+def _with_password(conn: Connection, user: User, password: str) -> User:
+    """Store a new hash of ``password``; the user's sessions end."""
+    new_hash = passwords.hasher().hash(password)
+    return _update(conn, user, password_hash=new_hash, session_nonce=secrets.token_urlsafe(24))
+
+
 def set_password(conn: Connection, actor: Actor, name: str, password: str) -> User:
     """Set a user's password; the user's sessions end."""
     user = get_user(conn, actor, name)
     check_password(password)
-    changed = _update(
-        conn, user, password_hash=_hasher().hash(password), session_nonce=secrets.token_urlsafe(24)
-    )
+    changed = _with_password(conn, user, password)
     audit.record(conn, AuditAction.USER_PASSWORD, f"user:{name}")
     return changed
 
@@ -217,7 +208,7 @@ def change_own_password(conn: Connection, user: User, current: str, new: str) ->
     user ends (the caller re-issues the current one with the returned user's nonce)."""
     stored = store.password_hash(conn, user.id)
     try:
-        _hasher().verify(stored or _dummy_hash(), current[:MAX_PASSWORD_LENGTH])
+        passwords.hasher().verify(stored or passwords.dummy_hash(), current[:MAX_PASSWORD_LENGTH])
     except (VerificationError, InvalidHashError):
         raise InvalidAccountInput({"current_password": "is not your password"}) from None
     if stored is None:
@@ -226,9 +217,7 @@ def change_own_password(conn: Connection, user: User, current: str, new: str) ->
         check_password(new)
     except InvalidAccountInput as exc:
         raise InvalidAccountInput({"new_password": exc.errors["password"]}) from None
-    changed = _update(
-        conn, user, password_hash=_hasher().hash(new), session_nonce=secrets.token_urlsafe(24)
-    )
+    changed = _with_password(conn, user, new)
     audit.record(conn, AuditAction.USER_PASSWORD, f"user:{user.name}", own=True)
     return changed
 
@@ -239,7 +228,7 @@ def authenticate_password(conn: Connection, name: str, password: str) -> User | 
     user = store.user_by_name(conn, name) if _NAME.fullmatch(name) else None
     stored = store.password_hash(conn, user.id) if user else None
     try:
-        _hasher().verify(stored or _dummy_hash(), password[:MAX_PASSWORD_LENGTH])
+        passwords.hasher().verify(stored or passwords.dummy_hash(), password[:MAX_PASSWORD_LENGTH])
     except (VerificationError, InvalidHashError):
         return None
     if user is None or stored is None or user.disabled:

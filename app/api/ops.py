@@ -7,7 +7,7 @@ from flask import Blueprint, Response, jsonify, request
 from app import db
 from app.api.auth import requires
 from app.api.openapi import Operation, Reply, documented
-from app.audit import query
+from app.monitoring import audit_query as query
 from app.monitoring import rollup
 from app.monitoring.exposition import JobFigures, exposition
 from app.queue.domain.job_types import paused as paused_types

@@ -8,7 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from app.queue.domain.models import iso
+from app.timeutil import iso
 
 
 class AuditAction(StrEnum):

@@ -1,1 +1,1 @@
-"""Operations: health, Prometheus metrics and the workers overview."""
+"""Operations: health, Prometheus metrics, the workers overview, and reading the audit log."""

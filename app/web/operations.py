@@ -9,8 +9,8 @@ from flask import Blueprint, current_app, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
 from app import db
-from app.audit import query
 from app.audit.actions import AuditAction
+from app.monitoring import audit_query as query
 from app.monitoring.workers import workers as worker_rows
 from app.queue.domain import retention
 from app.queue.domain.errors import InvalidInput

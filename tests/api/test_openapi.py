@@ -10,7 +10,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from app.audit.query import AuditEvents, AuditQuery
+from app.monitoring.audit_query import AuditEvents, AuditQuery
 from app.queue.contract.control_responses import ExplanationOut, ScheduleList, ScheduleOut, TypeList
 from app.queue.contract.responses import EventList, JobOut, JobPage
 from app.security import CONTENT_SECURITY_POLICY, is_api_path

@@ -21,8 +21,9 @@ from pydantic import (
 from app.queue.contract.fields import JOB_TYPES_MARK, json_object_problem
 from app.queue.domain import cron
 from app.queue.domain.errors import InvalidInput
-from app.queue.domain.models import QueueSettings, iso
+from app.queue.domain.models import QueueSettings
 from app.queue.domain.states import PRIORITIES, priority_label
+from app.timeutil import iso
 
 NEXT_RUNS = 5  # fire times shown with a schedule
 MAX_NAME_LENGTH = 50  # "schedule:" + name must fit the 64-character event actor

@@ -14,12 +14,13 @@ from sqlalchemy import ColumnElement, Connection
 
 from app.queue.domain import transitions
 from app.queue.domain.errors import Conflict, InvalidInput
-from app.queue.domain.models import Actor, Job, JobFilters, iso
+from app.queue.domain.models import Actor, Job, JobFilters
 from app.queue.domain.policy import Action, require
 from app.queue.domain.states import EDGES, TERMINAL, JobStatus, Move, priority_label
 from app.queue.domain.visibility import visibility
 from app.queue.engines import bulk as bulk_store
 from app.queue.engines import jobs as store
+from app.timeutil import iso
 
 SAMPLE_SIZE = 10  # jobs shown with a preview
 

@@ -10,7 +10,6 @@ from datetime import datetime
 
 from sqlalchemy import Connection
 
-from app.accounts import store as accounts_store
 from app.queue.domain import batches, finishing, service
 from app.queue.domain.errors import Forbidden
 from app.queue.domain.models import Actor, EnqueueRequest, Job
@@ -38,10 +37,10 @@ def spawn(
     parent, _ = found.get(parent_id, (None, False))
     if parent is None or not holds(actor, parent, attempt):
         raise finishing.refusal(actor, parent_id, attempt, found)
-    owner = accounts_store.user_by_id(conn, parent.created_by)
+    owner = store_children.producer(conn, parent.created_by)
     if owner is None:  # users are disabled, never deleted; kept for a hand-edited database
         raise Forbidden("the job's producer no longer exists")
-    producer = children_owner(owner.actor(), disabled=owner.disabled)
+    producer = children_owner(owner[0], disabled=owner[1])
     children = [replace(request, parent_id=parent.id) for request in requests]
     return batches.enqueue_many(conn, producer, children, now=now)
 

@@ -18,14 +18,14 @@ from sqlalchemy import Connection
 from app.queue.domain import flow, service
 from app.queue.domain.flow import Override, TypeLimits
 from app.queue.domain.flow_claim import Turn
-from app.queue.domain.models import Actor, Job, QueueSettings, iso
+from app.queue.domain.models import Actor, Job, QueueSettings
 from app.queue.domain.states import JobStatus
 from app.queue.engines import batches as store_batches
 from app.queue.engines import counts as count_store
 from app.queue.engines import explain as explain_store
 from app.queue.engines import flow as flow_store
 from app.queue.engines import jobs as store
-from app.timeutil import human_duration
+from app.timeutil import human_duration, iso
 
 QUEUE_COUNT_CAP = 10_000  # behind_in_queue counts this far and no further
 CLAIM_SCAN = 10_000  # no_worker_polling looks at this many of the latest claims at most

@@ -19,7 +19,7 @@ from sqlalchemy import ColumnElement, Connection
 
 from app.queue.domain import transitions
 from app.queue.domain.errors import AttemptTimedOut, Conflict, InvalidInput, NotFound, QueueError
-from app.queue.domain.models import Actor, Beat, Job, Outcome, QueueSettings, iso
+from app.queue.domain.models import Actor, Beat, Job, Outcome, QueueSettings
 from app.queue.domain.policy import holds
 from app.queue.domain.retry import Uniform, backoff_seconds
 from app.queue.domain.sanitize import sanitize_error
@@ -27,6 +27,7 @@ from app.queue.domain.states import JobStatus, Move
 from app.queue.engines import batches as store_batches
 from app.queue.engines import moves as store_moves
 from app.queue.engines.items import Columns, Kind
+from app.timeutil import iso
 
 MAX_MESSAGE_BYTES = 500  # the progress_message column
 NOT_RETRYABLE = "worker marked the failure as not retryable"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
@@ -13,19 +13,7 @@ from app.queue.domain.flow import TypeLimits, config_limits
 from app.queue.domain.retention import Retention
 from app.queue.domain.states import PRIORITIES, Role, priority_label
 from app.queue.domain.trace import Trace, trace_of
-
-
-def iso(value: datetime | None) -> str | None:
-    """ISO 8601 UTC with a ``Z``, the only timestamp format the API speaks."""
-    if value is None:
-        return None
-    # isoformat, not strftime("%Y"): glibc writes year 1 as "1", which is not ISO 8601.
-    if value.tzinfo is UTC:  # what the database hands back: only "+00:00" becomes "Z"
-        # Without timespec (parsing it costs a third of the call) isoformat leaves out zero
-        # microseconds, which the API always writes.
-        text = value.isoformat()[:-6]
-        return text + "Z" if value.microsecond else text + ".000000Z"
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+from app.timeutil import iso
 
 
 @dataclass(frozen=True)

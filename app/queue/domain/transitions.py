@@ -1,5 +1,7 @@
-"""One function per edge of the state graph (``states.EDGES``): each is a single
-compare-and-set that writes its own event, so no caller can forget either."""
+"""The edges of the state graph (``states.EDGES``) as compare-and-sets that write their own
+events, so no caller can forget either: ``claim``, ``finish_many`` for every report on running
+jobs (complete, fail, time out; one statement per edge however many jobs), and one function for
+each other edge."""
 
 from __future__ import annotations
 
@@ -196,58 +198,6 @@ def finish_many(
     append_events(conn, events)
     workflow.settle(conn, moved.values(), now=now)
     return moved
-
-
-def complete(
-    conn: Connection,
-    job_id: int,
-    *,
-    worker: str,
-    attempt: int,
-    now: datetime,
-    result: dict[str, object] | None,
-) -> Job | None:
-    """running -> completed, if ``worker`` holds the job at ``attempt``."""
-    report = Report(Move.COMPLETE, job_id, attempt, result=result)
-    return finish_many(conn, [report], worker=worker, now=now).get(job_id)
-
-
-def fail_with_retry(
-    conn: Connection,
-    job: Job,
-    *,
-    now: datetime,
-    run_at: datetime,
-    error: str,
-    actor: str,
-    note: str | None = None,
-) -> Job | None:
-    """running -> pending: a retry used, due again at ``run_at``, if ``actor`` holds ``job``."""
-    report = Report(
-        Move.FAIL_WITH_RETRY,
-        job.id,
-        job.attempts,
-        error=error,
-        note=note,
-        retry_count=job.retry_count,
-        run_at=run_at,
-    )
-    return finish_many(conn, [report], worker=actor, now=now).get(job.id)
-
-
-def fail_for_good(
-    conn: Connection, job: Job, *, now: datetime, error: str, actor: str, note: str | None = None
-) -> Job | None:
-    """running -> failed: no retry left, or the worker said the failure is not retryable."""
-    report = Report(
-        Move.FAIL_FOR_GOOD,
-        job.id,
-        job.attempts,
-        error=error,
-        note=note,
-        retry_count=job.retry_count,
-    )
-    return finish_many(conn, [report], worker=actor, now=now).get(job.id)
 
 
 def _fail(

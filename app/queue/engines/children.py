@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from sqlalchemy import ColumnElement, Connection, select
 
-from app.queue.domain.models import Job
+from app.queue.domain.models import Actor, Job
+from app.queue.domain.states import Role
 from app.queue.engines.jobs import JOB_COLUMNS, job_of
-from app.schema import jobs
+from app.schema import jobs, users
 
 
 def children(
@@ -19,3 +20,14 @@ def children(
         conditions.append(visible)
     query = select(*JOB_COLUMNS).where(*conditions).order_by(jobs.c.id).limit(limit)
     return [job_of(row) for row in conn.execute(query)]
+
+
+def producer(conn: Connection, user_id: int) -> tuple[Actor, bool] | None:
+    """The user who enqueued a job, as an actor, and whether the account is disabled (None:
+    no such user any more)."""
+    columns = (users.c.id, users.c.name, users.c.role, users.c.max_priority, users.c.disabled)
+    row = conn.execute(select(*columns).where(users.c.id == user_id)).first()
+    if row is None:
+        return None
+    actor = Actor(id=row.id, name=row.name, role=Role(row.role), max_priority=row.max_priority)
+    return actor, bool(row.disabled)

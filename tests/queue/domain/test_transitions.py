@@ -14,7 +14,7 @@ from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app import db
-from app.queue.domain import transitions
+from app.queue.domain import states, transitions
 from app.queue.domain.models import Job, QueueSettings
 from app.queue.domain.states import EDGES, EventKind, JobStatus
 from app.queue.engines import jobs as store
@@ -73,12 +73,13 @@ def _job_in(app: Flask, status: JobStatus) -> Job:
     return found
 
 
-def _time_out(conn: Connection, job: Job, edge: str, run_at: datetime | None) -> Job | None:
-    """The server's time-out of attempt 1, whoever holds it."""
-    report = transitions.Report(
-        edge, job.id, 1, error="ran too long", retry_count=job.retry_count, run_at=run_at
-    )
-    return transitions.finish_many(conn, [report], worker=None, now=LATER).get(job.id)
+def _report(
+    conn: Connection, job: Job, edge: states.Move, *, worker: str | None = "w", **values: Any
+) -> Job | None:
+    """Report attempt 1 of ``job`` taking ``edge``, from ``worker`` (None: the server's
+    time-out, whoever holds it)."""
+    report = transitions.Report(edge, job.id, 1, retry_count=job.retry_count, **values)
+    return transitions.finish_many(conn, [report], worker=worker, now=LATER).get(job.id)
 
 
 Move = Callable[[Connection, Job], Job | None]
@@ -86,23 +87,23 @@ MOVES: dict[str, Move] = {
     "claim": lambda c, j: next(
         iter(transitions.claim(c, worker="w", now=LATER, lease_seconds=30)), None
     ),
-    "complete": lambda c, j: transitions.complete(
-        c, j.id, worker="w", attempt=1, now=LATER, result={"ok": True}
+    "complete": lambda c, j: _report(c, j, states.Move.COMPLETE, result={"ok": True}),
+    "fail_with_retry": lambda c, j: _report(
+        c, j, states.Move.FAIL_WITH_RETRY, run_at=LATER, error="boom"
     ),
-    "fail_with_retry": lambda c, j: transitions.fail_with_retry(
-        c, j, now=LATER, run_at=LATER, error="boom", actor="w"
-    ),
-    "fail_for_good": lambda c, j: transitions.fail_for_good(
-        c, j, now=LATER, error="boom", actor="w"
-    ),
+    "fail_for_good": lambda c, j: _report(c, j, states.Move.FAIL_FOR_GOOD, error="boom"),
     "lease_expired_with_retry": lambda c, j: transitions.lease_expired(
         c, j, now=LATER, run_at=LATER, error="lease expired"
     ),
     "lease_expired_for_good": lambda c, j: transitions.lease_expired(
         c, j, now=LATER, run_at=None, error="lease expired"
     ),
-    "timed_out_with_retry": lambda c, j: _time_out(c, j, "timed_out_with_retry", LATER),
-    "timed_out_for_good": lambda c, j: _time_out(c, j, "timed_out_for_good", None),
+    "timed_out_with_retry": lambda c, j: _report(
+        c, j, states.Move.TIMED_OUT_WITH_RETRY, worker=None, error="ran too long", run_at=LATER
+    ),
+    "timed_out_for_good": lambda c, j: _report(
+        c, j, states.Move.TIMED_OUT_FOR_GOOD, worker=None, error="ran too long"
+    ),
     "release": lambda c, j: transitions.release(c, j.id, worker="w", attempt=1, now=LATER),
     "cancel": lambda c, j: transitions.cancel(c, j, now=LATER, actor="admin"),
     "retry": lambda c, j: transitions.retry(c, j, now=LATER, actor="admin"),
@@ -149,12 +150,8 @@ def test_holder_expectations_fence_a_transition(app: Flask, backend: str) -> Non
     job = _job_in(app, JobStatus.RUNNING)
     with db.transaction(app) as conn:
         for worker, attempt in [("someone-else", 1), ("w", 2)]:
-            assert (
-                transitions.complete(
-                    conn, job.id, worker=worker, attempt=attempt, now=LATER, result=None
-                )
-                is None
-            )
+            report = transitions.Report(states.Move.COMPLETE, job.id, attempt)
+            assert transitions.finish_many(conn, [report], worker=worker, now=LATER) == {}
             assert (
                 transitions.release(conn, job.id, worker=worker, attempt=attempt, now=LATER) is None
             )

@@ -223,8 +223,9 @@ def test_a_workers_views_walk_its_holder_rows(app: Flask) -> None:
 
 
 def test_audit_pages_read_indexes_only(app: Flask) -> None:
-    from app.audit import query, store
+    from app.audit import store
     from app.audit.actions import AuditAction
+    from app.monitoring import audit_query as query
 
     with app.app_context():
         with db.transaction() as conn:

@@ -8,7 +8,8 @@ import click
 from flask.cli import AppGroup
 
 from app import db
-from app.audit import query, store
+from app.audit import store
+from app.monitoring import audit_query as query
 from app.pruning import prune_in_batches
 from app.queue.domain.errors import InvalidInput
 
