@@ -21,10 +21,6 @@ from app.queue.engines.items import Columns, Kind
 from app.queue.engines.jobs import append_events, event_row
 from app.queue.engines.moves import Expected
 
-PENDING, RUNNING = JobStatus.PENDING, JobStatus.RUNNING
-FAILED, CANCELLED = JobStatus.FAILED, JobStatus.CANCELLED
-
-
 # What a job gives up when it stops running: its holder's lease.
 _NO_LEASE = {"worker_id": None, "claimed_at": None, "lease_expires_at": None, "deadline_at": None}
 _FINISHED = {"secrets_sealed": None}  # finished for good: its secrets' values go, names stay
@@ -137,7 +133,7 @@ _REPORTED[Move.TIMED_OUT_FOR_GOOD] = _REPORTED[Move.FAIL_FOR_GOOD]
 def _shared(name: Move, now: datetime) -> dict[str, Any]:
     """What edge ``name`` sets alike on every job it moves."""
     target = {"status": EDGES[name].target}
-    if EDGES[name].target is PENDING:
+    if EDGES[name].target is JobStatus.PENDING:
         return {**target, **_NO_LEASE}
     done = {**target, "finished_at": now, **_FINISHED}
     if name is Move.COMPLETE:
@@ -186,7 +182,7 @@ def finish_many(
             event_row(
                 job=jobs[report.job_id],
                 at=now,
-                from_status=RUNNING,
+                from_status=JobStatus.RUNNING,
                 kind=edge.kind,
                 actor=None if edge.kind is EventKind.TIMED_OUT else worker,
                 error=report.error,
