@@ -146,6 +146,12 @@ def test_schedule_changes_through_the_api_and_the_pages(team: Team) -> None:
         "change": "update",
         "fields": ["cron", "enabled"],
     }
+    # The switch alone is recorded as the pages record it, whichever front end flips it.
+    switch = {"enabled": True}
+    rows = recorded(app, lambda: api.client.patch(path, json=switch, headers=api.headers()))
+    assert one(rows, "boss", AuditAction.SCHEDULE_CHANGE, schedule)["details"] == {
+        "change": "enable"
+    }
     rows = recorded(app, lambda: api.post(f"{path}/run"))
     job = api.get("/jobs?limit=1").get_json()["jobs"][0]["id"]
     assert one(rows, "boss", AuditAction.SCHEDULE_CHANGE, schedule)["details"] == {
