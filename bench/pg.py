@@ -1,13 +1,14 @@
 """PostgreSQL end to end: queuelog through its SDK next to pgqueuer driven as its docs show.
 
 One durable throwaway server (fsync and synchronous_commit on), a database for each system,
-rounds alternating between the two.
+rounds alternating between the two, each after a CHECKPOINT.
 
-* queuelog: ``make serve``'s gunicorn (gunicorn.conf.py) and 4 worker processes running the
+* queuelog: ``make serve``'s server (serve.py) and 4 worker processes running the
   SDK's ``Worker`` (long-poll claims of up to 50 jobs, outcomes sent in batches by its
   reporter); bulk = one producer enqueueing with ``POST /jobs/batch`` in batches of 100 while
   the workers drain, timed from the first batch until every job is completed. Each run follows
-  a warm-up drain, since its workers stay up between runs.
+  a warm-up drain, since its workers stay up between runs; the first timed run follows an
+  untimed one and ANALYZE.
 * pgqueuer: bench/pgqueuer_peer.py, as its documentation shows (4 QueueManager processes with
   the defaults, jobs enqueued in one call before the timed drain). Its figure is checked
   against its reference (bench/references.py) before a ratio is printed.
@@ -45,16 +46,29 @@ from bench.e2e import (
 from devservers.postgres import postgres_server
 
 
+def _sql(dsn: str, statement: str) -> None:
+    """One statement outside a transaction (CREATE DATABASE, ANALYZE, CHECKPOINT)."""
+    with psycopg.connect(dsn.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute(statement)
+
+
 def _create(server: str, name: str) -> str:
-    with psycopg.connect(f"{server.replace('+psycopg', '')}/postgres", autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
+    _sql(f"{server}/postgres", f"CREATE DATABASE {name}")
     return f"{server}/{name}"
+
+
+def _settle(system: Queuelog, url: str, jobs: int) -> None:
+    """One untimed bulk run, then ANALYZE: the timed rounds meet tables with rows and planner
+    statistics, as a queue in use has, rather than a fresh database's empty ones."""
+    bulk(system, jobs)
+    _sql(url, "ANALYZE")
 
 
 def _queuelog_round(system: Queuelog, jobs: int, figures: dict[str, list[float]]) -> list[int]:
     """Bulk then pickup; returns what the workers' claims and finishes added during the bulk
     run (bench.e2e's counters)."""
     warm_up(system)
+    _sql(system.database.url, "CHECKPOINT")  # no checkpoint left over from the last round
     before = system.counts[:]
     figures["bulk"].append(bulk(system, jobs))
     batching = [after - was for after, was in zip(system.counts[:], before, strict=True)]
@@ -67,6 +81,7 @@ def _queuelog_round(system: Queuelog, jobs: int, figures: dict[str, list[float]]
 
 def _pgqueuer_round(dsn: str, jobs: int, figures: dict[str, list[float]]) -> float:
     """Bulk then pickup; returns the seconds of the bulk run's one enqueue call."""
+    _sql(dsn, "CHECKPOINT")
     rate, enqueue_seconds = pgqueuer_peer.drain(dsn, jobs)
     figures["bulk"].append(rate)
     p50, p99 = percentiles(pgqueuer_peer.pickup(dsn, PICKUP_JOBS, PICKUP_EVERY))
@@ -103,12 +118,15 @@ def run(base: Path) -> None:
         started, fsync = load(), fsync_ms(base)
         dsn = _create(server, "pgqueuer").replace("+psycopg", "")
         pgqueuer_peer.install(dsn)
-        system = Queuelog(base / "queuelog", url=_create(server, "queuelog"))
+        url = _create(server, "queuelog")
+        system = Queuelog(base / "queuelog", url=url)
         ours: dict[str, list[float]] = {"bulk": [], "p50": [], "p99": []}
         theirs: dict[str, list[float]] = {"bulk": [], "p50": [], "p99": []}
         batching = [0, 0, 0, 0]
         enqueue_seconds: list[float] = []
         try:
+            _settle(system, url, jobs)
+            _sql(dsn, "ANALYZE")  # the peer's tables too, though its drain leaves them empty
             for n in range(rounds):
                 for side in ("queuelog", "pgqueuer") if n % 2 == 0 else ("pgqueuer", "queuelog"):
                     if side == "queuelog":
