@@ -54,6 +54,12 @@ class Engine(ABC):
         jobs another transaction holds are skipped, and the LIMIT runs once."""
 
     @abstractmethod
+    def among(self, column: ColumnElement[Any], ids: Select[Any]) -> ColumnElement[bool]:
+        """``column IN ids`` (``ids`` from ``head``), written so the statement reads ``ids``
+        first and finds each row by its key, whatever the planner's statistics say of the
+        table: an UPDATE of the head's jobs must not start from another index."""
+
+    @abstractmethod
     def index_hint(self, index: str) -> str:
         """Text after a table name that tells the planner to read ``index`` ('' if unneeded)."""
 

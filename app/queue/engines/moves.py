@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any, Literal, TypedDict
 
 from sqlalchemy import (
+    Boolean,
     ColumnElement,
     Connection,
     bindparam,
@@ -50,31 +51,35 @@ def _now() -> Any:
     return bindparam("now", type_=UTCDateTime())
 
 
-def status_in(statuses: Collection[str]) -> ColumnElement[bool]:
-    """``status IN (...)`` with literals, so partial indexes on one status can serve it."""
+def _listed(statuses: Collection[str]) -> str:
+    """The statuses as SQL literals: one (``= 'x'``, which partial indexes on it serve) or a
+    list (`` IN ('x', 'y')``)."""
     names = ", ".join(f"'{JobStatus(name)}'" for name in sorted(statuses))
-    return (
-        jobs.c.status.in_(literal_column(f"({names})"))
-        if len(statuses) > 1
-        else (jobs.c.status == literal_column(names))
-    )
+    return f" IN ({names})" if len(statuses) > 1 else f" = {names}"
+
+
+def status_in(statuses: Collection[str]) -> ColumnElement[bool]:
+    """``jobs.status`` is one of ``statuses``."""
+    return literal_column(f"jobs.status{_listed(statuses)}", Boolean())
 
 
 # A claim's type condition: any type, only the listed types, or any but them (the types flow
 # control holds back, see ``flow_claim``).
 TypeFilter = Literal["any", "only", "except"]
 _TYPES = {"any": "", "only": " AND type IN ({listed})", "except": " AND type NOT IN ({listed})"}
-_DUE = "status = 'pending' AND waiting_for IS NULL AND run_at <= :now"
+_DUE = " AND waiting_for IS NULL AND run_at <= :now"  # after the claim's status
 _CLAIM_ORDER = "priority DESC, run_at, id"
 
 
-def _claim_head(engine: Engine, type_filter: TypeFilter, count: int) -> Any:
-    """The ids of the next ``:limit`` due jobs (of the ``count`` listed types, or not of them),
-    in claim order. One parameter per listed type (``type_0``...): a statement per list
-    length, not an expanding parameter, so it is compiled once. The partial index is walked
-    in claim order and a type condition checked on the way."""
+def _claim_head(
+    engine: Engine, sources: frozenset[str], type_filter: TypeFilter, count: int
+) -> Any:
+    """The ids of the next ``:limit`` due jobs in ``sources`` (of the ``count`` listed types, or
+    not of them), in claim order. One parameter per listed type (``type_0``...): a statement
+    per list length, not an expanding parameter, so it is compiled once. The partial index is
+    walked in claim order and a type condition checked on the way."""
     listed = ", ".join(f":type_{i}" for i in range(count))
-    where = _DUE + _TYPES[type_filter].format(listed=listed)
+    where = "status" + _listed(sources) + _DUE + _TYPES[type_filter].format(listed=listed)
     names: list[Any] = [bindparam(f"type_{i}") for i in range(count)]
     return engine.head("ix_jobs_claim", where, _CLAIM_ORDER, _now(), *names)
 
@@ -84,13 +89,14 @@ _EXPIRED = {
     engine: Prepared(
         select(*JOB_COLUMNS)
         .where(
-            jobs.c.id.in_(
+            engine.among(
+                jobs.c.id,
                 engine.head(
                     "ix_jobs_lease",
                     "status = 'running' AND lease_expires_at < :now",
                     "lease_expires_at",
                     _now(),
-                )
+                ),
             )
         )
         .order_by(jobs.c.lease_expires_at)
@@ -102,13 +108,14 @@ _EXPIRED = {
 _OVERDUE = {
     engine: Prepared(
         select(*JOB_COLUMNS).where(
-            jobs.c.id.in_(
+            engine.among(
+                jobs.c.id,
                 engine.head(
                     "ix_jobs_lease",
                     "status = 'running' AND deadline_at <= :now",
                     "lease_expires_at",
                     _now(),
-                )
+                ),
             )
         )
     )
@@ -154,7 +161,9 @@ def _claim_statement(
         )
     return Prepared(
         update(jobs)
-        .where(jobs.c.id.in_(_claim_head(engine, type_filter, count)), status_in(sources))
+        # The head reads only jobs in ``sources`` and holds them (locked on PostgreSQL, inside
+        # the one writer on SQLite): the compare-and-set is the head's, not restated here.
+        .where(engine.among(jobs.c.id, _claim_head(engine, sources, type_filter, count)))
         .values(
             status=literal_column("'running'"),
             worker_id=bindparam("worker"),

@@ -17,9 +17,11 @@ from sqlalchemy import (
     Select,
     Table,
     Text,
+    any_,
     bindparam,
     cast,
     column,
+    func,
     select,
     text,
 )
@@ -72,6 +74,12 @@ class PostgreSQL(Engine):
         found = text(f"{sql} FOR UPDATE SKIP LOCKED").bindparams(*binds, bindparam("limit"))
         head = found.columns(column("id", BigInteger())).cte("head")
         return select(head.c.id)
+
+    def among(self, column: ColumnElement[Any], ids: Select[Any]) -> ColumnElement[bool]:
+        # An array, read once, then a key lookup each: as a semi-join, a planner whose
+        # statistics lag a burst of enqueues started from the status index and compared every
+        # pending job with the head (138 ms for a claim of 50 among 2,412 pending jobs).
+        return column == any_(func.array(ids.scalar_subquery()))
 
     def index_hint(self, index: str) -> str:
         return ""  # the planner picks the partial index by itself

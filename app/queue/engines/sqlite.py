@@ -58,6 +58,9 @@ class SQLite(Engine):
         sql = f"SELECT id FROM jobs INDEXED BY {index} WHERE {where} ORDER BY {order} LIMIT :limit"  # noqa: S608
         return text(sql).bindparams(*binds, bindparam("limit")).columns(column("id", Integer()))
 
+    def among(self, column: ColumnElement[Any], ids: Select[Any]) -> ColumnElement[bool]:
+        return column.in_(ids)  # SQLite reads the ids first and looks each up by its rowid
+
     def index_hint(self, index: str) -> str:
         return f" INDEXED BY {index}"
 
