@@ -1,11 +1,10 @@
-"""JSON answers encoded by orjson: a page of 50 jobs is about a thousand values, and the standard
-encoder spent more time on them than the database did.
+"""JSON that is not a response model (problems, the API document, health, ``tojson`` in
+templates) encoded by orjson, as the response models are written (``app.api.replies``): compact,
+in insertion order, text beyond ASCII as UTF-8 rather than as ``\\u`` escapes.
 
-The answers are the same JSON values as before; text beyond ASCII is sent as UTF-8 rather than
-as ``\\u`` escapes. What orjson cannot write as the standard encoder would is handed to Flask's
-own provider: integers beyond 64 bits (a payload may hold any integer), text that is not valid
-Unicode, keys that are not strings, and the indented output of debug mode. Dates and dataclasses
-go to Flask's ``default``, as before.
+What orjson cannot write as the standard encoder would is handed to Flask's own provider:
+integers beyond 64 bits, text that is not valid Unicode, keys that are not strings, and the
+indented output of debug mode. Dates and dataclasses go to Flask's ``default``, as before.
 """
 
 from __future__ import annotations

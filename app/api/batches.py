@@ -2,37 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from flask import Response, g, jsonify
+from flask import Response, g
 
 from app import db
 from app.api.openapi import Operation, Reply, documented
+from app.api.replies import reply
 from app.api.tracing import TRACE_HEADERS, request_trace
 from app.api.views import (
     CAP,
     ROLE,
     WORK_PROBLEMS,
     bp,
-    job_json,
     parse_body,
     requires,
 )
+from app.queue.contract import answers
 from app.queue.contract.batch_requests import BatchBody, ChildrenBody, FinishBody, HeartbeatsBody
 from app.queue.contract.responses import BeatAnswers, CreatedJobs, FinishAnswers
-from app.queue.domain import batches, children, uniqueness
-from app.queue.domain.errors import QueueError
-from app.queue.domain.models import EnqueueRequest, Job
+from app.queue.domain import batches, children
+from app.queue.domain.models import Job
 from app.queue.domain.policy import Action
 from app.queue_settings import queue_settings
 from app.secretbox import current_box
 from app.timeutil import utcnow
 
 _PER_ITEM = "Each item is answered with the status its single-job route would give."
-
-
-def _refused(job_id: int, exc: QueueError) -> dict[str, Any]:
-    return {"id": job_id, "status": exc.status, "detail": exc.detail}
 
 
 @bp.post("/jobs/batch")
@@ -64,28 +58,16 @@ def enqueue_batch() -> Response:
     group = None if batch.group is None else batch.group.to_request()
     with db.transaction() as conn:
         added = batches.enqueue_many(conn, g.actor, requests, now=utcnow(), group=group)
-    answer = _created(requests, added)
-    if group is not None:  # the group the new jobs formed (or the replayed jobs' group)
-        answer["group_id"] = next((job.group_id for job, _ in added if job.group_id), None)
-    return _answer(answer, added)
+    sees_errors = g.actor.sees_errors
+    answer = answers.created_out(
+        requests, added, include_error=sees_errors, grouped=group is not None
+    )
+    return _created(answer, added)
 
 
-def _created(requests: list[EnqueueRequest], added: list[tuple[Job, bool]]) -> dict[str, Any]:
-    """A batch enqueue's answer: the jobs in request order, and which of them are new."""
-    return {
-        "jobs": [
-            job_json(job, duplicate=uniqueness.is_duplicate(wanted, job, created))
-            for wanted, (job, created) in zip(requests, added, strict=True)
-        ],
-        "created": [created for _, created in added],
-    }
-
-
-def _answer(body: dict[str, Any], added: list[tuple[Job, bool]]) -> Response:
+def _created(answer: CreatedJobs, added: list[tuple[Job, bool]]) -> Response:
     """201 unless every item was an idempotent replay."""
-    response = jsonify(body)
-    response.status_code = 201 if any(created for _, created in added) else 200
-    return response
+    return reply(answer, 201 if any(created for _, created in added) else 200)
 
 
 @bp.post("/jobs/<id:job_id>/children")
@@ -116,7 +98,8 @@ def spawn_children(job_id: int) -> Response:
     requests = [item.to_request(box, trace=trace) for item in body.jobs]
     with db.transaction() as conn:
         added = children.spawn(conn, g.actor, job_id, body.attempt, requests, now=utcnow())
-    return _answer(_created(requests, added), added)
+    answer = answers.created_out(requests, added, include_error=g.actor.sees_errors)
+    return _created(answer, added)
 
 
 @bp.post("/jobs/finish")
@@ -134,17 +117,8 @@ def spawn_children(job_id: int) -> Response:
 def finish() -> Response:
     outcomes = [item.to_outcome() for item in parse_body(FinishBody).results]
     with db.transaction() as conn:
-        answers = batches.finish(conn, g.actor, outcomes, now=utcnow(), settings=queue_settings())
-    sees_errors = g.actor.sees_errors
-
-    def shape(outcome_id: int, answer: Job | QueueError) -> dict[str, Any]:
-        if isinstance(answer, QueueError):
-            return _refused(outcome_id, answer)
-        return {"id": outcome_id, "status": 200, "job": answer.as_json(include_error=sees_errors)}
-
-    return jsonify(
-        {"results": [shape(o.job_id, a) for o, a in zip(outcomes, answers, strict=True)]}
-    )
+        done = batches.finish(conn, g.actor, outcomes, now=utcnow(), settings=queue_settings())
+    return reply(answers.finish_out(outcomes, done, include_error=g.actor.sees_errors))
 
 
 @bp.post("/jobs/heartbeat")
@@ -162,14 +136,7 @@ def finish() -> Response:
 def heartbeat_batch() -> Response:
     beats = [item.to_beat() for item in parse_body(HeartbeatsBody).jobs]
     with db.transaction() as conn:
-        answers = batches.heartbeat_many(
+        beaten = batches.heartbeat_many(
             conn, g.actor, beats, now=utcnow(), settings=queue_settings()
         )
-
-    def shape(beat_id: int, answer: Job | QueueError) -> dict[str, Any]:
-        if isinstance(answer, QueueError):
-            return _refused(beat_id, answer)
-        lease_end = answer.as_json(include_error=False)["lease_expires_at"]
-        return {"id": beat_id, "status": 200, "lease_expires_at": lease_end}
-
-    return jsonify({"results": [shape(b.job_id, a) for b, a in zip(beats, answers, strict=True)]})
+    return reply(answers.beats_out(beats, beaten))

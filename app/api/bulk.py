@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from flask import Response, jsonify
+from flask import Response
 
 from app import bulk_runs
 from app.api.auth import current_actor
 from app.api.openapi import Operation, Reply, documented
+from app.api.replies import reply
 from app.api.views import ROLE, bp, parse_body, requires
 from app.problems import problem
+from app.queue.contract.answers import bulk_applied_out, bulk_preview_out
 from app.queue.contract.bulk_models import BulkAnswer, BulkBody, StaleCountProblem
 from app.queue.domain.bulk import StaleCount
 from app.queue.domain.policy import Action
@@ -49,7 +51,6 @@ def bulk_jobs() -> Response:
     actor = current_actor()
     if body.expect_count is None:
         found = bulk_runs.preview(actor, selection)
-        sample = [job.as_json(include_error=actor.sees_errors) for job in found.sample]
-        return jsonify({"count": found.count, "sample": sample})
+        return reply(bulk_preview_out(found, include_error=actor.sees_errors))
     done = bulk_runs.apply(actor, selection, reason=body.reason, expect_count=body.expect_count)
-    return jsonify({"operation": done.operation, "affected": done.affected})
+    return reply(bulk_applied_out(done.operation, done.affected))

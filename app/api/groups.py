@@ -3,11 +3,13 @@ admins; nested in the API blueprint, which checks the bearer token."""
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, g, jsonify
+from flask import Blueprint, Response, g
 
 from app import db
 from app.api.auth import requires
 from app.api.openapi import Operation, Reply, documented
+from app.api.replies import reply
+from app.queue.contract.answers import group_out
 from app.queue.contract.responses import GroupOut
 from app.queue.domain import workflow
 from app.queue.domain.policy import Action
@@ -28,4 +30,4 @@ bp = Blueprint("groups", __name__)
 def get_group(group_id: int) -> Response:
     with db.read() as conn:
         found = workflow.get_group(conn, g.actor, group_id)
-    return jsonify(found.as_json())
+    return reply(group_out(found))

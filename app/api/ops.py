@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, request
 
 from app import db
 from app.api.auth import requires
 from app.api.openapi import Operation, Reply, documented
+from app.api.replies import reply
 from app.monitoring import audit_query as query
 from app.monitoring import rollup
 from app.monitoring.exposition import JobFigures, exposition
@@ -68,6 +69,4 @@ def audit() -> Response:
     filters = query.parse_filters(request.args)
     with db.read() as conn:
         page = query.audit_page(conn, filters)
-    return jsonify(
-        {"events": [event.as_json() for event in page.events], "next_cursor": page.next_cursor}
-    )
+    return reply(query.audit_page_out(page))

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
+from flask import Blueprint, Response, current_app, g, request, url_for
 
 from app import db
 from app.api import body
 from app.api.auth import requires
 from app.api.openapi import Operation, Reply, documented
+from app.api.replies import reply
+from app.queue.contract.answers import job_out, schedule_out, schedules_out
 from app.queue.contract.control_responses import ScheduleList, ScheduleOut
 from app.queue.contract.requests import NoBody
 from app.queue.contract.responses import JobOut
@@ -38,9 +40,7 @@ def _body(*, optional: bool = False) -> dict[str, Any]:
 
 
 def _schedule(schedule: Schedule, status: int = 200) -> Response:
-    response = jsonify(schedule.as_json(utcnow()))
-    response.status_code = status
-    return response
+    return reply(schedule_out(schedule, utcnow()), status)
 
 
 @bp.get("/schedules")
@@ -55,8 +55,7 @@ def _schedule(schedule: Schedule, status: int = 200) -> Response:
 def list_schedules() -> Response:
     with db.read() as conn:
         found = schedules.list_schedules(conn, g.actor)
-    now = utcnow()
-    return jsonify({"schedules": [schedule.as_json(now) for schedule in found]})
+    return reply(schedules_out(found, utcnow()))
 
 
 @bp.post("/schedules")
@@ -139,7 +138,6 @@ def run(schedule_id: int) -> Response:
         raise InvalidInput({name: "unknown field" for name in data})
     with db.transaction() as conn:
         job = schedules.run_now(conn, g.actor, schedule_id, now=utcnow(), settings=queue_settings())
-    response = jsonify(job.as_json(include_error=g.actor.sees_errors))
-    response.status_code = 201
+    response = reply(job_out(job, include_error=g.actor.sees_errors), 201)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
     return response

@@ -3,12 +3,14 @@ that pause a type or limit it; nested in the API blueprint, which checks the bea
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, current_app, g, jsonify, request
+from flask import Blueprint, Response, current_app, g, request
 
 from app import db
 from app.api import body
 from app.api.auth import requires
 from app.api.openapi import Operation, Reply, documented
+from app.api.replies import reply
+from app.queue.contract.answers import type_out, types_out
 from app.queue.contract.control_responses import TypeList, TypeOut
 from app.queue.domain import job_types
 from app.queue.domain.job_types import TypeChange
@@ -32,7 +34,7 @@ ADMINS = {403: "Only admins manage job types"}
 def list_types() -> Response:
     with db.read() as conn:
         found = job_types.list_types(conn, g.actor, queue_settings())
-    return jsonify({"types": [view.as_json() for view in found]})
+    return reply(types_out(found))
 
 
 @bp.patch("/types/<job_type>")
@@ -53,4 +55,4 @@ def change_type(job_type: str) -> Response:
     change = TypeChange.parse(data, queue_settings())
     with db.transaction() as conn:
         view = job_types.change(conn, g.actor, queue_settings(), job_type, change, now=utcnow())
-    return jsonify(view.as_json())
+    return reply(type_out(view))

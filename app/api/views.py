@@ -5,15 +5,17 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
+from flask import Blueprint, Response, current_app, g, request, url_for
 
 from app import db, ticks
 from app.api import admission, auth, body, groups, longpoll, ops
 from app.api import schedules as schedules_api
 from app.api import types as types_api
 from app.api.openapi import Operation, Reply, documented
+from app.api.replies import reply
 from app.api.tracing import TRACE_HEADERS, request_trace
 from app.problems import problem
+from app.queue.contract import answers
 from app.queue.contract.control_responses import ExplanationOut
 from app.queue.contract.fields import KEY_PATTERN
 from app.queue.contract.request_model import RequestModel
@@ -87,19 +89,12 @@ NOT_FOUND = "No such job, or the caller may not see it"
 WORK_PROBLEMS = {403: ROLE, 404: NOT_FOUND, 409: "The job's state does not allow this"}
 
 
-def job_json(job: Job, *, duplicate: bool = False) -> dict[str, Any]:
+def job_response(job: Job, status: int = 200, *, duplicate: bool = False) -> Response:
     """A job as the caller may see it; ``duplicate``: the active job of an enqueue's
     unique_key, answered instead of a new one."""
-    body = job.as_json(include_error=g.actor.sees_errors)
-    if duplicate:
-        body["duplicate"] = True
-    return body
-
-
-def job_response(job: Job, status: int = 200, *, duplicate: bool = False) -> Response:
-    response = jsonify(job_json(job, duplicate=duplicate))
-    response.status_code = status
-    return response
+    return reply(
+        answers.job_out(job, include_error=g.actor.sees_errors, duplicate=duplicate), status
+    )
 
 
 @bp.post("/jobs")
@@ -152,13 +147,7 @@ def list_jobs() -> Response:
     filters = ListQuery.from_args(request.args, queue_settings()).to_filters()
     with db.read() as conn:
         page = service.list_jobs(conn, g.actor, filters)
-    sees_errors = g.actor.sees_errors
-    return jsonify(
-        {
-            "jobs": [job.as_json(include_error=sees_errors) for job in page.jobs],
-            "next_cursor": page.next_cursor,
-        }
-    )
+    return reply(answers.job_page_out(page, include_error=g.actor.sees_errors))
 
 
 @bp.get("/jobs/<id:job_id>")
@@ -199,8 +188,7 @@ def get_job(job_id: int) -> Response:
 def job_events(job_id: int) -> Response:
     with db.read() as conn:
         events = service.list_events(conn, g.actor, job_id)
-    sees_errors = g.actor.sees_errors
-    return jsonify({"events": [e.as_json(include_error=sees_errors) for e in events]})
+    return reply(answers.events_out(events, include_error=g.actor.sees_errors))
 
 
 @bp.get("/jobs/<id:job_id>/explain")
@@ -220,7 +208,7 @@ def explain_job(job_id: int) -> Response:
         found = explain.explain(
             conn, g.actor, job_id, now=utcnow(), idle_after=idle, settings=queue_settings()
         )
-    return jsonify(found.as_json())
+    return reply(answers.explanation_out(found))
 
 
 @bp.post("/jobs/claim")
@@ -258,17 +246,9 @@ def claim() -> Response:
         # Refused a wait (too many waiting): say when to ask again rather than queue.
         headers = {"Retry-After": admission.RETRY_AFTER} if refused_wait else None
         return Response(status=204, headers=headers)
-    answers = [claimed_json(job, secrets) for job in claimed]
-    return jsonify(answers[0] if claim_body.max_jobs is None else {"jobs": answers})
-
-
-def claimed_json(job: Job, secrets: dict[int, dict[str, str]]) -> dict[str, Any]:
-    """A job as its claim hands it out: with its secrets opened, when it has some (the only
-    answer that ever holds their values)."""
-    body = job_json(job)
-    if job.id in secrets:
-        body["secrets"] = secrets[job.id]
-    return body
+    many = claim_body.max_jobs is not None
+    sees_errors = g.actor.sees_errors
+    return reply(answers.claimed_out(claimed, secrets, include_error=sees_errors, many=many))
 
 
 @bp.post("/jobs/<id:job_id>/cancel")

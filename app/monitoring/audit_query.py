@@ -17,6 +17,7 @@ from app.audit.actions import AuditAction, AuditEvent, AuditFilters
 from app.queue.contract.request_model import RequestModel, parse_query, refuse, says
 from app.queue.contract.responses import Instant, ResponseModel
 from app.queue.contract.strictjson import text_problem
+from app.timeutil import iso
 
 MAX_LIMIT = 200
 MAX_ID = 2**62
@@ -180,3 +181,22 @@ class AuditEvents(ResponseModel):
     next_cursor: Annotated[
         str | None, Field(description="Pass as `cursor` for older events; null at the end.")
     ]
+
+
+def audit_page_out(page: AuditPage) -> AuditEvents:
+    """``GET /audit``'s answer: the page's events, newest first, and the next page's cursor."""
+    events = [
+        AuditEventOut.built(
+            {
+                "id": event.id,
+                "at": iso(event.at),
+                "actor": event.actor,
+                "action": event.action,
+                "target": event.target,
+                "details": event.details,
+                "client_address": event.client_address,
+            }
+        )
+        for event in page.events
+    ]
+    return AuditEvents.built({"events": events, "next_cursor": page.next_cursor})

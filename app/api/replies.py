@@ -1,0 +1,18 @@
+"""An answer's response model as the Flask response: pydantic's serializer writes it."""
+
+from __future__ import annotations
+
+from flask import Response, current_app
+
+from app.queue.contract.responses import ResponseModel
+
+
+def reply(answer: ResponseModel, status: int = 200) -> Response:
+    """``answer`` as JSON: the fields it was given, in their order, compact UTF-8 ending in a
+    newline, as ``app.jsonwire`` writes every other answer (indented in debug mode, for people).
+    pydantic's serializer writes any integer, so no answer needs another encoder."""
+    provider = current_app.json
+    compact = getattr(provider, "compact", None)
+    indent = 2 if compact is False or (compact is None and current_app.debug) else None
+    body = answer.__pydantic_serializer__.to_json(answer, indent=indent, exclude_unset=True)
+    return Response(body + b"\n", status, mimetype="application/json")
