@@ -8,8 +8,6 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from app.timeutil import iso
-
 
 class AuditAction(StrEnum):
     """Everything the audit log records (the value is what is stored)."""
@@ -53,18 +51,6 @@ class AuditEvent:
     def from_row(cls, row: Mapping[Any, Any]) -> AuditEvent:
         """Build an event from a row mapping."""
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
-
-    def as_json(self) -> dict[str, Any]:
-        """The event as the API shows it."""
-        return {
-            "id": self.id,
-            "at": iso(self.at),
-            "actor": self.actor,
-            "action": self.action,
-            "target": self.target,
-            "details": self.details,
-            "client_address": self.client_address,
-        }
 
 
 @dataclass(frozen=True)

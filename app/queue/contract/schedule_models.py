@@ -23,7 +23,6 @@ from app.queue.domain import cron
 from app.queue.domain.errors import InvalidInput
 from app.queue.domain.models import QueueSettings
 from app.queue.domain.states import PRIORITIES, priority_label
-from app.timeutil import iso
 
 NEXT_RUNS = 5  # fire times shown with a schedule
 MAX_NAME_LENGTH = 50  # "schedule:" + name must fit the 64-character event actor
@@ -100,25 +99,6 @@ class Schedule:
         if not self.enabled:
             return []
         return cron.upcoming(self.cron, self.timezone, now, count)
-
-    def as_json(self, now: datetime) -> dict[str, Any]:
-        """The schedule as the API shows it; times ISO 8601 UTC."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "cron": self.cron,
-            "description": self.description,
-            "timezone": self.timezone,
-            "type": self.type,
-            "payload": self.payload,
-            "priority": self.priority_label,
-            "enabled": self.enabled,
-            "catch_up": self.catch_up,
-            "next_runs": [iso(at) for at in self.next_runs(now)],
-            "last_run_at": iso(self.last_run_at),
-            "created_at": iso(self.created_at),
-            "updated_at": iso(self.updated_at),
-        }
 
 
 def _settings(info: ValidationInfo) -> QueueSettings:

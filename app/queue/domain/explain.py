@@ -39,9 +39,6 @@ class Reason:
     detail: str
     figures: dict[str, Any] = field(default_factory=dict)
 
-    def as_json(self) -> dict[str, Any]:
-        return {"code": self.code, "detail": self.detail, "figures": self.figures}
-
 
 @dataclass(frozen=True)
 class Explanation:
@@ -49,9 +46,6 @@ class Explanation:
 
     job: Job
     reasons: list[Reason]
-
-    def as_json(self) -> dict[str, Any]:
-        return {"status": self.job.status, "reasons": [r.as_json() for r in self.reasons]}
 
 
 @dataclass(frozen=True)

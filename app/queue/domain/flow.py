@@ -78,14 +78,6 @@ class TypeLimits:
         """No limit and not paused: claims hand its jobs out as they come."""
         return not self.limited and not self.paused
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "max_running": self.max_running,
-            "rate_limit": None if self.rate_limit is None else str(self.rate_limit),
-            "paused": self.paused,
-            "max_run_seconds": self.max_run_seconds,
-        }
-
 
 class Overriding(Protocol):
     """What an override sets over the configuration (None: the configured value applies)."""

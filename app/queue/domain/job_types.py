@@ -96,9 +96,6 @@ class TypeView:
     configured: TypeLimits
     override: Override | None
 
-    def as_json(self) -> dict[str, Any]:
-        return {"type": self.type, "counts": self.counts, **self.limits.as_json()}
-
 
 def _views(conn: Connection, settings: QueueSettings, names: tuple[str, ...]) -> list[TypeView]:
     counts = count_store.counts_of_types(conn, names)

@@ -13,7 +13,6 @@ from app.queue.domain.flow import TypeLimits, config_limits
 from app.queue.domain.retention import Retention
 from app.queue.domain.states import PRIORITIES, Role, priority_label
 from app.queue.domain.trace import Trace, trace_of
-from app.timeutil import iso
 
 
 @dataclass(frozen=True)
@@ -190,40 +189,6 @@ class Job:
         """The job as ``actor`` may see it: without the error text unless they may read it."""
         return self if actor.sees_errors else replace(self, error=None)
 
-    def as_json(self, *, include_error: bool) -> dict[str, Any]:
-        """The job as the API shows it; ``error`` only for admins."""
-        body: dict[str, Any] = {
-            "id": self.id,
-            "type": self.type,
-            "payload": self.payload,
-            "priority": self.priority_label,
-            "status": self.status,
-            "retry_count": self.retry_count,
-            "max_retries": self.max_retries,
-            "attempt": self.attempts,
-            "idempotency_key": self.idempotency_key,
-            "run_at": iso(self.run_at),
-            "claimed_at": iso(self.claimed_at),
-            "lease_expires_at": iso(self.lease_expires_at),
-            "worker_id": self.worker_id,
-            "progress": self.progress,
-            "progress_message": self.progress_message,
-            "result": self.result,
-            "created_at": iso(self.created_at),
-            "updated_at": iso(self.updated_at),
-            "finished_at": iso(self.finished_at),
-            "secret_names": self.secret_name_list,
-            "deadline_at": iso(self.deadline_at),
-            "depends_on": self.depends_on or [],
-            "waiting_for": self.waiting_for or [],
-            "group_id": self.group_id if self.callback_of is None else self.callback_of,
-            "parent_id": self.parent_id,
-            "trace": self.trace.as_json() if self.trace else None,
-        }
-        if include_error:
-            body["error"] = self.error
-        return body
-
     @property
     def trace(self) -> Trace | None:
         """The trace context the job was enqueued with, if any."""
@@ -251,22 +216,6 @@ class Event:
     def as_seen_by(self, actor: Actor) -> Event:
         """The event as ``actor`` may see it: without the error text unless they may read it."""
         return self if actor.sees_errors else replace(self, error=None)
-
-    def as_json(self, *, include_error: bool) -> dict[str, Any]:
-        """The event as the API shows it; ``error`` only for admins."""
-        body: dict[str, Any] = {
-            "id": self.id,
-            "at": iso(self.at),
-            "kind": self.kind,
-            "from_status": self.from_status,
-            "to_status": self.to_status,
-            "actor": self.actor,
-            "attempt": self.attempt,
-            "note": self.note,
-        }
-        if include_error:
-            body["error"] = self.error
-        return body
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 # traceparent, version 00: version-trace_id-parent_id-flags, lowercase hex only.
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
@@ -22,9 +21,6 @@ class Trace:
 
     traceparent: str
     tracestate: str | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return {"traceparent": self.traceparent, "tracestate": self.tracestate}
 
 
 def _valid_traceparent(value: str) -> bool:

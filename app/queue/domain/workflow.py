@@ -248,16 +248,6 @@ class GroupView:
     on_success: int | None
     created_by: int
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "total": self.total,
-            "counts": self.counts,
-            "finished": self.finished,
-            "callbacks": {"on_complete": self.on_complete, "on_success": self.on_success},
-        }
-
     @property
     def done(self) -> int:
         """How many members have finished."""
