@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from werkzeug.test import TestResponse
 
 from app.monitoring.audit_query import AuditEvents, AuditQuery
 from app.queue.contract.control_responses import ExplanationOut, ScheduleList, ScheduleOut, TypeList
@@ -155,3 +156,100 @@ def test_nested_error_keys_reach_the_problem(producer: Api) -> None:
 def test_the_job_documents_its_progress_message(client: FlaskClient) -> None:
     job = client.get("/openapi.json").get_json()["components"]["schemas"]["JobOut"]
     assert "progress_message" in job["properties"] and "progress_message" in job["required"]
+
+
+def _schema(document: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        schema = document["components"]["schemas"][
+            schema["$ref"].removeprefix("#/components/schemas/")
+        ]
+    return schema
+
+
+def _assert_documented(
+    document: dict[str, Any], schema: dict[str, Any], value: Any, at: str
+) -> None:
+    """Every object in ``value`` has the keys its schema lists, in the schema's order: the
+    required ones, and only those of the optional ones it was given."""
+    schema = _schema(document, schema)
+    if "anyOf" in schema:  # one of the options must fit
+        misfits = []
+        for option in schema["anyOf"]:
+            try:
+                return _assert_documented(document, option, value, at)
+            except AssertionError as exc:
+                misfits.append(str(exc))
+        raise AssertionError(f"{at}: no option fits: {misfits}")
+    if isinstance(value, list):
+        assert schema.get("type") == "array", at
+        for index, item in enumerate(value):
+            _assert_documented(document, schema["items"], item, f"{at}[{index}]")
+    elif isinstance(value, dict):
+        assert schema.get("type") == "object", at
+        if "properties" in schema:
+            properties = list(schema["properties"])
+            assert list(value) == [name for name in properties if name in value], at
+            assert set(schema.get("required", ())) <= set(value) <= set(properties), at
+            for name, item in value.items():
+                _assert_documented(document, schema["properties"][name], item, f"{at}.{name}")
+    else:
+        assert schema.get("type") != "object" and "properties" not in schema, at
+
+
+def test_a_job_answer_sends_the_job_schema_in_order(
+    client: FlaskClient, admin: Api, producer: Api, worker: Api
+) -> None:
+    """Drift between the models that write the answers and the document fails here."""
+    job_schema = _document(client)["components"]["schemas"]["JobOut"]
+    every, required = list(job_schema["properties"]), job_schema["required"]
+    assert every == [*required, "error", "secrets", "duplicate"]
+    job = producer.enqueue(secrets={"api_key": "k"})
+    assert list(producer.get(f"/jobs/{job['id']}").get_json()) == required
+    assert list(admin.get(f"/jobs/{job['id']}").get_json()) == [*required, "error"]
+    claimed = worker.claim()
+    assert claimed is not None and list(claimed) == [*required, "secrets"]
+    producer.enqueue(unique_key="u")
+    duplicate = producer.post("/jobs", {"type": "email.send", "unique_key": "u"}).get_json()
+    assert list(duplicate) == [*required, "duplicate"]
+    many = admin.post("/jobs/claim", {"max_jobs": 5}).get_json()
+    assert list(many) == ["jobs"] and list(many["jobs"][0]) == [*required, "error"]
+
+
+def test_answers_send_their_documented_keys_in_order(
+    client: FlaskClient, admin: Api, producer: Api, worker: Api
+) -> None:
+    document = _document(client)
+
+    def documented(response: TestResponse, path: str, method: str = "post") -> Any:
+        replies = document["paths"][path][method]["responses"]
+        schema = replies[str(response.status_code)]["content"]["application/json"]["schema"]
+        _assert_documented(document, schema, response.get_json(), f"{method} {path}")
+        return response.get_json()
+
+    batch = {"jobs": [{"type": "email.send"}] * 3, "group": {"name": "g"}}
+    jobs = documented(producer.post("/jobs/batch", batch), "/jobs/batch")["jobs"]
+    job_id = jobs[0]["id"]
+    claimed = documented(worker.post("/jobs/claim", {"max_jobs": 2}), "/jobs/claim")["jobs"]
+    documented(worker.post("/jobs/claim"), "/jobs/claim")
+    beats = [{"id": claimed[0]["id"], "attempt": 1}, {"id": 999, "attempt": 1}]
+    documented(worker.post("/jobs/heartbeat", {"jobs": beats}), "/jobs/heartbeat")
+    outcomes = [
+        {**beats[0], "outcome": "failed", "error": "boom"},
+        {**beats[1], "outcome": "completed"},
+    ]
+    documented(worker.post("/jobs/finish", {"results": outcomes}), "/jobs/finish")
+    for caller in (producer, admin):
+        documented(caller.get("/jobs"), "/jobs", "get")
+        documented(caller.get(f"/jobs/{job_id}/events"), "/jobs/{job_id}/events", "get")
+        documented(caller.get(f"/jobs/{job_id}/explain"), "/jobs/{job_id}/explain", "get")
+        documented(caller.get(f"/groups/{jobs[0]['group_id']}"), "/groups/{group_id}", "get")
+    documented(admin.get("/types"), "/types", "get")
+    schedule = {"name": "nightly", "cron": "0 2 * * *", "type": "report.build"}
+    created = documented(admin.post("/schedules", schedule), "/schedules")
+    documented(admin.get("/schedules"), "/schedules", "get")
+    documented(admin.post(f"/schedules/{created['id']}/run"), "/schedules/{schedule_id}/run")
+    choice = {"action": "retry", "filter": {}, "reason": "again"}
+    preview = documented(admin.post("/jobs/bulk", choice), "/jobs/bulk")
+    applied = admin.post("/jobs/bulk", {**choice, "expect_count": preview["count"]})
+    documented(applied, "/jobs/bulk")
+    documented(admin.get("/audit"), "/audit", "get")
