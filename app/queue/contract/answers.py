@@ -8,9 +8,9 @@ values are set in the model's field order, which is the order they are sent in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from app.queue.contract.bulk_models import BulkApplied, BulkPreview
 from app.queue.contract.control_responses import (
@@ -34,6 +34,7 @@ from app.queue.contract.responses import (
     GroupOut,
     JobOut,
     JobPage,
+    ResponseModel,
     TraceOut,
 )
 from app.queue.contract.schedule_models import Schedule
@@ -45,6 +46,8 @@ from app.queue.domain.job_types import TypeView
 from app.queue.domain.models import Beat, EnqueueRequest, Event, Job, Outcome
 from app.queue.domain.workflow import GroupView
 from app.timeutil import iso
+
+Item = TypeVar("Item", bound=ResponseModel)
 
 
 def job_out(
@@ -140,45 +143,44 @@ def created_out(
     return CreatedJobs.built(values)
 
 
-def _refused(item_id: int, exc: QueueError) -> dict[str, Any]:
-    """A batch item's answer when its single route would have refused it."""
-    return {"id": item_id, "status": exc.status, "detail": exc.detail}
+def _per_item(
+    model: type[Item],
+    ids: Iterable[int],
+    answers: Sequence[Job | QueueError],
+    answered: Callable[[Job], dict[str, Any]],
+) -> list[Item]:
+    """Each item's answer of a batch, in request order: 200 with what ``answered`` says of the
+    job it left, or the status and the reason its single route would have refused it with."""
+    return [
+        model.built(
+            {"id": item_id, "status": answer.status, "detail": answer.detail}
+            if isinstance(answer, QueueError)
+            else {"id": item_id, "status": 200, **answered(answer)}
+        )
+        for item_id, answer in zip(ids, answers, strict=True)
+    ]
 
 
 def finish_out(
     outcomes: Sequence[Outcome], answers: Sequence[Job | QueueError], *, include_error: bool
 ) -> FinishAnswers:
     """Each outcome's answer, in request order: the job it left, or why it was refused."""
-    results = [
-        FinishAnswer.built(
-            _refused(outcome.job_id, answer)
-            if isinstance(answer, QueueError)
-            else {
-                "id": outcome.job_id,
-                "status": 200,
-                "job": job_out(answer, include_error=include_error),
-            }
-        )
-        for outcome, answer in zip(outcomes, answers, strict=True)
-    ]
-    return FinishAnswers.built({"results": results})
+
+    def answered(job: Job) -> dict[str, Any]:
+        return {"job": job_out(job, include_error=include_error)}
+
+    ids = (outcome.job_id for outcome in outcomes)
+    return FinishAnswers.built({"results": _per_item(FinishAnswer, ids, answers, answered)})
 
 
 def beats_out(beats: Sequence[Beat], answers: Sequence[Job | QueueError]) -> BeatAnswers:
     """Each heartbeat's answer, in request order: the lease's new end, or why it was refused."""
-    results = [
-        BeatAnswer.built(
-            _refused(beat.job_id, answer)
-            if isinstance(answer, QueueError)
-            else {
-                "id": beat.job_id,
-                "status": 200,
-                "lease_expires_at": iso(answer.lease_expires_at),
-            }
-        )
-        for beat, answer in zip(beats, answers, strict=True)
-    ]
-    return BeatAnswers.built({"results": results})
+
+    def answered(job: Job) -> dict[str, Any]:
+        return {"lease_expires_at": iso(job.lease_expires_at)}
+
+    ids = (beat.job_id for beat in beats)
+    return BeatAnswers.built({"results": _per_item(BeatAnswer, ids, answers, answered)})
 
 
 def _event_out(event: Event, *, include_error: bool) -> EventOut:
