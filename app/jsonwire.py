@@ -15,9 +15,17 @@ import orjson
 from flask.json.provider import DefaultJSONProvider
 
 if TYPE_CHECKING:
+    from flask.sansio.app import App
     from werkzeug.sansio.response import Response
 
 _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def indented(app: App) -> bool:
+    """Whether answers are indented for people: Flask's rule (the provider's ``compact``, or
+    else debug mode). Every answer follows it, response models (``app.api.replies``) included."""
+    compact = getattr(app.json, "compact", None)
+    return compact is False or (compact is None and app.debug)
 
 
 class OrjsonProvider(DefaultJSONProvider):
@@ -40,8 +48,8 @@ class OrjsonProvider(DefaultJSONProvider):
         return super().dumps(obj, **kwargs)
 
     def response(self, *args: Any, **kwargs: Any) -> Response:
-        if self.compact is False or (self.compact is None and self._app.debug):
-            return super().response(*args, **kwargs)  # indented, for people
+        if indented(self._app):
+            return super().response(*args, **kwargs)
         encoded = self._encoded(self._prepare_response_obj(args, kwargs))
         if encoded is None:
             return super().response(*args, **kwargs)

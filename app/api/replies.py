@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Response, current_app
 
+from app.jsonwire import indented
 from app.queue.contract.responses import ResponseModel
 
 
@@ -11,8 +12,6 @@ def reply(answer: ResponseModel, status: int = 200) -> Response:
     """``answer`` as JSON: the fields it was given, in their order, compact UTF-8 ending in a
     newline, as ``app.jsonwire`` writes every other answer (indented in debug mode, for people).
     pydantic's serializer writes any integer, so no answer needs another encoder."""
-    provider = current_app.json
-    compact = getattr(provider, "compact", None)
-    indent = 2 if compact is False or (compact is None and current_app.debug) else None
+    indent = 2 if indented(current_app) else None
     body = answer.__pydantic_serializer__.to_json(answer, indent=indent, exclude_unset=True)
     return Response(body + b"\n", status, mimetype="application/json")

@@ -53,3 +53,15 @@ def test_a_list_answer_carries_the_same_values(producer: Api) -> None:
     assert page.status_code == 200
     assert [job["payload"] for job in page.get_json()["jobs"]] == payloads[::-1]
     assert "ünïcode".encode() in page.get_data()  # UTF-8 beside a big integer too
+
+
+def test_in_debug_mode_every_answer_is_indented_for_people(app: Any, producer: Api) -> None:
+    """One rule for the response models and for every other answer (``jsonwire.indented``)."""
+    app.debug = True
+    try:
+        raw, body = _answer(producer, {"n": 1})
+        problem = producer.get("/jobs/999999")
+    finally:
+        app.debug = False
+    assert raw.startswith(b'{\n  "id": ') and body["payload"] == {"n": 1}
+    assert problem.status_code == 404 and problem.get_data().startswith(b"{\n  ")
