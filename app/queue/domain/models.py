@@ -12,7 +12,7 @@ from app.queue.domain import policy
 from app.queue.domain.flow import TypeLimits, config_limits
 from app.queue.domain.retention import Retention
 from app.queue.domain.states import PRIORITIES, Role, priority_label
-from app.queue.domain.trace import Trace, trace_of
+from app.queue.domain.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -188,11 +188,6 @@ class Job:
     def as_seen_by(self, actor: Actor) -> Job:
         """The job as ``actor`` may see it: without the error text unless they may read it."""
         return self if actor.sees_errors else replace(self, error=None)
-
-    @property
-    def trace(self) -> Trace | None:
-        """The trace context the job was enqueued with, if any."""
-        return trace_of(self.traceparent, self.tracestate)
 
 
 _JOB_FIELDS = tuple(Job.__dataclass_fields__)

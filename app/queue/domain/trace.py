@@ -51,8 +51,3 @@ def read_trace(traceparent: str | None, tracestate: str | None) -> Trace | None:
     if not _valid_traceparent(traceparent):
         return None
     return Trace(traceparent, _kept_tracestate(tracestate))
-
-
-def trace_of(traceparent: str | None, tracestate: str | None) -> Trace | None:
-    """The trace stored with a job (its two columns), or None."""
-    return None if traceparent is None else Trace(traceparent, tracestate)
