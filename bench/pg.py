@@ -57,11 +57,11 @@ def _create(server: str, name: str) -> str:
     return f"{server}/{name}"
 
 
-def _settle(system: Queuelog, url: str, jobs: int) -> None:
+def _settle(system: Queuelog, jobs: int) -> None:
     """One untimed bulk run, then ANALYZE: the timed rounds meet tables with rows and planner
     statistics, as a queue in use has, rather than a fresh database's empty ones."""
     bulk(system, jobs)
-    _sql(url, "ANALYZE")
+    _sql(system.database.url, "ANALYZE")
 
 
 def _queuelog_round(system: Queuelog, jobs: int, figures: dict[str, list[float]]) -> list[int]:
@@ -118,14 +118,13 @@ def run(base: Path) -> None:
         started, fsync = load(), fsync_ms(base)
         dsn = _create(server, "pgqueuer").replace("+psycopg", "")
         pgqueuer_peer.install(dsn)
-        url = _create(server, "queuelog")
-        system = Queuelog(base / "queuelog", url=url)
+        system = Queuelog(base / "queuelog", url=_create(server, "queuelog"))
         ours: dict[str, list[float]] = {"bulk": [], "p50": [], "p99": []}
         theirs: dict[str, list[float]] = {"bulk": [], "p50": [], "p99": []}
         batching = [0, 0, 0, 0]
         enqueue_seconds: list[float] = []
         try:
-            _settle(system, url, jobs)
+            _settle(system, jobs)
             _sql(dsn, "ANALYZE")  # the peer's tables too, though its drain leaves them empty
             for n in range(rounds):
                 for side in ("queuelog", "pgqueuer") if n % 2 == 0 else ("pgqueuer", "queuelog"):
