@@ -78,6 +78,10 @@ def sign_in(page: Page, site: LiveSite, name: str, path: str = "/ui/") -> None:
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
     expect(page).to_have_url(site.url + path)
+    # The URL changes as the page starts to arrive; htmx (a deferred script) attaches its
+    # listeners only once the document has loaded. A test that changed a filter before then
+    # changed it unheard (seen once in CI, on a busy machine).
+    page.wait_for_load_state("load")
 
 
 def test_sign_in_lands_on_the_dashboard(watched: Page, live_site: LiveSite, people) -> None:
