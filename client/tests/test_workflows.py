@@ -25,10 +25,14 @@ def test_wait_answers_when_the_job_finishes_or_at_the_timeout(
     (claimed,) = worker.claim(max_jobs=1, types=["email.send"])
     assert claimed.id == job.id
     outcome = {"id": job.id, "attempt": claimed.attempt, "outcome": "completed", "result": {}}
-    threading.Timer(0.5, lambda: worker.finish([outcome])).start()
+    finishing = threading.Timer(0.5, lambda: worker.finish([outcome]))
+    finishing.start()
     start = time.monotonic()
     finished = producer.wait(job.id, 20)
     assert finished.status == "completed" and time.monotonic() - start < 5
+    # The finish call ends before the test does: its client closes with the test, and a call
+    # still under way (a retry after the commit, on a busy machine) failed in the next test.
+    finishing.join(10)
 
 
 def test_a_handler_spawns_children_in_its_jobs_trace(fresh_server: Server) -> None:

@@ -80,6 +80,7 @@ def test_a_cancel_wakes_the_wait_and_a_finished_job_answers_at_once(producer: Ap
     start = time.monotonic()
     assert producer.get(f"/jobs/{job['id']}?wait_seconds=20").get_json()["status"] == "cancelled"
     assert time.monotonic() - start < 5
+    cancelling.join(10)  # its request ends inside the test, before the app is torn down
     start = time.monotonic()
     assert producer.get(f"/jobs/{job['id']}?wait_seconds=20").get_json()["status"] == "cancelled"
     assert time.monotonic() - start < 1
