@@ -4,8 +4,9 @@ SQLite runs in WAL mode with a busy timeout, and every write transaction starts 
 ``BEGIN IMMEDIATE`` so two writers never deadlock on a lock upgrade. SQLite's own wait for that
 lock sleeps 1, 2, 5, 10... ms between tries, while a write holds it for well under a
 millisecond, so a waiting writer would mostly sleep past a free lock: instead the writers of a
-process take turns on a lock of their own, and the one whose turn it is asks SQLite again after
-50 us, doubling to 1 ms, until the busy timeout.
+process take turns on a lock of their own (and share a transaction when several wait: see
+``app.write_groups``), and the one whose turn it is asks SQLite again after 50 us, doubling to
+1 ms, until the busy timeout.
 
 A new SQLite file gets 1 KiB pages rather than SQLite's 4 KiB: a commit appends every page it
 changed to the WAL and syncs it, and an enqueue or a claim changes a dozen pages (its row, each
@@ -21,7 +22,6 @@ PostgreSQL uses the default READ COMMITTED isolation; the claim relies on
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,6 +34,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from app import outcomes, wakeup
+from app.write_groups import WriterTurns
 
 EXTENSION_KEY = "queuelog.db"
 WAKEUP_KEY = "queuelog.wakeup"
@@ -56,6 +57,7 @@ def init_app(app: Flask) -> None:
     app.extensions[WAKEUP_KEY] = wakeup.for_database(app.config["DATABASE_URL"])
     app.extensions[OUTCOMES_KEY] = outcomes.Outcomes(app.config["DATABASE_URL"])
     app.extensions[WRITERS_KEY] = WriterTurns(
+        app.extensions[EXTENSION_KEY],
         app.config["SQLITE_BUSY_TIMEOUT_MS"] / 1000,
         sqlite=make_url(app.config["DATABASE_URL"]).get_backend_name() == "sqlite",
     )
@@ -117,27 +119,6 @@ def begin_writing(driver: sqlite3.Connection, busy_timeout: float) -> None:
         driver.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
 
 
-class WriterTurns:
-    """The write transactions of one process take turns (a lock per engine): threads waiting
-    here sleep until woken, and only the one whose turn it is asks SQLite for its lock."""
-
-    def __init__(self, busy_timeout: float, *, sqlite: bool) -> None:
-        self.busy_timeout = busy_timeout
-        self._lock = threading.RLock() if sqlite else None  # PostgreSQL writers need no turns
-
-    @contextmanager
-    def turn(self) -> Iterator[None]:
-        """Hold this process's turn to write (given up after the busy timeout: SQLite's own
-        lock then decides, as it always does)."""
-        if self._lock is None or not self._lock.acquire(timeout=self.busy_timeout):
-            yield
-            return
-        try:
-            yield
-        finally:
-            self._lock.release()
-
-
 def engine(app: Flask | None = None) -> Engine:
     """Return the engine bound to ``app`` (or the current app)."""
     return (app or current_app).extensions[EXTENSION_KEY]  # type: ignore[no-any-return]
@@ -177,24 +158,23 @@ def transaction(app: Flask | None = None) -> Iterator[Connection]:
     """
     bell, done_bell = wakeups(app), outcomes_of(app).transport
     writers: WriterTurns = (app or current_app).extensions[WRITERS_KEY]
-    with writers.turn(), engine(app).connect() as conn:
+    with writers.write() as conn:
         conn.info.pop(wakeup.JOB_DUE, None)  # info lives with the pooled connection: start clean
         conn.info.pop(wakeup.JOB_DONE, None)
         kept: Exception | None = None
-        with conn.begin():
-            _gate(conn, writable=True)
-            try:
-                yield conn
-            except Exception as exc:
-                if not getattr(exc, "keeps_transaction", False):
-                    raise
-                kept = exc  # a refusal that reports what this transaction did: commit it
-            due = conn.info.pop(wakeup.JOB_DUE, False)
-            if due:
-                bell.in_transaction(conn)
-            finished = conn.info.pop(wakeup.JOB_DONE, None)
-            if finished:
-                done_bell.in_transaction(conn, outcomes.message(finished))
+        _gate(conn, writable=True)
+        try:
+            yield conn
+        except Exception as exc:
+            if not getattr(exc, "keeps_transaction", False):
+                raise
+            kept = exc  # a refusal that reports what this transaction did: commit it
+        due = conn.info.pop(wakeup.JOB_DUE, False)
+        if due:
+            bell.in_transaction(conn)
+        finished = conn.info.pop(wakeup.JOB_DONE, None)
+        if finished:
+            done_bell.in_transaction(conn, outcomes.message(finished))
     if due:
         bell.after_commit()
     if finished:

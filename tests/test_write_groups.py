@@ -1,0 +1,148 @@
+"""SQLite writers of one process that wait at once share one transaction and one commit, and
+each returns only once that commit holds its work; a writer that fails loses its work alone."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from flask import Flask
+from sqlalchemy import event
+
+from app import db
+from app.write_groups import MAX_GROUP, WriterTurns
+
+
+class Refused(Exception):
+    """A writer's own failure, after it wrote."""
+
+
+@pytest.fixture
+def probe(app: Flask) -> Iterator[list[int]]:
+    """A table to write into, and the number of COMMITs the app's engine has sent since."""
+    with app.app_context(), db.transaction() as conn:
+        conn.exec_driver_sql("CREATE TABLE probe (writer TEXT NOT NULL)")
+    commits = [0]
+
+    def count(_conn: object) -> None:
+        commits[0] += 1
+
+    event.listen(db.engine(app), "commit", count)
+    yield commits
+    event.remove(db.engine(app), "commit", count)
+
+
+def committed(path: Path) -> set[str]:
+    """The writers whose rows another connection sees: only committed work."""
+    with sqlite3.connect(path) as other:
+        return {writer for (writer,) in other.execute("SELECT writer FROM probe")}
+
+
+def writer(app: Flask, name: str, *, fail: bool = False) -> Callable[[], None]:
+    def write() -> None:
+        with app.app_context(), db.transaction() as conn:
+            conn.exec_driver_sql("INSERT INTO probe (writer) VALUES (?)", (name,))
+            if fail:
+                raise Refused(name)
+
+    return write
+
+
+def run_behind_a_holder(
+    app: Flask, writers: dict[str, Callable[[], None]], *, holder_fails: bool = False
+) -> tuple[dict[str, BaseException | None], dict[str, set[str]]]:
+    """``first`` writes and keeps its turn until every other writer waits for one; then all
+    finish. Returns each writer's error and the committed rows each saw once it returned."""
+    turns: WriterTurns = app.extensions[db.WRITERS_KEY]
+    holding, others_wait = threading.Event(), threading.Event()
+    errors: dict[str, BaseException | None] = {}
+    seen: dict[str, set[str]] = {}
+    path = Path(db.engine(app).url.database or "")
+
+    def first() -> None:
+        with app.app_context(), db.transaction() as conn:
+            conn.exec_driver_sql("INSERT INTO probe (writer) VALUES ('first')")
+            holding.set()
+            assert others_wait.wait(10)
+            if holder_fails:
+                raise Refused("first")
+
+    def track(name: str, body: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                body()
+                errors[name] = None
+            except BaseException as exc:  # reported to the test
+                errors[name] = exc
+            seen[name] = committed(path)
+
+        return run
+
+    threads = [threading.Thread(target=track("first", first))]
+    threads[0].start()
+    assert holding.wait(10)
+    for name, body in writers.items():
+        threads.append(threading.Thread(target=track(name, body)))
+        threads[-1].start()
+    deadline = time.monotonic() + 10
+    while turns.waiting < len(writers) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    others_wait.set()
+    for thread in threads:
+        thread.join(10)
+    return errors, seen
+
+
+def test_writers_waiting_at_once_share_one_commit(
+    app: Flask, database_path: Path, probe: list[int]
+) -> None:
+    names = ["b", "c", "d"]
+    errors, seen = run_behind_a_holder(app, {n: writer(app, n) for n in names})
+    assert errors == dict.fromkeys(["first", *names])
+    assert probe[0] == 1  # four writers, one commit
+    everyone = {"first", *names}
+    assert all(seen[name] == everyone for name in seen)  # none returned before the commit
+
+
+def test_a_failing_writer_loses_its_own_work_alone(
+    app: Flask, database_path: Path, probe: list[int]
+) -> None:
+    errors, seen = run_behind_a_holder(
+        app, {"b": writer(app, "b"), "bad": writer(app, "bad", fail=True), "d": writer(app, "d")}
+    )
+    assert isinstance(errors["bad"], Refused)
+    assert errors["first"] is errors["b"] is errors["d"] is None
+    assert committed(database_path) == {"first", "b", "d"}
+    assert seen["b"] == seen["d"] == {"first", "b", "d"}
+    assert probe[0] == 1
+
+
+def test_when_the_first_writer_fails_the_waiting_ones_still_commit(
+    app: Flask, database_path: Path, probe: list[int]
+) -> None:
+    errors, _ = run_behind_a_holder(
+        app, {"b": writer(app, "b"), "c": writer(app, "c")}, holder_fails=True
+    )
+    assert isinstance(errors["first"], Refused)
+    assert errors["b"] is errors["c"] is None
+    assert committed(database_path) == {"b", "c"}
+
+
+def test_a_group_holds_at_most_max_group_writers(
+    app: Flask, database_path: Path, probe: list[int]
+) -> None:
+    names = [f"w{n}" for n in range(MAX_GROUP + 3)]
+    errors, _ = run_behind_a_holder(app, {n: writer(app, n) for n in names})
+    assert set(errors.values()) == {None}
+    assert committed(database_path) == {"first", *names}
+    assert probe[0] == 2  # the first group is full at MAX_GROUP; the rest commit together
+
+
+def test_a_lone_writer_commits_at_once(app: Flask, database_path: Path, probe: list[int]) -> None:
+    writer(app, "alone")()
+    assert committed(database_path) == {"alone"}
+    assert probe[0] == 1
