@@ -9,7 +9,8 @@ printed as ranges over the rounds. Measured:
 * ``POST /jobs`` with 1 and 8 connections (rate and p50), under each server;
 * under attack, once per server: 160 sockets that send headers and one byte of a 100 KB body
   and then wait, and 140 long-polls of one token; ``/healthz`` and ``POST /jobs`` of another
-  client, each on a new connection, 20 times: p50 and p99.
+  client, each on a new connection, 20 times: p50 and p99;
+* after the attack, the resident memory of each app process.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench.http_calls import wait_ready
+from bench.scale import worker_rss_mb
 from devservers.servers import (
     REPO,
     Client,
@@ -56,8 +58,9 @@ def command(server: str, target: str, port: int) -> list[str]:
 
 
 @contextlib.contextmanager
-def serving(server: str, target: str, env: dict[str, str], logs: Path) -> Iterator[int]:
-    """``target`` served by ``server`` with the product's settings; yields its port."""
+def serving(server: str, target: str, env: dict[str, str], logs: Path) -> Iterator[tuple[int, int]]:
+    """``target`` served by ``server`` with the product's settings; yields its port and the
+    pid of its main process."""
     from devservers.servers import free_port
 
     port = free_port()
@@ -69,7 +72,7 @@ def serving(server: str, target: str, env: dict[str, str], logs: Path) -> Iterat
         )
     try:
         wait_ready(port, "/healthz" if target.startswith(("wsgi", "rsgi")) else "/noop")
-        yield port
+        yield port, process.pid
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -148,7 +151,7 @@ def run(base: Path) -> None:
     token = database.tokens["producer"]
     figures: dict[tuple[str, str], list[tuple[float, ...]]] = {}
     with contextlib.ExitStack() as stack:
-        ports = {
+        served = {
             (server, kind): stack.enter_context(serving(server, target, env, logs))
             for server in SERVERS
             for kind, target in (
@@ -159,6 +162,7 @@ def run(base: Path) -> None:
                 ("app", "wsgi:app" if server == "gunicorn" else "rsgi:app"),
             )
         }
+        ports = {key: port for key, (port, _pid) in served.items()}
         for _ in range(ROUNDS):
             for server in SERVERS:
                 floor = f"http://127.0.0.1:{ports[server, 'noop']}/noop"
@@ -171,12 +175,14 @@ def run(base: Path) -> None:
         attacked = {
             server: under_attack(ports[server, "app"], database.tokens) for server in SERVERS
         }
-    _print(figures, attacked)
+        memory = {server: worker_rss_mb(served[server, "app"][1]) for server in SERVERS}
+    _print(figures, attacked, memory)
 
 
 def _print(
     figures: dict[tuple[str, str], list[tuple[float, ...]]],
     attacked: dict[str, dict[str, list[float]]],
+    memory: dict[str, list[int]],
 ) -> None:
     print(f"  wrk, 2 threads, {SECONDS} s per figure, {ROUNDS} rounds (ranges over the rounds)")
     print(f"  {'':<40} {'gunicorn':>18} {'make serve':>18}")
@@ -196,6 +202,8 @@ def _print(
             ms = sorted(attacked[server][name])
             cells.append(f"{statistics.median(ms):,.1f} / {ms[-1]:,.1f}")
         print(f"  {'attack: ' + name + ' p50 / p99 ms':<40} {cells[0]:>18} {cells[1]:>18}")
+    cells = [", ".join(str(mb) for mb in sorted(memory[server])) for server in SERVERS]
+    print(f"  {'after it, resident MB per app process':<40} {cells[0]:>18} {cells[1]:>18}")
     floor = [statistics.median(f[0] for f in figures[s, "floor"]) for s in SERVERS]
     print(f"  ratio: make serve floor / gunicorn floor (medians)   {floor[1] / floor[0]:5.2f}")
     for server in SERVERS:
