@@ -106,11 +106,11 @@ class WriterTurns:
             group, savepoint = self._join()
             try:
                 yield group.conn
+                if savepoint is not None:
+                    savepoint.commit()
             except BaseException as exc:
                 self._undo(group, savepoint, exc)
                 raise
-            if savepoint is not None:
-                savepoint.commit()
             handed_over = self._waiting > 0 and group.members < MAX_GROUP
             if not handed_over:
                 self._group = None
