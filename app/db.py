@@ -57,9 +57,7 @@ def init_app(app: Flask) -> None:
     app.extensions[WAKEUP_KEY] = wakeup.for_database(app.config["DATABASE_URL"])
     app.extensions[OUTCOMES_KEY] = outcomes.Outcomes(app.config["DATABASE_URL"])
     app.extensions[WRITERS_KEY] = WriterTurns(
-        app.extensions[EXTENSION_KEY],
-        app.config["SQLITE_BUSY_TIMEOUT_MS"] / 1000,
-        sqlite=make_url(app.config["DATABASE_URL"]).get_backend_name() == "sqlite",
+        app.extensions[EXTENSION_KEY], app.config["SQLITE_BUSY_TIMEOUT_MS"] / 1000
     )
 
 

@@ -77,9 +77,10 @@ class WriterTurns:
     and only when it begins a group. The turn is given up after ``busy_timeout`` seconds:
     SQLite's own lock then decides, as it always does."""
 
-    def __init__(self, engine: Engine, busy_timeout: float, *, sqlite: bool) -> None:
+    def __init__(self, engine: Engine, busy_timeout: float) -> None:
         self.engine = engine
         self.busy_timeout = busy_timeout
+        sqlite = engine.dialect.name == "sqlite"
         self._turn = threading.Lock() if sqlite else None  # PostgreSQL writers need no turns
         self._counting = threading.Lock()
         self._waiting = 0  # threads waiting for the turn
