@@ -14,7 +14,7 @@ from flask import Flask
 from sqlalchemy import event
 
 from app import db
-from app.write_groups import MAX_GROUP, WriterTurns
+from app.write_groups import HANDOVER_GRACE, MAX_GROUP, GroupFailed, WriterTurns
 
 
 class Refused(Exception):
@@ -144,5 +144,42 @@ def test_a_group_holds_at_most_max_group_writers(
 
 def test_a_lone_writer_commits_at_once(app: Flask, database_path: Path, probe: list[int]) -> None:
     writer(app, "alone")()
+    assert committed(database_path) == {"alone"}
+    assert probe[0] == 1
+
+
+def test_when_a_writer_ends_the_transaction_the_writers_before_it_fail(
+    app: Flask, database_path: Path, probe: list[int]
+) -> None:
+    """Some errors (a full disk, say) make SQLite roll the whole transaction back: the work of
+    the writers before is lost with it, so they raise instead of answering success."""
+
+    def end_it() -> None:
+        with app.app_context(), db.transaction() as conn:
+            conn.exec_driver_sql("INSERT INTO probe (writer) VALUES ('ender')")
+            conn.connection.driver_connection.execute("ROLLBACK")  # type: ignore[union-attr]
+            raise Refused("ender")
+
+    errors, _ = run_behind_a_holder(app, {"ender": end_it})
+    assert isinstance(errors["ender"], Refused)
+    assert isinstance(errors["first"], GroupFailed)
+    assert committed(database_path) == set()
+    writer(app, "after")()  # the next writer begins a group of its own
+    assert committed(database_path) == {"after"}
+
+
+def test_a_transaction_handed_to_no_one_is_committed_by_the_writer_that_handed_it(
+    app: Flask, database_path: Path, probe: list[int]
+) -> None:
+    """A waiter counted as the turn is handed over may give up at that moment (its busy
+    timeout passed): the writer that handed the transaction over then commits it itself."""
+    turns: WriterTurns = app.extensions[db.WRITERS_KEY]
+    turns._waiting += 1  # that waiter, which no thread can be made to be on cue
+    started = time.monotonic()
+    try:
+        writer(app, "alone")()
+    finally:
+        turns._waiting -= 1
+    assert HANDOVER_GRACE <= time.monotonic() - started < 5
     assert committed(database_path) == {"alone"}
     assert probe[0] == 1
