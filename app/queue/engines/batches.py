@@ -164,6 +164,15 @@ def move_many(
 _WANTED: Columns = (("job_id", Kind.BIGINT),)
 
 
+@lru_cache(maxsize=8)
+def _by_ids(engine: Engine, locked: bool) -> Prepared:
+    """The jobs of the ``:items`` ids, for a caller who may see them all (a worker's finish or
+    heartbeat reads its jobs so before each report): compiled once, as a hot statement."""
+    wanted = engine.items(_WANTED, "wanted")
+    query = select(*JOB_COLUMNS).where(jobs.c.id.in_(select(wanted.c.job_id)))
+    return Prepared(engine.locked(query) if locked else query)
+
+
 def jobs_by_ids(
     conn: Connection,
     ids: Collection[int],
@@ -176,12 +185,15 @@ def jobs_by_ids(
     SQLite's writers take turns anyway)."""
     if not ids:
         return {}
-    wanted = engines.of(conn).items(_WANTED, "wanted")
-    seen: Any = literal_column("1") if visible is None else visible
-    query = select(*JOB_COLUMNS, seen).where(jobs.c.id.in_(select(wanted.c.job_id)))
-    if locked:
-        query = engines.of(conn).locked(query)
+    engine = engines.of(conn)
     params = {"items": parameter(_WANTED, [{"job_id": job_id} for job_id in ids])}
+    if visible is None:
+        found = (job_of(row) for row in _by_ids(engine, locked).rows(conn, params))
+        return {job.id: (job, True) for job in found}
+    wanted = engine.items(_WANTED, "wanted")
+    query = select(*JOB_COLUMNS, visible).where(jobs.c.id.in_(select(wanted.c.job_id)))
+    if locked:
+        query = engine.locked(query)
     return {
         job.id: (job, bool(row[-1]))
         for row in conn.execute(query, params)
