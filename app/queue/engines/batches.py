@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Select,
     bindparam,
     literal_column,
     select,
@@ -164,13 +165,18 @@ def move_many(
 _WANTED: Columns = (("job_id", Kind.BIGINT),)
 
 
+def _jobs_of_items(engine: Engine, locked: bool, *extra: ColumnElement[Any]) -> Select[Any]:
+    """The jobs (and ``extra`` columns) of the ids in ``:items``; ``locked``: FOR UPDATE."""
+    wanted = engine.items(_WANTED, "wanted")
+    query = select(*JOB_COLUMNS, *extra).where(jobs.c.id.in_(select(wanted.c.job_id)))
+    return engine.locked(query) if locked else query
+
+
 @lru_cache(maxsize=8)
 def _by_ids(engine: Engine, locked: bool) -> Prepared:
-    """The jobs of the ``:items`` ids, for a caller who may see them all (a worker's finish or
-    heartbeat reads its jobs so before each report): compiled once, as a hot statement."""
-    wanted = engine.items(_WANTED, "wanted")
-    query = select(*JOB_COLUMNS).where(jobs.c.id.in_(select(wanted.c.job_id)))
-    return Prepared(engine.locked(query) if locked else query)
+    """``_jobs_of_items`` for a caller who may see every job (a worker's finish and heartbeat
+    read their jobs so before each report): compiled once, as a hot statement."""
+    return Prepared(_jobs_of_items(engine, locked))
 
 
 def jobs_by_ids(
@@ -190,10 +196,7 @@ def jobs_by_ids(
     if visible is None:
         found = (job_of(row) for row in _by_ids(engine, locked).rows(conn, params))
         return {job.id: (job, True) for job in found}
-    wanted = engine.items(_WANTED, "wanted")
-    query = select(*JOB_COLUMNS, visible).where(jobs.c.id.in_(select(wanted.c.job_id)))
-    if locked:
-        query = engine.locked(query)
+    query = _jobs_of_items(engine, locked, visible)
     return {
         job.id: (job, bool(row[-1]))
         for row in conn.execute(query, params)
