@@ -10,6 +10,7 @@ from flask import Flask
 
 from app import db
 from app.queue.domain.states import EventKind, JobStatus
+from app.queue.engines import batches as store_batches
 from app.queue.engines import due
 from app.queue.engines import jobs as store
 from app.queue.engines import moves as store_transitions
@@ -44,6 +45,26 @@ def test_a_worker_sees_what_it_holds_or_held(queue: Queue, backend: str) -> None
         assert store.get_visible_job(conn, never.id, mine) is None
         assert store.get_visible_job(conn, held.id, theirs) is None
         assert store.get_visible_job(conn, never.id, store.Viewer(owner=queue.producer.id))
+
+
+@pytest.mark.parametrize("locked", [False, True])
+def test_jobs_by_ids_reads_the_same_jobs_with_or_without_a_viewer(
+    queue: Queue, backend: str, locked: bool
+) -> None:
+    """Without a viewer the read is the prepared statement; with one, the general query.
+    Both find the same jobs, leave out missing ids, and say which jobs the viewer sees."""
+    held, never = queue.enqueue(), queue.enqueue()
+    queue.claim()
+    ids = {held.id, never.id, never.id + 1000}
+    mine = store.Viewer(holder=queue.worker.name).condition()
+    with queue.tx() as conn:
+        everyone = store_batches.jobs_by_ids(conn, ids, None, locked=locked)
+        worker = store_batches.jobs_by_ids(conn, ids, mine, locked=locked)
+    assert {i: v for i, (_, v) in everyone.items()} == {held.id: True, never.id: True}
+    assert {i: v for i, (_, v) in worker.items()} == {held.id: True, never.id: False}
+    assert everyone[held.id][0] == worker[held.id][0]
+    assert everyone[held.id][0].status == JobStatus.RUNNING
+    assert everyone[never.id][0].status == JobStatus.PENDING
 
 
 def test_move_is_a_compare_and_set(queue: Queue, backend: str) -> None:
