@@ -161,16 +161,19 @@ class WriterTurns:
         group.end()
 
     def _see_committed(self, group: _Group) -> None:
-        """Wait for the commit of the group this writer handed over; if no writer took it over
-        within ``HANDOVER_GRACE``, take the turn and commit it here."""
-        if group.done.wait(HANDOVER_GRACE):
-            return
+        """Wait for the commit of the group this writer handed over. Whoever holds the turn
+        meanwhile commits the group or hands it on; if the turn is free and the group still
+        open after ``HANDOVER_GRACE`` (the writer it counted on gave up), commit it here."""
         assert self._turn is not None
-        with self._turn:
-            if self._group is group:
-                self._group = None
-                group.end()
-        group.done.wait()
+        while not group.done.wait(HANDOVER_GRACE):
+            if not self._turn.acquire(blocking=False):
+                continue  # its holder commits the group, or it was committed already
+            try:
+                if self._group is group:
+                    self._group = None
+                    group.end()
+            finally:
+                self._turn.release()
 
 
 def _still_open(conn: Connection) -> bool:
