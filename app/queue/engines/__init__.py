@@ -55,9 +55,10 @@ class Engine(ABC):
 
     @abstractmethod
     def among(self, column: ColumnElement[Any], ids: Select[Any]) -> ColumnElement[bool]:
-        """``column IN ids`` (``ids`` from ``head``), written so the statement reads ``ids``
-        first and finds each row by its key, whatever the planner's statistics say of the
-        table: an UPDATE of the head's jobs must not start from another index."""
+        """``column IN ids`` (the ids of a claim's ``head`` or of a batch's items), written so
+        the statement reads ``ids`` first and finds each row by its key, whatever the planner's
+        statistics say of the table: a statement about those jobs must not start from another
+        index, nor scan the table while its statistics still describe it empty."""
 
     @abstractmethod
     def index_hint(self, index: str) -> str:

@@ -168,7 +168,7 @@ _WANTED: Columns = (("job_id", Kind.BIGINT),)
 def _jobs_of_items(engine: Engine, locked: bool, *extra: ColumnElement[Any]) -> Select[Any]:
     """The jobs (and ``extra`` columns) of the ids in ``:items``; ``locked``: FOR UPDATE."""
     wanted = engine.items(_WANTED, "wanted")
-    query = select(*JOB_COLUMNS, *extra).where(jobs.c.id.in_(select(wanted.c.job_id)))
+    query = select(*JOB_COLUMNS, *extra).where(engine.among(jobs.c.id, select(wanted.c.job_id)))
     return engine.locked(query) if locked else query
 
 

@@ -14,6 +14,8 @@ from sqlalchemy import text
 
 from app import db
 from app.queue.domain import service
+from app.queue.domain.models import Actor, QueueSettings
+from app.queue.engines import batches
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
 from tests.builders import make_job, make_user
@@ -32,9 +34,9 @@ def _rows_passed_over(node: dict[str, Any]) -> int:
     return dropped * loops + sum(_rows_passed_over(child) for child in node.get("Plans", []))
 
 
-@pytest.mark.pg
-@pytest.mark.parametrize("backend", ["postgresql"])
-def test_a_claim_after_a_burst_finds_its_jobs_by_key(app: Flask) -> None:
+def _burst(app: Flask) -> tuple[Actor, QueueSettings]:
+    """A queue whose statistics were taken when it held one job, then a burst of copies of
+    that job; returns a worker and the settings."""
     producer = make_user(app, "burst-producer", "producer").actor()
     worker = make_user(app, "burst-worker", "worker").actor()
     with app.app_context():
@@ -55,13 +57,12 @@ def test_a_claim_after_a_burst_finds_its_jobs_by_key(app: Flask) -> None:
                 ),
                 {"n": BACKLOG, "id": first.id},
             )
-        with recorded(app) as statements, db.transaction() as conn:
-            claimed = service.claim_many(
-                conn, worker, now=utcnow(), settings=settings, max_jobs=CLAIMED
-            )
-    assert len(claimed) == CLAIMED
-    # The same statement again, measured: it claims the next jobs (rolled back after).
-    sql, params = next(s for s in statements if "UPDATE jobs SET status='running'" in s[0])
+    return worker, settings
+
+
+def _measured_plan(app: Flask, statement: tuple[str, Any]) -> dict[str, Any]:
+    """The plan of a recorded statement run again with EXPLAIN ANALYZE (rolled back after)."""
+    sql, params = statement
     raw = db.engine(app).raw_connection()
     try:
         cursor = raw.cursor()
@@ -70,6 +71,44 @@ def test_a_claim_after_a_burst_finds_its_jobs_by_key(app: Flask) -> None:
     finally:
         raw.rollback()
         raw.close()
-    top = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+    top: dict[str, Any] = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+    return top
+
+
+@pytest.mark.pg
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_a_claim_after_a_burst_finds_its_jobs_by_key(app: Flask) -> None:
+    worker, settings = _burst(app)
+    with app.app_context(), recorded(app) as statements, db.transaction() as conn:
+        claimed = service.claim_many(
+            conn, worker, now=utcnow(), settings=settings, max_jobs=CLAIMED
+        )
+    assert len(claimed) == CLAIMED
+    # The same statement again, measured: it claims the next jobs.
+    top = _measured_plan(
+        app, next(s for s in statements if "UPDATE jobs SET status='running'" in s[0])
+    )
     assert top["Actual Rows"] == CLAIMED
     assert _rows_passed_over(top) < 4 * CLAIMED, json.dumps(top, indent=1)
+
+
+@pytest.mark.pg
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_a_finish_after_a_burst_reads_its_jobs_by_key(app: Flask) -> None:
+    """A finish (and a heartbeat) first reads its jobs by id: the read must not scan the
+    table that the statistics still describe as holding one job."""
+    _burst(app)
+    with app.app_context(), db.transaction() as conn:
+        ids = list(
+            conn.execute(
+                text("SELECT id FROM jobs ORDER BY id DESC LIMIT :n"), {"n": CLAIMED}
+            ).scalars()
+        )
+        with recorded(app) as statements:
+            found = batches.jobs_by_ids(conn, ids, None)
+    assert sorted(found) == sorted(ids)
+    (read,) = statements
+    top = _measured_plan(app, read)
+    assert top["Actual Rows"] == CLAIMED
+    assert _rows_passed_over(top) < 4 * CLAIMED, json.dumps(top, indent=1)
+    assert "Seq Scan" not in json.dumps(top), json.dumps(top, indent=1)
