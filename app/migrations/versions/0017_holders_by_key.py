@@ -27,7 +27,8 @@ down_revision = "0016"
 branch_labels = None
 depends_on = None
 
-# (trigger function, transition table of the statement's jobs, what to find -> by key, times)
+# trigger function -> (the transition table of the statement's jobs, [(a lookup of holders by
+# job id as 0011 writes it, how many times it does)])
 _BY_KEY = {
     "jobs_counts_updated": (
         "new_rows",
