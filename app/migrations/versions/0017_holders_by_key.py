@@ -61,12 +61,13 @@ def _by_key(statement: str, rows: str, lookups: list[tuple[str, int]]) -> str:
     return statement
 
 
-def _functions(keyed: bool) -> list[str]:
-    """The trigger functions of 0011 whose statements look holders up, as 0011 wrote them or
-    (``keyed``) with those lookups by key."""
-    earlier = _migration_0011()
-    created = []
-    for name, _, _, _, statements in earlier.TRIGGERS:
+def _replace_functions(keyed: bool) -> None:
+    """On PostgreSQL, (re)create the trigger functions of 0011 whose statements look holders
+    up: with those lookups by key (``keyed``), or as 0011 wrote them."""
+    bind = op.get_bind()
+    if bind.dialect.name != "postgresql":
+        return
+    for name, _, _, _, statements in _migration_0011().TRIGGERS:
         if name not in _BY_KEY:
             continue
         rows, lookups = _BY_KEY[name]
@@ -77,24 +78,15 @@ def _functions(keyed: bool) -> list[str]:
         if keyed:
             body = [_by_key(s, rows, lookups) for s in body]
         lines = "".join(f"    {s};\n" for s in body)
-        created.append(
+        bind.exec_driver_sql(
             f"CREATE OR REPLACE FUNCTION queuelog_{name}() RETURNS trigger LANGUAGE plpgsql AS "
             f"$$\nBEGIN\n{lines}    RETURN NULL;\nEND\n$$"
         )
-    return created
 
 
 def upgrade() -> None:
-    bind = op.get_bind()
-    if bind.dialect.name != "postgresql":
-        return
-    for statement in _functions(keyed=True):
-        bind.exec_driver_sql(statement)
+    _replace_functions(keyed=True)
 
 
 def downgrade() -> None:
-    bind = op.get_bind()
-    if bind.dialect.name != "postgresql":
-        return
-    for statement in _functions(keyed=False):
-        bind.exec_driver_sql(statement)
+    _replace_functions(keyed=False)
