@@ -175,7 +175,7 @@ def _jobs_of_items(engine: Engine, locked: bool, *extra: ColumnElement[Any]) -> 
 @lru_cache(maxsize=8)
 def _by_ids(engine: Engine, locked: bool) -> Prepared:
     """``_jobs_of_items`` for a caller who may see every job (a worker's finish and heartbeat
-    read their jobs so before each report): compiled once, as a hot statement."""
+    read their jobs this way before each report): compiled once, as a hot statement."""
     return Prepared(_jobs_of_items(engine, locked))
 
 
