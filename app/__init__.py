@@ -17,7 +17,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     """Build the app: configuration, extensions, blueprints, error handlers, CLI. Nothing else.
 
     ``config`` overrides every other source; its ``INSTANCE_PATH`` (absolute) moves the instance
-    folder (config.toml, the SQLite file, the development key) elsewhere.
+    folder (config.toml, the default database file, the development key) elsewhere.
     """
     app = Flask(
         __name__,

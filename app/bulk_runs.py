@@ -24,10 +24,10 @@ from app.queue.domain.models import Actor
 from app.queue.engines import locks
 from app.timeutil import utcnow
 
-# PostgreSQL skips jobs another transaction holds at that instant; they are tried again after a
-# pause (a worker's transaction lasts milliseconds), this many times, and a job still busy then
-# (one a worker keeps claiming at the head of the queue) waits for its lock, alone in its own
-# transaction: one that holds no other lock cannot be part of a deadlock.
+# Where writers run at once, a batch skips jobs another transaction holds at that instant; they
+# are tried again after a pause (a worker's transaction lasts milliseconds), this many times,
+# and a job still busy then (one a worker keeps claiming at the head of the queue) waits for its
+# lock, alone in its own transaction: one that holds no other lock cannot be part of a deadlock.
 BUSY_PASSES = 2
 BUSY_PAUSE_SECONDS = 0.05
 LOCK = "bulk"

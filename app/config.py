@@ -18,6 +18,7 @@ from typing import Any
 
 from flask import Flask
 
+from app import databases
 from app.queue.domain.flow import FLOW_KEYS, config_limits
 from app.queue.domain.retention import Retention
 from app.secretbox import SecretBox
@@ -163,8 +164,16 @@ def load_config(app: Flask, overrides: dict[str, Any] | None) -> None:
         app.config["DATABASE_URL"] = f"sqlite:///{Path(app.instance_path) / 'queuelog.sqlite3'}"
     app.config["SECRET_KEY"] = _secret_key(app)
     app.config["SECRETS_KEY"] = _secrets_key(app)
+    _check_database(app.config["DATABASE_URL"])
     _check_limits(app.config)
     _check_password_profile(app.config)
+
+
+def _check_database(url: str) -> None:
+    try:
+        databases.for_url(url)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _check_password_profile(config: Any) -> None:

@@ -2,9 +2,9 @@
 finishes the job they watch (``GET /jobs/{id}?wait_seconds=N``), holding no connection.
 
 A transaction that finishes jobs (completed, failed or cancelled) sends their ids on the
-``done`` topic of ``app.wakeup`` (NOTIFY on PostgreSQL, datagrams on SQLite), separate from the
-claims' wake-ups: a finish wakes only the requests watching one of its jobs, and a claim is
-never woken by a finish. Nothing here knows about Flask; ``app/db.py`` binds it to the app.
+``done`` topic of the database's wake-ups (``app.databases``), separate from the claims' ones:
+a finish wakes only the requests watching one of its jobs, and a claim is never woken by a
+finish. Nothing here knows about Flask; ``app/db.py`` binds it to the app.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import threading
 from collections.abc import Collection, Iterator
 
 from app import wakeup
+from app.databases import Database
 
 TOPIC = "done"
 Seen = tuple[int, int]  # (rings of the watched job, rings for everyone)
@@ -79,9 +80,9 @@ def message(job_ids: Collection[int]) -> str:
 class Outcomes:
     """The watch of this process and the transport that fills it."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, database: Database, url: str) -> None:
         self.watch = Watch()
-        self.transport = wakeup.for_database(url, TOPIC, self.watch.heard)
+        self.transport = database.wakeup(url, TOPIC, self.watch.heard)
 
     def seen(self, job_id: int) -> Seen:
         """Start listening (so no later finish is missed), then what was heard of ``job_id``."""

@@ -69,7 +69,8 @@ def fire_due(now: datetime, app: Flask | None = None) -> list[schedules.Fired]:
     grace = timedelta(seconds=float(app.config["SCHEDULE_GRACE_SECONDS"]))
     fired: list[schedules.Fired] = []
     while True:
-        # A read first: on SQLite the write lock is taken only when something is due.
+        # A read first: where writers take turns, the write lock is taken only when something
+        # is due.
         with db.read(app) as conn:
             if not schedule_store.any_due(conn, now):
                 return fired

@@ -31,6 +31,7 @@ from sqlalchemy import insert
 
 from app import create_app, db, migrate
 from app.accounts import service as accounts
+from app.databases import sqlite
 from app.queue.contract.requests import EnqueueBody
 from app.queue.domain import service
 from app.queue.domain.models import Actor
@@ -76,7 +77,7 @@ def floor_sqlite(path: Path, count: int) -> tuple[float, float]:
     """Raw sqlite3: insert rows, then claim-and-finish them, one commit per operation, on a
     file with the pages queuelog gives its own."""
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute(f"PRAGMA page_size={db.PAGE_SIZE}")
+    conn.execute(f"PRAGMA page_size={sqlite.PAGE_SIZE}")
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute(

@@ -14,7 +14,7 @@ from flask import Flask
 from sqlalchemy import event
 
 from app import db
-from app.write_groups import HANDOVER_GRACE, MAX_GROUP, GroupFailed, WriterTurns
+from app.databases.write_groups import HANDOVER_GRACE, MAX_GROUP, GroupFailed, WriterTurns
 
 
 class Refused(Exception):

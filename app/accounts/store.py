@@ -61,9 +61,9 @@ def user_by_id(conn: Connection, user_id: int) -> User | None:
 
 def count_enabled_admins(conn: Connection, *, excluding: int) -> int:
     """How many enabled admins there are besides user ``excluding``. The admins' rows stay
-    locked until the caller's transaction ends (FOR UPDATE; SQLite has one writer anyway), so
-    two admins demoting each other at once on PostgreSQL take turns: the second one counts
-    after the first commits, and the last-admin rule holds."""
+    locked until the caller's transaction ends (FOR UPDATE, where writers run at once; else
+    the transaction writes alone anyway), so two admins demoting each other at once take
+    turns: the second one counts after the first commits, and the last-admin rule holds."""
     query = (
         select(users.c.id)
         .where(users.c.role == "admin", users.c.disabled.is_(False))

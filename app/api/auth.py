@@ -6,8 +6,8 @@ Before any route, the ``Authorization`` header alone settles a missing or malfor
 token first, on its own connection: the lookup, the route's policy check, the work and (about
 once a minute) the token's last-use time are one transaction, so a token revoked or a user
 disabled before it began is refused, and a role changed before it began is the role checked.
-A route parses its body before it opens its transaction, so SQLite's write lock is not held
-while a large body is decoded; the route guard makes sure that whatever the route answers, a
+A route parses its body before it opens its transaction, so a database's write lock is not
+held while a large body is decoded; the route guard makes sure that whatever the route answers, a
 caller who is not authenticated or not allowed gets 401 or 403 instead.
 """
 

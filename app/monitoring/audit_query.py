@@ -80,7 +80,7 @@ def _action(raw: Any) -> AuditAction:
 
 
 def _stored_text(value: str) -> str:
-    if problem := text_problem(value):  # PostgreSQL cannot even compare a NUL
+    if problem := text_problem(value):  # a text column cannot even compare a NUL
         raise refuse(problem)
     return value
 

@@ -12,6 +12,7 @@ import pytest
 from flask import Flask
 
 from app import create_app, db, migrate
+from app.databases import sqlite
 from tests.builders import Api, make_token, make_user
 from tests.conftest import TEST_SECRET
 
@@ -57,7 +58,7 @@ def test_a_new_database_file_gets_small_pages(tmp_path: Path) -> None:
     path = tmp_path / "new.sqlite3"
     with _app(path) as app:
         migrate.upgrade(app)
-    assert _page_size(path) == db.PAGE_SIZE == 1024
+    assert _page_size(path) == sqlite.PAGE_SIZE == 1024
 
 
 def test_an_existing_file_keeps_its_pages_and_works(tmp_path: Path) -> None:

@@ -152,8 +152,8 @@ def note(operation: int, reason: str) -> str:
 
 @dataclass(frozen=True)
 class BatchResult:
-    """What one batch did: how many jobs changed, and which were busy (PostgreSQL: another
-    transaction was changing them at that instant) and should be tried again."""
+    """What one batch did: how many jobs changed, and which were busy (another transaction
+    was changing them at that instant, where writers run at once) and should be tried again."""
 
     changed: int
     busy: list[int]

@@ -1,9 +1,10 @@
 """Claims under per-type flow control: a paused type is never handed out, and a limited type
 never beyond its ``max_running`` or its ``rate_limit``, however many claims run at once.
 
-Claims of a limited type count after taking its turn: SQLite writers are one at a time
-(``BEGIN IMMEDIATE``); on PostgreSQL the claim locks the type's ``type_claim_windows`` row
-first, so the running count and the window it reads cannot change until it commits. With
+Claims of a limited type count after taking its turn: the claim locks the type's
+``type_claim_windows`` row first (where writers run at once; where they write one at a time the
+transaction is already alone), so the running count and the window it reads cannot change
+until it commits. With
 nothing limited or paused a claim is the plain claim plus one driver-level read of the
 (small) overrides table.
 """

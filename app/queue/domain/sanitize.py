@@ -195,8 +195,8 @@ _INVISIBLE = dict.fromkeys(
 
 
 def _clean_characters(text: str) -> str:
-    """Drop terminal escapes, control and bidi characters, NUL and lone surrogates (PostgreSQL
-    refuses NUL, browsers mangle surrogates, and a terminal would obey the escapes)."""
+    """Drop terminal escapes, control and bidi characters, NUL and lone surrogates (a database
+    may refuse NUL, browsers mangle surrogates, and a terminal would obey the escapes)."""
     text = text.replace("\x00", "\ufffd")
     text = _ANSI.sub("", text).translate(_INVISIBLE)
     return text.encode("utf-8", "replace").decode("utf-8")

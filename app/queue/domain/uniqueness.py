@@ -2,9 +2,10 @@
 running job of the same type and key (enqueued within ``unique_for`` seconds, when given)
 instead of adding another.
 
-Exact under concurrent enqueues: SQLite writers are one at a time (``BEGIN IMMEDIATE``); on
-PostgreSQL an enqueue first takes a transaction-level advisory lock on its (producer, type, key),
-so the second of two concurrent enqueues looks only after the first committed its job.
+Exact under concurrent enqueues: an enqueue first holds a transaction-level lock on its
+(producer, type, key) (``Engine.lock_keys``: an advisory lock where writers run at once, nothing
+where they write one at a time), so the second of two concurrent enqueues looks only after the
+first committed its job.
 """
 
 from __future__ import annotations
@@ -30,10 +31,9 @@ def _lock_key(owner_id: int, job_type: str, key: str) -> int:
 
 
 def wait_for_turns(conn: Connection, owner_id: int, requests: Iterable[EnqueueRequest]) -> None:
-    """PostgreSQL: wait until no other transaction is enqueuing with the same (producer, type,
-    unique key) as one of ``requests``, and hold that until this one ends. The locks are taken
-    in key order, so two batches never wait on each other in a circle; taking one again is
-    free."""
+    """Wait until no other transaction is enqueuing with the same (producer, type, unique key)
+    as one of ``requests``, and hold that until this one ends. The locks are taken in key
+    order, so two batches never wait on each other in a circle; taking one again is free."""
     keys = {
         _lock_key(owner_id, request.type, request.unique_key)
         for request in requests

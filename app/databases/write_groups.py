@@ -17,7 +17,8 @@ it failed: a request answers success only for work that is on disk, as before. W
 sees is what it would see in turn: the work of those before it, nothing after. A group is at
 most ``MAX_GROUP`` writers, so the write lock is never held long against other processes.
 
-PostgreSQL runs its writers at once, each in its own transaction: no turns, no groups.
+A database whose writers run at once (PostgreSQL) is served with ``take_turns`` false: each
+writer has its own transaction, no turns, no groups.
 """
 
 from __future__ import annotations
@@ -77,11 +78,10 @@ class WriterTurns:
     and only when it begins a group. The turn is given up after ``busy_timeout`` seconds:
     SQLite's own lock then decides, as it always does."""
 
-    def __init__(self, engine: Engine, busy_timeout: float) -> None:
+    def __init__(self, engine: Engine, busy_timeout: float, *, take_turns: bool) -> None:
         self.engine = engine
         self.busy_timeout = busy_timeout
-        sqlite = engine.dialect.name == "sqlite"
-        self._turn = threading.Lock() if sqlite else None  # PostgreSQL writers need no turns
+        self._turn = threading.Lock() if take_turns else None
         self._counting = threading.Lock()
         self._waiting = 0  # threads waiting for the turn
         self._group: _Group | None = None  # the transaction handed from writer to writer
