@@ -25,25 +25,17 @@ Gate = Callable[[Connection, bool], None]
 
 def init_app(app: Flask) -> None:
     """Create the app's engine and keep it in ``app.extensions``."""
-    url = app.config["DATABASE_URL"]
-    database = databases.for_url(url)
+    database = databases.for_url(app.config["DATABASE_URL"])
     busy_timeout_ms = app.config["SQLITE_BUSY_TIMEOUT_MS"]
     app.extensions[EXTENSION_KEY] = database.make_engine(
-        url, synchronous=app.config["SQLITE_SYNCHRONOUS"], busy_timeout_ms=busy_timeout_ms
+        synchronous=app.config["SQLITE_SYNCHRONOUS"], busy_timeout_ms=busy_timeout_ms
     )
-    app.extensions[WAKEUP_KEY] = database.wakeup(url, "wake")
-    app.extensions[OUTCOMES_KEY] = outcomes.Outcomes(database, url)
+    app.extensions[WAKEUP_KEY] = database.wakeup("wake")
+    app.extensions[OUTCOMES_KEY] = outcomes.Outcomes(database)
     app.extensions[WRITERS_KEY] = WriterTurns(
         app.extensions[EXTENSION_KEY],
         busy_timeout_ms / 1000,
         take_turns=database.writers_take_turns,
-    )
-
-
-def make_engine(url: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 10_000) -> Engine:
-    """Build an engine for ``url`` with the settings queuelog relies on (``app.databases``)."""
-    return databases.for_url(url).make_engine(
-        url, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms
     )
 
 

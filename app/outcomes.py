@@ -80,9 +80,9 @@ def message(job_ids: Collection[int]) -> str:
 class Outcomes:
     """The watch of this process and the transport that fills it."""
 
-    def __init__(self, database: Database, url: str) -> None:
+    def __init__(self, database: Database) -> None:
         self.watch = Watch()
-        self.transport = database.wakeup(url, TOPIC, self.watch.heard)
+        self.transport = database.wakeup(TOPIC, self.watch.heard)
 
     def seen(self, job_id: int) -> Seen:
         """Start listening (so no later finish is missed), then what was heard of ``job_id``."""

@@ -3,8 +3,8 @@ how its SQLAlchemy engine is built (pool, pragmas, how a transaction begins), ho
 that share it wake each other, and whether a process's writers take turns. As River's driver
 hands out its executor and its listener, ``Database`` hands out these, implemented in
 ``sqlite`` and ``postgresql``; ``app.db`` and ``app.outcomes`` use them without asking which
-database it is. Outside this package, the queue's engines, the schema and the migrations, no
-module names a database.
+database it is. Outside this package, the queue's engines, the schema, the migrations and
+the settings (whose default is a SQLite file), no module names a database.
 """
 
 from __future__ import annotations
@@ -23,22 +23,25 @@ READ_ONLY = "queuelog_read_only"
 
 
 class Database(ABC):
-    """One database's process-level ways. Instances are stateless."""
+    """One database, at ``url`` (SQLAlchemy's form), and its process-level ways."""
 
     # Whether one transaction writes at a time, so a process's writers take turns and share
     # commits (``app.databases.write_groups``) instead of each asking the database for its lock.
     writers_take_turns: bool
 
+    def __init__(self, url: str) -> None:
+        self.url = url
+
     @abstractmethod
-    def make_engine(self, url: str, *, synchronous: str, busy_timeout_ms: int) -> Engine:
-        """SQLAlchemy's engine for ``url``: ``synchronous`` is how durable a commit is (FULL,
+    def make_engine(self, *, synchronous: str, busy_timeout_ms: int) -> Engine:
+        """SQLAlchemy's engine for the database: ``synchronous`` is how durable a commit is (FULL,
         NORMAL or EXTRA) where the database lets a connection choose; a writer waits up to
         ``busy_timeout_ms`` for another's lock before it fails (a 503)."""
 
     @abstractmethod
-    def wakeup(self, url: str, topic: str, hear: Hear | None = None) -> Wakeup:
-        """How processes on ``url`` wake each other on ``topic`` ("wake" for claims; another
-        topic has its own channel, so its messages reach only its listeners)."""
+    def wakeup(self, topic: str, hear: Hear | None = None) -> Wakeup:
+        """How the processes on the database wake each other on ``topic`` ("wake" for claims;
+        another topic has its own channel, so its messages reach only its listeners)."""
 
 
 def for_url(url: str) -> Database:
@@ -55,9 +58,9 @@ def for_url(url: str) -> Database:
     if backend == "sqlite":
         from app.databases.sqlite import SQLite
 
-        return SQLite()
+        return SQLite(url)
     if backend == "postgresql":
         from app.databases.postgresql import PostgreSQL
 
-        return PostgreSQL()
+        return PostgreSQL(url)
     raise ValueError(f"DATABASE_URL must name a SQLite or PostgreSQL database, not {backend!r}")

@@ -16,11 +16,13 @@ from app.wakeup import Hear, Wakeup
 class PostgreSQL(Database):
     writers_take_turns = False
 
-    def make_engine(self, url: str, *, synchronous: str, busy_timeout_ms: int) -> Engine:
+    def make_engine(self, *, synchronous: str, busy_timeout_ms: int) -> Engine:
         # Durability and lock waits are the server's settings (synchronous_commit,
         # lock_timeout), not a connection's: the arguments are SQLite's alone.
-        return create_engine(url, pool_pre_ping=True, future=True)
+        return create_engine(self.url, pool_pre_ping=True, future=True)
 
-    def wakeup(self, url: str, topic: str, hear: Hear | None = None) -> Wakeup:
-        conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    def wakeup(self, topic: str, hear: Hear | None = None) -> Wakeup:
+        conninfo = (
+            make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
+        )
         return NotifyWakeup(conninfo, f"queuelog_{topic}", hear)

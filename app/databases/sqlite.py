@@ -39,13 +39,13 @@ SYNCHRONOUS = frozenset({"FULL", "NORMAL", "EXTRA"})
 class SQLite(Database):
     writers_take_turns = True
 
-    def make_engine(self, url: str, *, synchronous: str, busy_timeout_ms: int) -> Engine:
-        database = make_url(url).database
+    def make_engine(self, *, synchronous: str, busy_timeout_ms: int) -> Engine:
+        database = make_url(self.url).database
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         if synchronous.upper() not in SYNCHRONOUS:
             raise ValueError("SQLITE_SYNCHRONOUS must be FULL, NORMAL or EXTRA")
-        engine = create_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
+        engine = create_engine(self.url, connect_args={"timeout": busy_timeout_ms / 1000})
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -72,8 +72,8 @@ class SQLite(Database):
         engine.dialect.do_begin = begin  # type: ignore[method-assign]
         return engine
 
-    def wakeup(self, url: str, topic: str, hear: Hear | None = None) -> Wakeup:
-        database = make_url(url).database
+    def wakeup(self, topic: str, hear: Hear | None = None) -> Wakeup:
+        database = make_url(self.url).database
         if database in (None, "", ":memory:"):
             return Wakeup(hear)  # no other process can open it
         return SocketWakeup(Path(f"{database}.{topic}"), hear)

@@ -27,9 +27,9 @@ from hypothesis.stateful import (
 )
 from sqlalchemy import Connection, Engine, select
 
+from app import databases
 from app.accounts import service as accounts
 from app.config import DEFAULTS
-from app.db import make_engine
 from app.queue.domain import service
 from app.queue.domain.errors import Conflict, Forbidden, NotFound, QueueError
 from app.queue.domain.models import Actor, QueueSettings
@@ -58,6 +58,12 @@ CONFIG = DEFAULTS | {
 SETTINGS = QueueSettings.from_config(CONFIG)
 MAX_EXAMPLES = 150
 STEPS = 30
+
+
+def _engine(path: Path) -> Engine:
+    """The app's engine for the SQLite file at ``path`` (NORMAL: this suite needs no fsync)."""
+    database = databases.for_url(f"sqlite:///{path}")
+    return database.make_engine(synchronous="NORMAL", busy_timeout_ms=10_000)
 
 
 def top_of_window(low: float, high: float) -> float:
@@ -123,7 +129,7 @@ class QueueMachine(RuleBasedStateMachine):
         QueueMachine.examples += 1
         self.path = workdir / f"example-{QueueMachine.examples}.sqlite3"
         shutil.copy(template, self.path)
-        self.engine: Engine = make_engine(f"sqlite:///{self.path}", synchronous="NORMAL")
+        self.engine: Engine = _engine(self.path)
         self.actors = actors
         self.now = T0
         self.model: dict[int, Model] = {}
@@ -419,7 +425,7 @@ def users_template(migrated_template: Path, tmp_path: Path) -> tuple[Path, dict[
     """The migrated schema plus a producer, an admin and two workers."""
     path = tmp_path / "template.sqlite3"
     shutil.copy(migrated_template, path)
-    engine = make_engine(f"sqlite:///{path}", synchronous="NORMAL")
+    engine = _engine(path)
     actors = {}
     with engine.begin() as conn:
         for name, role in [
