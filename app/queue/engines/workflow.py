@@ -192,14 +192,22 @@ def count_waiting(conn: Connection, owner: int | None) -> int:
     return int(conn.execute(query).scalar_one())
 
 
-def waiting_by_type(conn: Connection) -> dict[str, int]:
-    """How many jobs of each type wait for parents (the partial ix_jobs_waiting: waiting
-    jobs only)."""
-    query = (
-        select(jobs.c.type, func.count())
-        .where(jobs.c.waiting_for.is_not(None))
-        .group_by(jobs.c.type)
+def _waiting_by_type(engine: Engine) -> Any:
+    """Read from the partial ix_jobs_waiting (waiting jobs only). SQLite is told so: to spare
+    the GROUP BY a sort, its planner would walk every job along the type index instead (828 ms
+    a /metrics scrape at a million jobs)."""
+    hint = engine.index_hint("ix_jobs_waiting")
+    return text(
+        f"SELECT type, count(*) FROM jobs{hint} WHERE waiting_for IS NOT NULL GROUP BY type"  # noqa: S608 (ours)
     )
+
+
+_WAITING_BY_TYPE = {engine: _waiting_by_type(engine) for engine in engines.ENGINES.values()}
+
+
+def waiting_by_type(conn: Connection) -> dict[str, int]:
+    """How many jobs of each type wait for parents."""
+    query = _WAITING_BY_TYPE[engines.of(conn)]
     return {job_type: int(n) for job_type, n in conn.execute(query)}
 
 
