@@ -40,11 +40,11 @@ class SQLite(Database):
     writers_take_turns = True
 
     def make_engine(self, *, synchronous: str, busy_timeout_ms: int) -> Engine:
+        if synchronous.upper() not in SYNCHRONOUS:
+            raise ValueError("SQLITE_SYNCHRONOUS must be FULL, NORMAL or EXTRA")
         database = make_url(self.url).database
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
-        if synchronous.upper() not in SYNCHRONOUS:
-            raise ValueError("SQLITE_SYNCHRONOUS must be FULL, NORMAL or EXTRA")
         engine = create_engine(self.url, connect_args={"timeout": busy_timeout_ms / 1000})
 
         @event.listens_for(engine, "connect")

@@ -80,15 +80,18 @@ def test_an_existing_file_keeps_its_pages_and_works(tmp_path: Path) -> None:
 
 
 def test_unknown_synchronous_value_is_refused(database_path: Path) -> None:
+    """Refused before anything is made: not even the database's folder."""
+    folder = database_path.parent / "unmade"
     with pytest.raises(ValueError, match="SQLITE_SYNCHRONOUS"):
         create_app(
             {
                 "TESTING": True,
                 "SECRET_KEY": TEST_SECRET,
-                "DATABASE_URL": f"sqlite:///{database_path}",
+                "DATABASE_URL": f"sqlite:///{folder / 'queuelog.sqlite3'}",
                 "SQLITE_SYNCHRONOUS": "OFF",
             }
         )
+    assert not folder.exists()
 
 
 @pytest.fixture
