@@ -26,19 +26,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         template_folder=str(PAGES / "templates"),
         static_folder=str(PAGES / "static"),
     )
-    from app import (
-        bodylimit,
-        cli,
-        db,
-        errors,
-        queue_settings,
-        ratelimit,
-        secretbox,
-        security,
-        ticks,
-    )
     from app import config as app_config
-    from app.accounts import login, passwords
+    from app.accounts import passwords
     from app.api import (
         admission,
         batches,  # noqa: F401 (adds the batch routes to the API blueprint)
@@ -49,11 +38,22 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     from app.api.schedules import bp as schedules_api_bp
     from app.api.types import bp as types_api_bp
     from app.api.views import bp as api_bp
+    from app.cli import commands
     from app.extensions import csrf, limiter
-    from app.jsonwire import OrjsonProvider
+    from app.infra import (
+        bodylimit,
+        db,
+        errors,
+        queue_settings,
+        ratelimit,
+        secretbox,
+        security,
+    )
+    from app.infra.jsonwire import OrjsonProvider
+    from app.infra.routing import RowIdConverter
     from app.monitoring import health, http
-    from app.routing import RowIdConverter
-    from app.web import throttle
+    from app.queue.usecases import housekeeping
+    from app.web import login, throttle
     from app.web.views import bp as web_bp
 
     app_config.load_config(app, config)
@@ -62,7 +62,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     http.init_app(app)
     db.init_app(app)
     queue_settings.init_app(app)
-    ticks.init_app(app)
+    housekeeping.init_app(app)
     admission.init_app(app)
     csrf.init_app(app)
     ratelimit.init_app(app)
@@ -81,5 +81,5 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(web_bp)
     app.register_blueprint(apidocs_bp)
     errors.init_app(app)
-    cli.init_app(app)
+    commands.init_app(app)
     return app

@@ -18,10 +18,10 @@ from typing import Any
 
 from flask import Flask
 
-from app import databases
-from app.queue.domain.flow import FLOW_KEYS, config_limits
-from app.queue.domain.retention import Retention
-from app.secretbox import SecretBox
+from app.infra.secretbox import SecretBox
+from app.queue.rules.retention import Retention
+from app.queue.rules.type_limits import FLOW_KEYS, config_limits
+from app.storage import databases
 
 DEFAULTS: dict[str, Any] = {
     # Signs session cookies and CSRF tokens. Production refuses to start without a strong one.
@@ -304,7 +304,7 @@ def _secrets_key(app: Flask) -> str | None:
     development runs without one, the instance folder's generated key."""
     key = app.config.get("SECRETS_KEY")
     if not key and not app.config["PRODUCTION"]:
-        from cryptography.fernet import Fernet  # only where a key is used (see app.secretbox)
+        from cryptography.fernet import Fernet  # only where a key is used (see app.infra.secretbox)
 
         key_file = Path(app.instance_path) / SECRETS_KEY_FILE
         key = (

@@ -34,7 +34,7 @@ TIMEOUT_HEADERS = [("content-type", "text/plain; charset=utf-8"), ("connection",
 BEAT_SECONDS = 1.0
 
 
-class Scope(Protocol):
+class RequestScope(Protocol):
     """What the bridge reads of granian's RSGI scope."""
 
     http_version: str
@@ -190,7 +190,7 @@ class WSGIBridge:
             # A worker that exits keeps its counters; only its live gauges are dropped.
             multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
 
-    async def __rsgi__(self, scope: Scope, protocol: HTTPProtocol) -> None:
+    async def __rsgi__(self, scope: RequestScope, protocol: HTTPProtocol) -> None:
         """Read the body on the loop (bounded in time and size), then run the app in a thread."""
         try:
             async with asyncio.timeout(self.body_timeout):
@@ -204,7 +204,7 @@ class WSGIBridge:
         status, headers, data = await self.handlers.run(environ)
         protocol.response_bytes(status, headers, data)
 
-    async def _body(self, scope: Scope, protocol: HTTPProtocol) -> bytes | None:
+    async def _body(self, scope: RequestScope, protocol: HTTPProtocol) -> bytes | None:
         """The whole body, or None when it is over ``max_body`` (read no further)."""
         declared = scope.headers.get("content-length")
         if declared is not None and declared.isdigit():
@@ -245,7 +245,7 @@ def _no_write(data: bytes) -> object:
     raise NotImplementedError("write() is not supported; return the body instead")
 
 
-def wsgi_environ(scope: Scope, body: bytes | None) -> dict[str, Any]:
+def wsgi_environ(scope: RequestScope, body: bytes | None) -> dict[str, Any]:
     """The PEP 3333 environ of an RSGI request whose body was read (None: too large, unread)."""
     server_host, _, server_port = scope.server.rpartition(":")
     client_host, _, client_port = scope.client.rpartition(":")

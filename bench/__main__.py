@@ -29,15 +29,17 @@ from typing import Any
 
 from sqlalchemy import insert
 
-from app import create_app, db, migrate
+from app import create_app
 from app.accounts import service as accounts
-from app.databases import sqlite
-from app.queue.contract.requests import EnqueueBody
-from app.queue.domain import service
-from app.queue.domain.models import Actor
-from app.queue_settings import queue_settings
-from app.schema import jobs
-from app.timeutil import utcnow
+from app.infra import db
+from app.infra.queue_settings import queue_settings
+from app.queue.contract.job_requests import EnqueueBody
+from app.queue.usecases import claiming, enqueueing, reports
+from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.timeutil import utcnow
+from app.storage import migrate
+from app.storage.databases import sqlite
+from app.storage.schema import jobs
 from bench import SECRET, e2e, http_calls, pg, retention, workflow, wrk_http, wsgi_calls
 from bench.scale import run_scale
 
@@ -190,16 +192,16 @@ def service_figures(app: Any, count: int) -> tuple[float, float]:
         def enqueue() -> int:
             for _ in range(count):
                 with db.transaction() as conn:
-                    service.enqueue(conn, producer.actor(), request, now=utcnow())
+                    enqueueing.enqueue(conn, producer.actor(), request, now=utcnow())
             return count
 
         def claim_complete() -> int:
             for _ in range(count):
                 with db.transaction() as conn:
-                    job = service.claim(conn, worker.actor(), now=utcnow(), settings=settings)
+                    job = claiming.claim(conn, worker.actor(), now=utcnow(), settings=settings)
                 assert job is not None
                 with db.transaction() as conn:
-                    service.complete(conn, worker.actor(), job.id, now=utcnow())
+                    reports.complete(conn, worker.actor(), job.id, now=utcnow())
             return count
 
         return timed(enqueue), timed(claim_complete)
@@ -239,7 +241,7 @@ def claim_rate(app: Any, actor: Actor, samples: int) -> float:
         def claims() -> int:
             for _ in range(samples):
                 with db.transaction() as conn:
-                    assert service.claim(conn, actor, now=utcnow(), settings=settings)
+                    assert claiming.claim(conn, actor, now=utcnow(), settings=settings)
             return samples
 
         return timed(claims)
@@ -271,11 +273,11 @@ def service_section(base: Path) -> None:
     print("service layer vs raw sqlite3 (one commit per operation):")
     report("floor: raw INSERT (one-index table)", floor_insert, floor_insert)
     report("floor: raw job + event INSERT, queuelog's schema", schema_insert, floor_insert)
-    report("service.enqueue (with event row)", enqueue, floor_insert)
+    report("enqueueing.enqueue (with event row)", enqueue, floor_insert)
     print(f"{'':56} = {enqueue / schema_insert:5.2f} of the same rows on the same schema")
     report("floor: raw claim UPDATE + finish UPDATE (one index)", floor_claim, floor_claim)
     report("floor: the same with events, queuelog's schema", schema_claim, floor_claim)
-    report("service.claim + service.complete (with events)", claim, floor_claim)
+    report("claiming.claim + reports.complete (with events)", claim, floor_claim)
     print(f"{'':56} = {claim / schema_claim:5.2f} of the same rows on the same schema")
     print("claim at the head of the queue (index-served: ratio should stay near 1):")
     shallow_app, deep_app = make_app(base / "shallow"), make_app(base / "deep")

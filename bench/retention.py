@@ -21,12 +21,14 @@ from typing import Any
 import psycopg
 from sqlalchemy import insert, select
 
-from app import create_app, db, migrate, ticks
+from app import create_app
 from app.accounts import service as accounts
-from app.queue.domain import service
-from app.queue_settings import queue_settings
-from app.schema import job_events, jobs
-from app.timeutil import utcnow
+from app.infra import db
+from app.infra.queue_settings import queue_settings
+from app.queue.usecases import claiming, housekeeping, reports
+from app.queue.vocabulary.timeutil import utcnow
+from app.storage import migrate
+from app.storage.schema import job_events, jobs
 from bench import SECRET
 
 WORKERS = 2  # claiming processes (the machine has 2 cores; the pruner is a third process)
@@ -85,7 +87,7 @@ def _worker(url: str, stop: Event, go: Event, out: Any) -> None:
         while not stop.is_set():
             started = time.perf_counter()
             with db.transaction() as conn:
-                job = service.claim(conn, actor, now=utcnow(), settings=settings)
+                job = claiming.claim(conn, actor, now=utcnow(), settings=settings)
             took = (time.perf_counter() - started) * 1000
             if go.is_set():
                 timings.append(took)
@@ -93,7 +95,7 @@ def _worker(url: str, stop: Event, go: Event, out: Any) -> None:
                 time.sleep(0.01)
                 continue
             with db.transaction() as conn:
-                service.complete(conn, actor, job.id, now=utcnow(), settings=settings)
+                reports.complete(conn, actor, job.id, now=utcnow(), settings=settings)
     db.engine(app).dispose()
     out.put(timings)
 
@@ -144,7 +146,7 @@ def measure(url: str, label: str, old: int) -> None:
     def prune() -> tuple[Any, float]:
         begun = time.perf_counter()
         with app.app_context():
-            pruned = ticks.prune(utcnow(), app)
+            pruned = housekeeping.prune(utcnow(), app)
         return pruned, time.perf_counter() - begun
 
     during, (pruned, seconds) = _claims_while(url, prune)

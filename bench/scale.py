@@ -27,13 +27,14 @@ from typing import Any
 import psycopg
 from flask import Flask
 
-from app import create_app, db
+from app import create_app
 from app.accounts import service as accounts
-from app.accounts import store as users
+from app.accounts import store as accounts_store
+from app.infra import db
 from app.queue.contract.cursors import encode_cursor
-from app.queue.domain import service
-from app.queue.domain.models import JobFilters
-from app.timeutil import utcnow
+from app.queue.usecases import reading
+from app.queue.vocabulary.models import JobFilters
+from app.queue.vocabulary.timeutil import utcnow
 from bench import SECRET
 from bench import scale_load as load
 from bench.http_calls import wait_ready
@@ -135,12 +136,12 @@ def targets(app: Flask, size: int) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = {}
     with app.app_context(), db.read() as conn:
         for role, name in ROLES.items():
-            user = users.user_by_name(conn, name)
+            user = accounts_store.user_by_name(conn, name)
             assert user is not None
             actor = user.actor()
 
             def first(status: str, actor: Any = actor) -> int:
-                page = service.list_jobs(conn, actor, JobFilters(status=status, limit=1))
+                page = reading.list_jobs(conn, actor, JobFilters(status=status, limit=1))
                 assert page.jobs, f"{actor.name} sees no {status} job"
                 return page.jobs[0].id
 

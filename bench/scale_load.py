@@ -17,10 +17,11 @@ from typing import Any
 import psycopg
 from flask import Flask
 
-from app import db, migrate
 from app.accounts import service as accounts
+from app.infra import db
 from app.monitoring import rollup
-from app.timeutil import utcnow
+from app.queue.vocabulary.timeutil import utcnow
+from app.storage import migrate
 
 BEFORE_COUNTERS = "0008"
 PASSWORD = "bench-password-1234"

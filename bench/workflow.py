@@ -22,14 +22,16 @@ from pathlib import Path
 
 from flask import Flask
 
-from app import create_app, db, migrate
+from app import create_app
 from app.accounts import service as accounts
+from app.infra import db
+from app.infra.queue_settings import queue_settings
 from app.queue.contract.batch_requests import BatchItem
-from app.queue.domain import batches, service
-from app.queue.domain.models import Actor
-from app.queue.domain.states import Role
-from app.queue_settings import queue_settings
-from app.timeutil import utcnow
+from app.queue.usecases import claiming, enqueueing, reports
+from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.states import Role
+from app.queue.vocabulary.timeutil import utcnow
+from app.storage import migrate
 from bench import SECRET
 from bench import scale_load as load
 
@@ -56,20 +58,22 @@ def fan_in(folder: Path) -> dict[str, float]:
         for outcome in ("completed", "failed"):
             with db.transaction() as conn:
                 item = BatchItem.parse({"type": "email.send", "max_retries": 0}, settings)
-                parent, _ = service.enqueue(conn, producer, item.to_request(), now=utcnow())
+                parent, _ = enqueueing.enqueue(conn, producer, item.to_request(), now=utcnow())
             for _ in range(FAN // 1000):
                 child = BatchItem.parse({"type": "email.send", "depends_on": [parent.id]}, settings)
                 with db.transaction() as conn:
-                    batches.enqueue_many(conn, producer, [child.to_request()] * 1000, now=utcnow())
+                    enqueueing.enqueue_many(
+                        conn, producer, [child.to_request()] * 1000, now=utcnow()
+                    )
             with db.transaction() as conn:
-                claimed = service.claim(conn, worker, now=utcnow(), settings=settings)
+                claimed = claiming.claim(conn, worker, now=utcnow(), settings=settings)
             assert claimed is not None and claimed.id == parent.id
             started = time.perf_counter()
             with db.transaction() as conn:
                 if outcome == "completed":
-                    service.complete(conn, worker, parent.id, now=utcnow(), attempt=1)
+                    reports.complete(conn, worker, parent.id, now=utcnow(), attempt=1)
                 else:
-                    service.fail(
+                    reports.fail(
                         conn,
                         worker,
                         parent.id,
@@ -100,7 +104,7 @@ def _claim(app: Flask, worker: Actor) -> float:
     """Seconds of a claim of one job (rolled back: the queue stays as it is)."""
     with app.app_context(), db.engine(app).connect() as conn:
         started = time.perf_counter()
-        claimed = service.claim(conn, worker, now=utcnow(), settings=queue_settings())
+        claimed = claiming.claim(conn, worker, now=utcnow(), settings=queue_settings())
         took = time.perf_counter() - started
         assert claimed is not None
         conn.rollback()

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from flask import Flask
 
-from app import db
 from app.accounts import service as accounts
 from app.accounts.models import User
-from app.timeutil import utcnow
+from app.infra import db
+from app.queue.vocabulary.timeutil import utcnow
 
 
 def make_user(

@@ -57,7 +57,8 @@ def prepare_database(
 ) -> Database:
     """Migrate a fresh SQLite file in ``directory`` (or the empty PostgreSQL database at
     ``url``) and create ``users`` (name -> role) with one API token each."""
-    from app import create_app, migrate  # here, so client processes import only the stdlib
+    from app import create_app  # here, so client processes import only the stdlib
+    from app.storage import migrate  # here, so client processes import only the stdlib
     from devservers.accounts import make_token, make_user
 
     directory.mkdir(parents=True, exist_ok=True)

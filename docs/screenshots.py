@@ -23,13 +23,16 @@ from werkzeug.serving import make_server
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app import create_app, db, migrate, ticks  # noqa: E402
+from app import create_app  # noqa: E402
 from app.accounts import service as accounts  # noqa: E402
-from app.queue.contract.requests import EnqueueBody  # noqa: E402
-from app.queue.contract.schedule_models import ScheduleCreate, parse  # noqa: E402
-from app.queue.domain import schedules, service  # noqa: E402
-from app.queue_settings import queue_settings  # noqa: E402
-from app.timeutil import utcnow  # noqa: E402
+from app.infra import db  # noqa: E402
+from app.infra.queue_settings import queue_settings  # noqa: E402
+from app.queue.contract.job_requests import EnqueueBody  # noqa: E402
+from app.queue.contract.schedules import ScheduleCreate, parse  # noqa: E402
+from app.queue.usecases import housekeeping as ticks  # noqa: E402
+from app.queue.usecases import schedules, service  # noqa: E402
+from app.queue.vocabulary.timeutil import utcnow  # noqa: E402
+from app.storage import migrate  # noqa: E402
 from tests.builders import PASSWORD, Api, make_token, make_user  # noqa: E402
 from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 

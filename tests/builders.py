@@ -11,10 +11,10 @@ from flask.testing import FlaskClient
 from sqlalchemy import Connection
 from werkzeug.test import TestResponse
 
-from app.queue.contract.requests import EnqueueBody
-from app.queue.domain import service
-from app.queue.domain.models import Actor, Job, QueueSettings
-from app.timeutil import utcnow
+from app.queue.contract.job_requests import EnqueueBody
+from app.queue.usecases import enqueueing
+from app.queue.vocabulary.models import Actor, Job, QueueSettings
+from app.queue.vocabulary.timeutil import utcnow
 from devservers.accounts import make_token as make_token
 from devservers.accounts import make_user as make_user
 
@@ -32,7 +32,7 @@ def make_job(
     """Enqueue a job through the service (fields as in a ``POST /jobs`` body); asserts it is new.
     The one job builder of the service-level suites (the API suites use ``Api.enqueue``)."""
     request = EnqueueBody.parse({"type": "email.send", **fields}, settings).to_request()
-    job, created = service.enqueue(conn, actor, request, now=now or utcnow())
+    job, created = enqueueing.enqueue(conn, actor, request, now=now or utcnow())
     assert created, job
     return job
 

@@ -14,7 +14,8 @@ from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 from sqlalchemy import create_engine, text
 
-from app import create_app, migrate
+from app import create_app
+from app.storage import migrate
 from devservers.postgres import bin_dir, postgres_server
 from tests.builders import Api, make_api
 

@@ -17,10 +17,15 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import Connection
 
-from app import db
-from app.queue.domain import service
-from app.queue.domain.models import Actor, Event, Job, QueueSettings
-from app.queue.engines import jobs as store
+from app.infra import db
+from app.queue.sql import jobs as jobs_sql
+from app.queue.usecases import claiming
+from app.queue.vocabulary.models import (
+    Actor,
+    Event,
+    Job,
+    QueueSettings,
+)
 from devservers.servers import REPO
 from tests.builders import make_job, make_user
 
@@ -103,17 +108,17 @@ class Queue:
 
     def claim(self, now: datetime = T0, actor: Actor | None = None, **kw: Any) -> Job | None:
         with self.tx() as conn:
-            return service.claim(conn, actor or self.worker, now=now, settings=self.settings, **kw)
+            return claiming.claim(conn, actor or self.worker, now=now, settings=self.settings, **kw)
 
     def job(self, job_id: int) -> Job:
         with db.read(self.app) as conn:
-            found = store.get_job(conn, job_id)
+            found = jobs_sql.get_job(conn, job_id)
         assert found is not None
         return found
 
     def events(self, job_id: int) -> list[Event]:
         with db.read(self.app) as conn:
-            return store.list_events(conn, job_id)
+            return jobs_sql.list_events(conn, job_id)
 
 
 def make_queue(app: Flask) -> Queue:

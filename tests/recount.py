@@ -9,9 +9,14 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, func, select
 
-from app.queue.domain.states import JobStatus
-from app.schema import job_events, jobs
-from app.schema_figures import finished_per_minute, job_counts, job_holders, worker_activity
+from app.queue.vocabulary.states import JobStatus
+from app.storage.schema import job_events, jobs
+from app.storage.schema_figures import (
+    finished_per_minute,
+    job_counts,
+    job_holders,
+    worker_activity,
+)
 
 Key = tuple[str, ...]
 

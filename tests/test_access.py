@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from app import access
-from app.queue.domain import policy
-from app.queue.domain.policy import Action
+from app.infra import access
+from app.queue.rules import policy
+from app.queue.rules.policy import Action
 from tests.builders import Api
 
 # Routes outside the policy by nature: Flask's static files and signing in and out.

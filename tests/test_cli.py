@@ -14,11 +14,12 @@ from flask import Flask
 from flask.testing import FlaskCliRunner
 from sqlalchemy import text
 
-from app import create_app, db
+from app import create_app
 from app.accounts import service as accounts
-from app.queue.domain import service
-from app.queue_settings import queue_settings
-from app.timeutil import utcnow
+from app.infra import db
+from app.infra.queue_settings import queue_settings
+from app.queue.usecases import claiming, reports
+from app.queue.vocabulary.timeutil import utcnow
 from tests.builders import Api, make_api, make_token, make_user
 from tests.conftest import base_config
 
@@ -161,9 +162,9 @@ def test_jobs_reap_recovers_expired_leases(app: Flask, runner: FlaskCliRunner) -
     with app.app_context(), db.transaction() as conn:
         # A live lease first (a claim recovers expired leases on its way), then two claimed
         # an hour ago with a 60 s lease: both expired.
-        assert service.claim(conn, worker_user.actor(), now=utcnow(), settings=queue_settings())
+        assert claiming.claim(conn, worker_user.actor(), now=utcnow(), settings=queue_settings())
         for _ in range(2):
-            assert service.claim(
+            assert claiming.claim(
                 conn, worker_user.actor(), now=past, settings=queue_settings(), lease_seconds=60
             )
     result = runner.invoke(args=["jobs", "reap"])
@@ -186,10 +187,10 @@ def test_jobs_prune_deletes_old_finished_jobs_only(app: Flask, runner: FlaskCliR
     with app.app_context(), db.transaction() as conn:
         actor = worker_user.actor()
         for at in (old, recent):
-            job = service.claim(conn, actor, now=at, settings=queue_settings())
+            job = claiming.claim(conn, actor, now=at, settings=queue_settings())
             assert job is not None
-            service.complete(conn, actor, job.id, now=at)
-        job = service.claim(conn, actor, now=old, settings=queue_settings(), lease_seconds=10**5)
+            reports.complete(conn, actor, job.id, now=at)
+        job = claiming.claim(conn, actor, now=old, settings=queue_settings(), lease_seconds=10**5)
         assert job is not None  # old but still running: never pruned
     result = runner.invoke(args=["jobs", "prune", "--older-than", "7d"])
     assert result.exit_code == 0, result.output

@@ -11,7 +11,7 @@ from cryptography.fernet import Fernet
 
 from app import create_app
 from app.config import ConfigError
-from app.secretbox import SecretBox
+from app.infra.secretbox import SecretBox
 from tests.conftest import TEST_SECRET, TEST_SECRETS_KEY
 
 
@@ -99,7 +99,7 @@ def test_flow_settings_are_checked_with_a_message_that_says_how_to_fix_them(
 
 
 def test_flow_settings_become_the_types_defaults(tmp_path: Path) -> None:
-    from app.queue_settings import EXTENSION_KEY
+    from app.infra.queue_settings import EXTENSION_KEY
 
     flow = {"max_running": 4, "rate_limit": "100/minute", "paused": True}
     app = _app(tmp_path, SECRET_KEY=TEST_SECRET, JOB_TYPE_SETTINGS={"report.build": flow})

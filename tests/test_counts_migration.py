@@ -11,12 +11,13 @@ from alembic import command
 from flask import Flask
 from sqlalchemy import inspect, text
 
-import app.schema_figures  # noqa: F401 (its tables are on the same metadata)
-from app import db, migrate
-from app.queue.domain import service
-from app.queue_settings import queue_settings
-from app.schema import metadata
-from app.timeutil import utcnow
+import app.storage.schema_figures  # noqa: F401 (its tables are on the same metadata)
+from app.infra import db
+from app.infra.queue_settings import queue_settings
+from app.queue.usecases import claiming, job_actions, reports
+from app.queue.vocabulary.timeutil import utcnow
+from app.storage import migrate
+from app.storage.schema import metadata
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_job, make_user
 from tests.recount import assert_exact
@@ -74,15 +75,15 @@ def _work(app: Flask) -> None:
         settings = queue_settings()
         jobs = [make_job(conn, producer, settings, now=now) for _ in range(6)]
         make_job(conn, admin, settings, now=now, priority="critical", type="report.build")
-        first = service.claim_many(conn, workers[0], now=now, settings=settings, max_jobs=4)
-        service.complete(conn, workers[0], first[0].id, now=now)
-        service.fail(conn, workers[0], first[1].id, now=now, settings=settings, error="x")
-        service.fail(
+        first = claiming.claim_many(conn, workers[0], now=now, settings=settings, max_jobs=4)
+        reports.complete(conn, workers[0], first[0].id, now=now)
+        reports.fail(conn, workers[0], first[1].id, now=now, settings=settings, error="x")
+        reports.fail(
             conn, workers[0], first[2].id, now=now, settings=settings, error="x", retryable=False
         )
-        service.cancel(conn, admin, jobs[5].id, now=now)
-        service.retry(conn, admin, first[2].id, now=now)
-        service.claim_many(conn, workers[1], now=now, settings=settings, max_jobs=2)
+        job_actions.cancel(conn, admin, jobs[5].id, now=now)
+        job_actions.retry(conn, admin, first[2].id, now=now)
+        claiming.claim_many(conn, workers[1], now=now, settings=settings, max_jobs=2)
 
 
 def test_the_upgrade_counts_what_is_there_and_the_downgrade_undoes_it(

@@ -1,5 +1,5 @@
-"""Each database's ways live in ``app.databases`` (beside the queue's statements in
-``app.queue.engines``): the rest of the app neither names a database nor asks which one it
+"""Each database's ways live in ``app.storage.databases`` (beside the queue's statements in
+``app.queue.sql.dialects``): the rest of the app neither names a database nor asks which one it
 runs on, a URL of any other database stops the start with a message, and a SQLite server never
 loads the PostgreSQL driver."""
 
@@ -21,12 +21,12 @@ from tests.conftest import TEST_SECRET
 # Where a database may be named: its own ways, the queue's statements, the schema it is given
 # and its migrations, and the settings (whose default is a SQLite file).
 DATABASE_LAYERS = (
-    "app/databases/",
-    "app/queue/engines/",
-    "app/migrations/",
-    "app/schema.py",
-    "app/schema_figures.py",
-    "app/sqltypes.py",
+    "app/storage/databases/",
+    "app/queue/sql/",
+    "app/storage/migrations/",
+    "app/storage/schema.py",
+    "app/storage/schema_figures.py",
+    "app/storage/sqltypes.py",
     "app/config.py",
 )
 SETTING = re.compile(r"SQLITE_(SYNCHRONOUS|BUSY_TIMEOUT_MS)")  # names of settings, not databases

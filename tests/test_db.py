@@ -13,7 +13,7 @@ import pytest
 from flask import Flask
 from sqlalchemy.exc import OperationalError
 
-from app import db
+from app.infra import db
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The Alembic migrations build exactly the tables of ``app.schema``, and re-running is harmless."""
+"""The Alembic migrations build exactly the tables of ``app.storage.schema``, and re-running is
+harmless."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from alembic.script import ScriptDirectory
 from flask import Flask
 from sqlalchemy import create_engine, inspect, text
 
-import app.schema_figures  # noqa: F401 (its tables are on the same metadata)
-from app import create_app, db, migrate
-from app.schema import metadata
+import app.storage.schema_figures  # noqa: F401 (its tables are on the same metadata)
+from app import create_app
+from app.infra import db
+from app.storage import migrate
+from app.storage.schema import metadata
 from tests.conftest import base_config
 
 
@@ -126,4 +129,4 @@ def test_flask_db_upgrade_on_an_empty_file(empty_app: Flask) -> None:
 
 def test_a_single_head_which_readiness_knows(empty_app: Flask) -> None:
     heads = ScriptDirectory.from_config(migrate.alembic_config()).get_heads()
-    assert heads == [migrate.HEAD], "set app.migrate.HEAD to the newest migration"
+    assert heads == [migrate.HEAD], "set app.storage.migrate.HEAD to the newest migration"

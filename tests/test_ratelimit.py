@@ -8,8 +8,8 @@ from flask import Flask
 from limits import RateLimitItemPerMinute
 from limits.strategies import FixedWindowRateLimiter
 
-from app import db
-from app.ratelimit import DatabaseStorage
+from app.infra import db
+from app.infra.ratelimit import DatabaseStorage
 from tests.backends import every_backend  # noqa: F401 (the upsert differs per engine)
 
 

@@ -12,9 +12,9 @@ from flask import Flask
 from sqlalchemy import DateTime, select, update
 from sqlalchemy.dialects import sqlite
 
-from app import db
-from app.schema import users
-from app.sqltypes import UTCDateTime
+from app.infra import db
+from app.storage.schema import users
+from app.storage.sqltypes import UTCDateTime
 from tests.builders import make_user
 
 DIALECT = sqlite.dialect()

@@ -13,8 +13,13 @@ import pytest
 from flask import Flask
 from sqlalchemy import event
 
-from app import db
-from app.databases.write_groups import HANDOVER_GRACE, MAX_GROUP, GroupFailed, WriterTurns
+from app.infra import db
+from app.storage.databases.write_groups import (
+    HANDOVER_GRACE,
+    MAX_GROUP,
+    GroupFailed,
+    WriterTurns,
+)
 
 
 class Refused(Exception):

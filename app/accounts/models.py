@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.queue.domain.models import Actor
-from app.queue.domain.states import Role, priority_label
+from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.states import Role, priority_label
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The optional second factor: TOTP (RFC 6238) enrolment, checks and turning it off, and
-single-use recovery codes. Secrets are stored encrypted (``app.secretbox``); the one an
+single-use recovery codes. Secrets are stored encrypted (``app.infra.secretbox``); the one an
 enrolment shows waits, encrypted too, in the user's row, never in the session cookie."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from enum import StrEnum
 import pyotp
 from sqlalchemy import Connection
 
-from app.accounts import store
+from app.accounts import store as accounts_store
 from app.accounts.errors import AccountConflict, InvalidAccountInput
 from app.accounts.models import User
-from app.secretbox import SecretBox, SecretsKeyMissing
+from app.infra.secretbox import SecretBox, SecretsKeyMissing
 
 ISSUER = "queuelog"
 RECOVERY_CODES = 10
@@ -60,24 +60,24 @@ def _new_recovery_codes(conn: Connection, user: User) -> list[str]:
     """Replace the user's recovery codes by ten new ones, returned to be shown once (only
     their hashes are kept)."""
     codes = [f"{secrets.token_hex(4)}-{secrets.token_hex(4)}" for _ in range(RECOVERY_CODES)]
-    store.replace_recovery_codes(conn, user.id, [_hash_code(c) for c in codes])
+    accounts_store.replace_recovery_codes(conn, user.id, [_hash_code(c) for c in codes])
     return codes
 
 
 def is_enrolled(conn: Connection, user: User) -> bool:
     """Whether the user signs in with a second factor."""
-    state = store.totp_state(conn, user.id)
+    state = accounts_store.totp_state(conn, user.id)
     return state.sealed is not None or state.plain is not None
 
 
 def pending_secret(conn: Connection, user: User, box: SecretBox) -> str:
     """The secret an enrolment shows: the one already waiting, else a new one kept (encrypted)
     server-side until a code confirms it."""
-    sealed = store.pending_totp(conn, user.id)
+    sealed = accounts_store.pending_totp(conn, user.id)
     if sealed is not None:
         return box.open(sealed)
     secret = new_secret()
-    store.set_pending_totp(conn, user.id, box.seal(secret))
+    accounts_store.set_pending_totp(conn, user.id, box.seal(secret))
     return secret
 
 
@@ -86,13 +86,13 @@ def enrol(conn: Connection, user: User, box: SecretBox, code: str, *, now: datet
     secret; returns the recovery codes, to be shown once."""
     if is_enrolled(conn, user):
         raise AccountConflict("the second factor is already on")
-    sealed = store.pending_totp(conn, user.id)
+    sealed = accounts_store.pending_totp(conn, user.id)
     if sealed is None:
         raise AccountConflict("no enrolment in progress: open the page again")
     step = _matching_step(box.open(sealed), code, now)
     if step is None:
         raise InvalidAccountInput({"code": "does not match; check the time on your device"})
-    store.set_totp(conn, user.id, sealed, step)
+    accounts_store.set_totp(conn, user.id, sealed, step)
     return _new_recovery_codes(conn, user)
 
 
@@ -102,7 +102,7 @@ def verify(
     """How ``code`` was accepted: a TOTP code of a step later than any used before (so a code
     cannot be replayed within its window), or an unused recovery code (then spent); None when
     it is neither. A plain-text secret from before encryption is encrypted on its first use."""
-    state = store.totp_state(conn, user.id)
+    state = accounts_store.totp_state(conn, user.id)
     if state.sealed is not None:
         if box is None:
             raise SecretsKeyMissing()
@@ -113,19 +113,19 @@ def verify(
         return None
     step = _matching_step(secret, code, now)
     if step is not None:
-        if not store.advance_totp_step(conn, user.id, step):
+        if not accounts_store.advance_totp_step(conn, user.id, step):
             return None
         if state.sealed is None and box is not None:
-            store.seal_plain_totp(conn, user.id, box.seal(secret))
+            accounts_store.seal_plain_totp(conn, user.id, box.seal(secret))
         return Method.TOTP
-    if store.spend_recovery_code(conn, user.id, _hash_code(code), now):
+    if accounts_store.spend_recovery_code(conn, user.id, _hash_code(code), now):
         return Method.RECOVERY_CODE
     return None
 
 
 def disable(conn: Connection, user: User) -> None:
     """Turn the second factor off (the caller has checked the password and a code)."""
-    store.clear_totp(conn, user.id)
+    accounts_store.clear_totp(conn, user.id)
 
 
 def regenerate_recovery_codes(conn: Connection, user: User) -> list[str]:
@@ -138,4 +138,4 @@ def regenerate_recovery_codes(conn: Connection, user: User) -> list[str]:
 
 def unused_recovery_codes(conn: Connection, user: User) -> int:
     """How many recovery codes the user has left."""
-    return store.count_recovery_codes(conn, user.id)
+    return accounts_store.count_recovery_codes(conn, user.id)

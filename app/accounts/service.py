@@ -16,7 +16,8 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
-from app.accounts import passwords, store
+from app.accounts import passwords
+from app.accounts import store as accounts_store
 from app.accounts.errors import (
     AccountConflict,
     AccountForbidden,
@@ -28,8 +29,8 @@ from app.accounts.models import ApiToken, User
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.queue.contract.strictjson import text_problem
-from app.queue.domain.models import Actor
-from app.queue.domain.states import PRIORITIES, Role
+from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.states import PRIORITIES, Role
 
 OPERATOR = Actor(id=0, name="operator", role=Role.ADMIN)
 TOKEN_PREFIX = "ql_"  # noqa: S105 (a prefix, not a secret)
@@ -95,11 +96,11 @@ def create_user(
     if password is not None:
         check_password(password)
         values["password_hash"] = passwords.hasher().hash(password)
-    if (existing := store.user_by_name(conn, name)) is not None:
+    if (existing := accounts_store.user_by_name(conn, name)) is not None:
         raise AccountConflict(f"a user named {existing.name!r} already exists")
     try:
         with conn.begin_nested():
-            user = store.insert_user(conn, values)
+            user = accounts_store.insert_user(conn, values)
     except IntegrityError:
         raise AccountConflict(f"a user named {name!r} already exists") from None
     audit.record(conn, AuditAction.USER_CREATE, f"user:{user.name}", role=user.role)
@@ -108,26 +109,26 @@ def create_user(
 
 def has_users(conn: Connection) -> bool:
     """True once any user exists (the first run creates the admin only before that)."""
-    return store.count_users(conn) > 0
+    return accounts_store.count_users(conn) > 0
 
 
 def list_users(conn: Connection, actor: Actor) -> list[User]:
     """All users, for admins."""
     _require_admin(actor)
-    return store.list_users(conn)
+    return accounts_store.list_users(conn)
 
 
 def get_user(conn: Connection, actor: Actor, name: str) -> User:
     """A user by name (in any case), for admins."""
     _require_admin(actor)
-    user = store.user_by_name(conn, name) if _NAME.fullmatch(name) else None
+    user = accounts_store.user_by_name(conn, name) if _NAME.fullmatch(name) else None
     if user is None:
         raise AccountNotFound(f"no user named {name!r}")
     return user
 
 
 def _update(conn: Connection, user: User, **values: object) -> User:
-    updated = store.update_user(conn, user.id, values)
+    updated = accounts_store.update_user(conn, user.id, values)
     if updated is None:
         raise AccountNotFound(f"no user named {user.name!r}")
     return updated
@@ -138,7 +139,7 @@ def _guard_admin_loss(conn: Connection, actor: Actor, user: User, *, fresh: bool
     another admin only after a recent password check (like granting them)."""
     if user.role != Role.ADMIN or user.disabled:
         return
-    if store.count_enabled_admins(conn, excluding=user.id) == 0:
+    if accounts_store.count_enabled_admins(conn, excluding=user.id) == 0:
         raise AccountConflict(f"{user.name} is the last enabled admin; make another admin first")
     if user.id != actor.id and not fresh and actor != OPERATOR:
         raise FreshLoginRequired("confirm your password to disable or demote another admin")
@@ -206,7 +207,7 @@ def set_password(conn: Connection, actor: Actor, name: str, password: str) -> Us
 def change_own_password(conn: Connection, user: User, current: str, new: str) -> User:
     """A user changes their own password: the current one must match; every session of the
     user ends (the caller re-issues the current one with the returned user's nonce)."""
-    stored = store.password_hash(conn, user.id)
+    stored = accounts_store.password_hash(conn, user.id)
     try:
         passwords.hasher().verify(stored or passwords.dummy_hash(), current[:MAX_PASSWORD_LENGTH])
     except (VerificationError, InvalidHashError):
@@ -225,8 +226,8 @@ def change_own_password(conn: Connection, user: User, current: str, new: str) ->
 def authenticate_password(conn: Connection, name: str, password: str) -> User | None:
     """The enabled user with this name (in any case) and password, else None (same cost either
     way)."""
-    user = store.user_by_name(conn, name) if _NAME.fullmatch(name) else None
-    stored = store.password_hash(conn, user.id) if user else None
+    user = accounts_store.user_by_name(conn, name) if _NAME.fullmatch(name) else None
+    stored = accounts_store.password_hash(conn, user.id) if user else None
     try:
         passwords.hasher().verify(stored or passwords.dummy_hash(), password[:MAX_PASSWORD_LENGTH])
     except (VerificationError, InvalidHashError):
@@ -246,7 +247,7 @@ def user_for_session(conn: Connection, value: str) -> User | None:
     user_id, _, nonce = value.partition(":")
     if not user_id.isdigit() or len(user_id) > 18 or not nonce:
         return None
-    user = store.user_by_id(conn, int(user_id))
+    user = accounts_store.user_by_id(conn, int(user_id))
     if user is None or user.disabled or not secrets.compare_digest(user.session_nonce, nonce):
         return None
     return user
@@ -254,7 +255,7 @@ def user_for_session(conn: Connection, value: str) -> User | None:
 
 def end_sessions(conn: Connection, user: User) -> None:
     """Invalidate every session cookie issued to ``user`` (logout)."""
-    store.update_user(conn, user.id, {"session_nonce": secrets.token_urlsafe(24)})
+    accounts_store.update_user(conn, user.id, {"session_nonce": secrets.token_urlsafe(24)})
 
 
 def hash_token(raw: str) -> str:
@@ -281,7 +282,7 @@ def create_token(
     if expires_in is not None and not timedelta(0) < expires_in <= MAX_TOKEN_LIFETIME:
         raise InvalidAccountInput({"expires_in": "must be from 1 second to 3650 days"})
     raw = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
-    token = store.insert_token(
+    token = accounts_store.insert_token(
         conn,
         {
             "user_id": user.id,
@@ -308,7 +309,7 @@ def token_owner(
 ) -> tuple[ApiToken, User] | None:
     """The live (unrevoked, unexpired) token with this hash (``bearer_hash``) and its enabled
     user."""
-    return store.token_owner(conn, token_hash, now)
+    return accounts_store.token_owner(conn, token_hash, now)
 
 
 def resolve_token(conn: Connection, raw: str, *, now: datetime) -> tuple[ApiToken, User] | None:
@@ -324,7 +325,7 @@ def needs_touch(token: ApiToken, now: datetime) -> bool:
 
 def touch_token(conn: Connection, token: ApiToken, now: datetime) -> None:
     """Record a use of the token."""
-    store.touch_token(conn, token.id, now)
+    accounts_store.touch_token(conn, token.id, now)
 
 
 def list_tokens(
@@ -333,15 +334,15 @@ def list_tokens(
     """Tokens (with owner names), all or one user's, for admins."""
     _require_admin(actor)
     user_id = get_user(conn, actor, name).id if name else None
-    return store.list_tokens(conn, user_id)
+    return accounts_store.list_tokens(conn, user_id)
 
 
 def revoke_token(conn: Connection, actor: Actor, token_id: int, *, now: datetime) -> ApiToken:
     """Revoke a token by id; it stops working on the next request."""
     _require_admin(actor)
-    token = store.revoke_token(conn, token_id, now)
+    token = accounts_store.revoke_token(conn, token_id, now)
     if token is None:
-        if store.token_by_id(conn, token_id) is None:
+        if accounts_store.token_by_id(conn, token_id) is None:
             raise AccountNotFound(f"no token with id {token_id}")
         raise AccountConflict(f"token {token_id} is already revoked")
     audit.record(conn, AuditAction.TOKEN_REVOKE, f"token:{token_id}")

@@ -9,9 +9,9 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
 
 from app.accounts.models import ApiToken, User
-from app.queue.engines.prepared import Prepared
-from app.schema import api_tokens, recovery_codes, users
-from app.sqltypes import UTCDateTime
+from app.queue.sql.prepared import Prepared
+from app.storage.schema import api_tokens, recovery_codes, users
+from app.storage.sqltypes import UTCDateTime
 
 _USER_COLUMNS = [users.c[name] for name in User.__dataclass_fields__]
 _TOKEN_COLUMNS = [api_tokens.c[name] for name in ApiToken.__dataclass_fields__]

@@ -21,11 +21,11 @@ from typing import Any, TypeVar
 from flask import g, request
 from sqlalchemy import Connection
 
-from app import db
 from app.accounts import service as accounts
-from app.queue.domain.models import Actor
-from app.queue.domain.policy import Action, require
-from app.timeutil import utcnow
+from app.infra import db
+from app.queue.rules.policy import Action, require
+from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.timeutil import utcnow
 
 View = TypeVar("View", bound=Callable[..., Any])
 _CALLER = "queuelog_caller"

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from flask import Response, g
 
-from app import db
-from app.api.openapi import Operation, Reply, documented
-from app.api.replies import reply
+from app.api.openapi import Operation, ResponseDoc, documented
+from app.api.respond import respond
 from app.api.tracing import TRACE_HEADERS, request_trace
 from app.api.views import (
     CAP,
@@ -16,15 +15,16 @@ from app.api.views import (
     parse_body,
     requires,
 )
-from app.queue.contract import answers
+from app.infra import db
+from app.infra.queue_settings import queue_settings
+from app.infra.secretbox import current_box
+from app.queue.contract import response_builders
 from app.queue.contract.batch_requests import BatchBody, ChildrenBody, FinishBody, HeartbeatsBody
-from app.queue.contract.responses import BeatAnswers, CreatedJobs, FinishAnswers
-from app.queue.domain import batches, children
-from app.queue.domain.models import Job
-from app.queue.domain.policy import Action
-from app.queue_settings import queue_settings
-from app.secretbox import current_box
-from app.timeutil import utcnow
+from app.queue.contract.job_responses import BeatResults, CreatedJobs, FinishResults
+from app.queue.rules.policy import Action
+from app.queue.usecases import children, enqueueing, reports
+from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.timeutil import utcnow
 
 _PER_ITEM = "Each item is answered with the status its single-job route would give."
 
@@ -43,9 +43,9 @@ _PER_ITEM = "Each item is answered with the status its single-job route would gi
         "every member has finished.",
         body=BatchBody,
         headers=TRACE_HEADERS,
-        replies={
-            201: Reply("The jobs, in request order", CreatedJobs),
-            200: Reply("Every item was an idempotent replay: the existing jobs", CreatedJobs),
+        responses={
+            201: ResponseDoc("The jobs, in request order", CreatedJobs),
+            200: ResponseDoc("Every item was an idempotent replay: the existing jobs", CreatedJobs),
         },
         problems={403: CAP, 409: "An idempotency key is being used by a request in flight"},
     )
@@ -57,9 +57,9 @@ def enqueue_batch() -> Response:
     requests = [item.to_request(box, trace=trace) for item in batch.jobs]
     group = None if batch.group is None else batch.group.to_request()
     with db.transaction() as conn:
-        added = batches.enqueue_many(conn, g.actor, requests, now=utcnow(), group=group)
+        added = enqueueing.enqueue_many(conn, g.actor, requests, now=utcnow(), group=group)
     sees_errors = g.actor.sees_errors
-    answer = answers.created_out(
+    answer = response_builders.created_out(
         requests, added, include_error=sees_errors, grouped=group is not None
     )
     return _created(answer, added)
@@ -67,7 +67,7 @@ def enqueue_batch() -> Response:
 
 def _created(answer: CreatedJobs, added: list[tuple[Job, bool]]) -> Response:
     """201 unless every item was an idempotent replay."""
-    return reply(answer, 201 if any(created for _, created in added) else 200)
+    return respond(answer, 201 if any(created for _, created in added) else 200)
 
 
 @bp.post("/jobs/<id:job_id>/children")
@@ -81,9 +81,9 @@ def _created(answer: CreatedJobs, added: list[tuple[Job, bool]]) -> Response:
         "as a batch enqueue is (all or nothing).",
         body=ChildrenBody,
         headers=TRACE_HEADERS,
-        replies={
-            201: Reply("The children, in request order", CreatedJobs),
-            200: Reply("Every item was an idempotent replay: the existing jobs", CreatedJobs),
+        responses={
+            201: ResponseDoc("The children, in request order", CreatedJobs),
+            200: ResponseDoc("Every item was an idempotent replay: the existing jobs", CreatedJobs),
         },
         problems={
             **WORK_PROBLEMS,
@@ -98,7 +98,7 @@ def spawn_children(job_id: int) -> Response:
     requests = [item.to_request(box, trace=trace) for item in body.jobs]
     with db.transaction() as conn:
         added = children.spawn(conn, g.actor, job_id, body.attempt, requests, now=utcnow())
-    answer = answers.created_out(requests, added, include_error=g.actor.sees_errors)
+    answer = response_builders.created_out(requests, added, include_error=g.actor.sees_errors)
     return _created(answer, added)
 
 
@@ -110,15 +110,15 @@ def spawn_children(job_id: int) -> Response:
         description=f"{_PER_ITEM} 200 with the job, 404, 409 or 422 (e.g. a failed outcome "
         "without `error`) with a `detail`. The request is 422 only when its shape is wrong.",
         body=FinishBody,
-        replies={200: Reply("Each outcome's answer, in request order", FinishAnswers)},
+        responses={200: ResponseDoc("Each outcome's answer, in request order", FinishResults)},
         problems={403: ROLE},
     )
 )
 def finish() -> Response:
     outcomes = [item.to_outcome() for item in parse_body(FinishBody).results]
     with db.transaction() as conn:
-        done = batches.finish(conn, g.actor, outcomes, now=utcnow(), settings=queue_settings())
-    return reply(answers.finish_out(outcomes, done, include_error=g.actor.sees_errors))
+        done = reports.finish(conn, g.actor, outcomes, now=utcnow(), settings=queue_settings())
+    return respond(response_builders.finish_out(outcomes, done, include_error=g.actor.sees_errors))
 
 
 @bp.post("/jobs/heartbeat")
@@ -129,14 +129,14 @@ def finish() -> Response:
         description=f"{_PER_ITEM} 200 with the new `lease_expires_at`, or 404 or 409 with a "
         "`detail` (which says so when the job was cancelled).",
         body=HeartbeatsBody,
-        replies={200: Reply("Each heartbeat's answer, in request order", BeatAnswers)},
+        responses={200: ResponseDoc("Each heartbeat's answer, in request order", BeatResults)},
         problems={403: ROLE},
     )
 )
 def heartbeat_batch() -> Response:
     beats = [item.to_beat() for item in parse_body(HeartbeatsBody).jobs]
     with db.transaction() as conn:
-        beaten = batches.heartbeat_many(
+        beaten = reports.heartbeat_many(
             conn, g.actor, beats, now=utcnow(), settings=queue_settings()
         )
-    return reply(answers.beats_out(beats, beaten))
+    return respond(response_builders.beats_out(beats, beaten))

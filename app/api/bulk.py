@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from flask import Response
 
-from app import bulk_runs
 from app.api.auth import current_actor
-from app.api.openapi import Operation, Reply, documented
-from app.api.replies import reply
+from app.api.openapi import Operation, ResponseDoc, documented
+from app.api.respond import respond
 from app.api.views import ROLE, bp, parse_body, requires
-from app.problems import problem
-from app.queue.contract.answers import bulk_applied_out, bulk_preview_out
-from app.queue.contract.bulk_models import BulkAnswer, BulkBody, StaleCountProblem
-from app.queue.domain.bulk import StaleCount
-from app.queue.domain.policy import Action
+from app.infra.problems import problem
+from app.queue.contract.bulk import BulkBody, BulkResponse, StaleCountProblem
+from app.queue.contract.response_builders import bulk_applied_out, bulk_preview_out
+from app.queue.rules.policy import Action
+from app.queue.usecases import bulk_runs
+from app.queue.usecases.bulk import StaleCount
 
 
 @bp.errorhandler(StaleCount)
@@ -34,10 +34,10 @@ def stale_count(exc: StaleCount) -> Response:
         "a job that changed in between is skipped. More than BULK_MAX_JOBS jobs is 422. "
         "Applies run one at a time: one that waited for another counts what that one left.",
         body=BulkBody,
-        replies={200: Reply("The preview, or the applied operation", BulkAnswer)},
+        responses={200: ResponseDoc("The preview, or the applied operation", BulkResponse)},
         problems={
             403: ROLE,
-            409: Reply(
+            409: ResponseDoc(
                 "The selection no longer holds `expect_count` jobs (or another bulk "
                 "operation was still being applied after a wait)",
                 StaleCountProblem,
@@ -51,6 +51,6 @@ def bulk_jobs() -> Response:
     actor = current_actor()
     if body.expect_count is None:
         found = bulk_runs.preview(actor, selection)
-        return reply(bulk_preview_out(found, include_error=actor.sees_errors))
+        return respond(bulk_preview_out(found, include_error=actor.sees_errors))
     done = bulk_runs.apply(actor, selection, reason=body.reason, expect_count=body.expect_count)
-    return reply(bulk_applied_out(done.operation, done.affected))
+    return respond(bulk_applied_out(done.operation, done.affected))

@@ -7,9 +7,9 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, render_template
 
-from app import access
 from app.api.openapi import build
-from app.queue_settings import queue_settings
+from app.infra import access
+from app.infra.queue_settings import queue_settings
 
 bp = Blueprint("apidocs", __name__)
 EXTENSION_KEY = "queuelog.openapi"

@@ -10,16 +10,17 @@ from typing import NamedTuple, cast
 
 from flask import g
 
-from app import db
 from app.api import auth
 from app.api.admission import admission
-from app.queue.domain import secret_fields, service
-from app.queue.domain.models import Job, QueueSettings
-from app.queue.domain.secret_fields import Secrets
-from app.queue.domain.states import TERMINAL
-from app.queue.engines import due
-from app.secretbox import current_box
-from app.timeutil import utcnow
+from app.infra import db
+from app.infra.secretbox import current_box
+from app.queue.rules import secret_fields
+from app.queue.rules.secret_fields import Secrets
+from app.queue.sql import due as due_sql
+from app.queue.usecases import claiming, reading
+from app.queue.vocabulary.models import Job, QueueSettings
+from app.queue.vocabulary.states import TERMINAL
+from app.queue.vocabulary.timeutil import utcnow
 
 # Look a little after a due instant: leases count as expired only strictly after their end.
 _AFTER_DUE = timedelta(milliseconds=5)
@@ -98,7 +99,7 @@ def _try(
     clock next makes a job due."""
     now = utcnow()
     with db.transaction() as conn:
-        claimed = service.claim_many(
+        claimed = claiming.claim_many(
             conn,
             g.actor,
             now=now,
@@ -108,23 +109,23 @@ def _try(
             types=types,
         )
         secrets = secret_fields.for_holder(conn, claimed, g.actor.name, current_box())
-        next_due = due.next_due_at(conn, now) if not claimed and waiting else None
+        next_due = due_sql.next_due_at(conn, now) if not claimed and waiting else None
     return claimed, secrets, next_due
 
 
-class Outcome(NamedTuple):
+class Awaited(NamedTuple):
     """The job as a wait for its outcome left it, and whether it was refused the wait."""
 
     job: Job
     refused_wait: bool = False
 
 
-def outcome(job_id: int, wait_seconds: float) -> Outcome:
+def outcome(job_id: int, wait_seconds: float) -> Awaited:
     """The job the current actor asked for, as soon as it is finished (completed, failed or
-    cancelled) or after ``wait_seconds`` as it is then. Between reads it holds no connection:
-    it sleeps until a commit in any process or app server finishes this job (``app.outcomes``).
-    It waits only when admitted (``app.api.admission``, like a claim); refused, it answers with
-    the job as first read."""
+    cancelled) or after ``wait_seconds`` as it is then. Between reads it holds no connection: it
+    sleeps until a commit in any process or app server finishes this job (``app.storage.outcomes``).
+    It waits only when admitted (``app.api.admission``, like a claim); refused, it answers with the
+    job as first read."""
     deadline = time.monotonic() + wait_seconds
     watch = db.outcomes_of()
     with watch.watch.watching(job_id), contextlib.ExitStack() as slot:
@@ -133,12 +134,12 @@ def outcome(job_id: int, wait_seconds: float) -> Outcome:
             # Read what was heard before reading the job, so a finish after the read wakes us.
             seen = watch.seen(job_id) if wait_seconds else (0, 0)
             with db.read() as conn:
-                job = service.get_job(conn, g.actor, job_id)
+                job = reading.get_job(conn, g.actor, job_id)
             remaining = deadline - time.monotonic()
             if job.status in TERMINAL or remaining <= 0:
-                return Outcome(job)
+                return Awaited(job)
             if not admitted:
                 admitted = slot.enter_context(admission().waiting(auth.caller_key()))
                 if not admitted:
-                    return Outcome(job, refused_wait=True)
+                    return Awaited(job, refused_wait=True)
             watch.wait(job_id, seen, remaining)

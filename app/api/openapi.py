@@ -14,14 +14,14 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from app.queue.contract.fields import JOB_TYPES_MARK, MAX_BATCH_MARK, MAX_LEASE_MARK
+from app.queue.contract.job_responses import Problem, ValidationProblem
 from app.queue.contract.request_model import RequestModel
-from app.queue.contract.responses import Problem, ValidationProblem
-from app.queue.domain.models import QueueSettings
+from app.queue.vocabulary.models import QueueSettings
 
 View = TypeVar("View", bound=Callable[..., Any])
 SCHEMAS = "#/components/schemas/"
 _PLACEHOLDER = re.compile(r"<(?:(\w+):)?(\w+)>")
-# The schema of each URL converter's values (``id``: app.routing.RowIdConverter).
+# The schema of each URL converter's values (``id``: app.infra.routing.RowIdConverter).
 _CONVERTERS: dict[str | None, dict[str, Any]] = {
     "id": {"type": "integer", "minimum": 0, "maximum": 10**18 - 1},
     "int": {"type": "integer", "minimum": 0},
@@ -30,7 +30,7 @@ _CONVERTERS: dict[str | None, dict[str, Any]] = {
 
 
 @dataclass(frozen=True)
-class Reply:
+class ResponseDoc:
     """One documented answer: a description, a body model (None: no body, or text of the
     ``text`` media type), headers."""
 
@@ -45,15 +45,15 @@ class Operation:
     """What a route says about itself. ``body_required=False``: an empty body stands for
     ``{}``. ``problems``: the statuses of the problems the route answers beyond the common ones
     (401 and 503 everywhere; 400, 413, 415, 422 with a body; 422 with a query), each described
-    by a text, or by a ``Reply`` whose model extends ``Problem``."""
+    by a text, or by a ``ResponseDoc`` whose model extends ``Problem``."""
 
     summary: str
-    replies: Mapping[int, Reply]
+    responses: Mapping[int, ResponseDoc]
     body: type[BaseModel] | None = None
     body_required: bool = True
     query: type[RequestModel] | None = None
     headers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    problems: Mapping[int, str | Reply] = field(default_factory=dict)
+    problems: Mapping[int, str | ResponseDoc] = field(default_factory=dict)
     description: str | None = None
 
 
@@ -115,8 +115,8 @@ def _models(operations: Found) -> list[type[BaseModel]]:
         "ValidationProblem": ValidationProblem,
     }
     for *_, op in operations:
-        problems = [p.model for p in op.problems.values() if isinstance(p, Reply)]
-        for model in (op.body, op.query, *(r.model for r in op.replies.values()), *problems):
+        problems = [p.model for p in op.problems.values() if isinstance(p, ResponseDoc)]
+        for model in (op.body, op.query, *(r.model for r in op.responses.values()), *problems):
             if model is not None:
                 models[model.__name__] = model
     return list(models.values())
@@ -158,25 +158,25 @@ def _with_settings(node: Any, settings: QueueSettings) -> Any:
 
 def _operation(endpoint: str, op: Operation, refs: Mapping[type[BaseModel], Any]) -> dict[str, Any]:
     problem, invalid = refs[Problem], refs[ValidationProblem]
-    statuses: dict[int, str | Reply] = dict(_COMMON_PROBLEMS)
+    statuses: dict[int, str | ResponseDoc] = dict(_COMMON_PROBLEMS)
     if op.body is not None:
         statuses |= _BODY_PROBLEMS
     if op.query is not None:
         statuses[422] = _BODY_PROBLEMS[422]
     statuses |= op.problems
     responses: dict[str, Any] = {}
-    for status, reply in op.replies.items():
-        answer: dict[str, Any] = {"description": reply.description}
-        if reply.model is not None:
-            answer |= _json(refs[reply.model])
-        elif reply.text is not None:
-            answer |= _json({"type": "string"}, reply.text)
-        if reply.headers:
-            answer["headers"] = dict(reply.headers)
-        responses[str(status)] = answer
+    for status, spec in op.responses.items():
+        entry: dict[str, Any] = {"description": spec.description}
+        if spec.model is not None:
+            entry |= _json(refs[spec.model])
+        elif spec.text is not None:
+            entry |= _json({"type": "string"}, spec.text)
+        if spec.headers:
+            entry["headers"] = dict(spec.headers)
+        responses[str(status)] = entry
     for status, described in sorted(statuses.items()):
         schema = invalid if status == 422 else problem
-        if isinstance(described, Reply):
+        if isinstance(described, ResponseDoc):
             schema = refs[described.model] if described.model else schema
             described = described.description
         media = _json(schema, "application/problem+json")

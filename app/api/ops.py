@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
-from app import db
 from app.api.auth import requires
-from app.api.openapi import Operation, Reply, documented
-from app.api.replies import reply
-from app.monitoring import audit_query as query
+from app.api.openapi import Operation, ResponseDoc, documented
+from app.api.respond import respond
+from app.audit import queries as audit_queries
+from app.infra import db
+from app.infra.queue_settings import queue_settings
 from app.monitoring import rollup
 from app.monitoring.exposition import JobFigures, exposition
-from app.queue.domain.job_types import paused as paused_types
-from app.queue.domain.policy import Action
-from app.queue.engines import counts as count_store
-from app.queue.engines import workflow as workflow_store
-from app.queue_settings import queue_settings
-from app.timeutil import utcnow
+from app.queue.rules.policy import Action
+from app.queue.sql import counts as counts_sql
+from app.queue.sql import workflows as workflows_sql
+from app.queue.usecases.job_types import paused as paused_types
+from app.queue.vocabulary.timeutil import utcnow
 
 bp = Blueprint("ops", __name__)
 EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -30,7 +30,9 @@ ROLE = "The caller's role may not do this"
         summary="Prometheus metrics (admins, monitors)",
         description="Job figures as the database has them (the same from every server), "
         "HTTP figures of this server's processes.",
-        replies={200: Reply("The Prometheus text exposition, version 0.0.4", text="text/plain")},
+        responses={
+            200: ResponseDoc("The Prometheus text exposition, version 0.0.4", text="text/plain")
+        },
         problems={403: ROLE},
     )
 )
@@ -45,11 +47,11 @@ def metrics() -> Response:
         figures = JobFigures(
             now=now,
             job_types=job_types,
-            counts=count_store.counts_by_status_type(conn),
+            counts=counts_sql.counts_by_status_type(conn),
             oldest_due=rollup.oldest_due(conn, job_types, now),
             totals=rollup.totals(conn),
             paused=paused_types(conn, queue_settings()),
-            held_by_dependencies=workflow_store.waiting_by_type(conn),
+            held_by_dependencies=workflows_sql.waiting_by_type(conn),
         )
     return Response(exposition(figures), mimetype=None, content_type=EXPOSITION_TYPE)
 
@@ -59,14 +61,14 @@ def metrics() -> Response:
 @documented(
     Operation(
         summary="The audit log, newest first (admins)",
-        query=query.AuditQuery,
-        replies={200: Reply("A page of audit events", query.AuditEvents)},
+        query=audit_queries.AuditQuery,
+        responses={200: ResponseDoc("A page of audit events", audit_queries.AuditEvents)},
         problems={403: ROLE},
     )
 )
 def audit() -> Response:
     """The audit log, newest first, with a cursor to the next page (admins)."""
-    filters = query.parse_filters(request.args)
+    filters = audit_queries.parse_filters(request.args)
     with db.read() as conn:
-        page = query.audit_page(conn, filters)
-    return reply(query.audit_page_out(page))
+        page = audit_queries.audit_page(conn, filters)
+    return respond(audit_queries.audit_page_out(page))

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from flask import Response, g
 
-from app import db
 from app.api.openapi import Operation, documented
 from app.api.views import JOB, WORK_PROBLEMS, bp, job_response, parse_body, requires
+from app.infra import db
+from app.infra.queue_settings import queue_settings
 from app.queue.contract.batch_requests import ReleaseBody
-from app.queue.contract.requests import CompleteBody, FailBody, HeartbeatBody
-from app.queue.domain import service
-from app.queue.domain.policy import Action
-from app.queue_settings import queue_settings
-from app.timeutil import utcnow
+from app.queue.contract.job_requests import CompleteBody, FailBody, HeartbeatBody
+from app.queue.rules.policy import Action
+from app.queue.usecases import reports
+from app.queue.vocabulary.timeutil import utcnow
 
 
 @bp.post("/jobs/<id:job_id>/complete")
@@ -23,14 +23,14 @@ from app.timeutil import utcnow
         summary="Complete a running job (its worker, admins)",
         body=CompleteBody,
         body_required=True,
-        replies={200: JOB},
+        responses={200: JOB},
         problems=WORK_PROBLEMS,
     )
 )
 def complete(job_id: int) -> Response:
     done = parse_body(CompleteBody, optional=True)
     with db.transaction() as conn:
-        job = service.complete(
+        job = reports.complete(
             conn,
             g.actor,
             job_id,
@@ -48,14 +48,14 @@ def complete(job_id: int) -> Response:
     Operation(
         summary="Fail a running job: retried or failed for good (its worker, admins)",
         body=FailBody,
-        replies={200: JOB},
+        responses={200: JOB},
         problems=WORK_PROBLEMS,
     )
 )
 def fail(job_id: int) -> Response:
     failure = parse_body(FailBody)
     with db.transaction() as conn:
-        job = service.fail(
+        job = reports.fail(
             conn,
             g.actor,
             job_id,
@@ -76,14 +76,14 @@ def fail(job_id: int) -> Response:
         summary="Report progress and extend the lease (its worker, admins)",
         body=HeartbeatBody,
         body_required=True,
-        replies={200: JOB},
+        responses={200: JOB},
         problems=WORK_PROBLEMS,
     )
 )
 def heartbeat(job_id: int) -> Response:
     beat = parse_body(HeartbeatBody, optional=True)
     with db.transaction() as conn:
-        job = service.heartbeat(
+        job = reports.heartbeat(
             conn,
             g.actor,
             job_id,
@@ -102,12 +102,12 @@ def heartbeat(job_id: int) -> Response:
     Operation(
         summary="Hand a claimed job back unstarted: pending at once, no retry spent (its worker)",
         body=ReleaseBody,
-        replies={200: JOB},
+        responses={200: JOB},
         problems=WORK_PROBLEMS,
     )
 )
 def release(job_id: int) -> Response:
     handed_back = parse_body(ReleaseBody)
     with db.transaction() as conn:
-        job = service.release(conn, g.actor, job_id, now=utcnow(), attempt=handed_back.attempt)
+        job = reports.release(conn, g.actor, job_id, now=utcnow(), attempt=handed_back.attempt)
     return job_response(job)

@@ -7,26 +7,31 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, g, request, url_for
 
-from app import db
 from app.api import body
 from app.api.auth import requires
-from app.api.openapi import Operation, Reply, documented
-from app.api.replies import reply
-from app.queue.contract.answers import job_out, schedule_out, schedules_out
+from app.api.openapi import Operation, ResponseDoc, documented
+from app.api.respond import respond
+from app.infra import db
+from app.infra.queue_settings import queue_settings
 from app.queue.contract.control_responses import ScheduleList, ScheduleOut
-from app.queue.contract.requests import NoBody
-from app.queue.contract.responses import JobOut
-from app.queue.contract.schedule_models import Schedule, ScheduleCreate, ScheduleUpdate, parse
-from app.queue.domain import schedules
-from app.queue.domain.errors import InvalidInput
-from app.queue.domain.policy import Action
-from app.queue_settings import queue_settings
-from app.timeutil import utcnow
+from app.queue.contract.job_requests import NoBody
+from app.queue.contract.job_responses import JobOut
+from app.queue.contract.response_builders import job_out, schedule_out, schedules_out
+from app.queue.contract.schedules import (
+    Schedule,
+    ScheduleCreate,
+    ScheduleUpdate,
+    parse,
+)
+from app.queue.rules.policy import Action
+from app.queue.usecases import schedules
+from app.queue.vocabulary.errors import InvalidInput
+from app.queue.vocabulary.timeutil import utcnow
 
 bp = Blueprint("schedules", __name__)
 
 
-SCHEDULE = Reply("The schedule", ScheduleOut)
+SCHEDULE = ResponseDoc("The schedule", ScheduleOut)
 ADMINS = {403: "Only admins manage schedules"}
 UNKNOWN = {**ADMINS, 404: "No such schedule"}
 NAME_TAKEN = {409: "Another schedule has this name"}
@@ -40,7 +45,7 @@ def _body(*, optional: bool = False) -> dict[str, Any]:
 
 
 def _schedule(schedule: Schedule, status: int = 200) -> Response:
-    return reply(schedule_out(schedule, utcnow()), status)
+    return respond(schedule_out(schedule, utcnow()), status)
 
 
 @bp.get("/schedules")
@@ -48,14 +53,14 @@ def _schedule(schedule: Schedule, status: int = 200) -> Response:
 @documented(
     Operation(
         summary="Every schedule, by name (admins)",
-        replies={200: Reply("The schedules", ScheduleList)},
+        responses={200: ResponseDoc("The schedules", ScheduleList)},
         problems=ADMINS,
     )
 )
 def list_schedules() -> Response:
     with db.read() as conn:
         found = schedules.list_schedules(conn, g.actor)
-    return reply(schedules_out(found, utcnow()))
+    return respond(schedules_out(found, utcnow()))
 
 
 @bp.post("/schedules")
@@ -66,7 +71,7 @@ def list_schedules() -> Response:
         description="A five-field cron expression read in `timezone`; each fire time "
         "enqueues one job of `type` with `payload`, however many servers tick.",
         body=ScheduleCreate,
-        replies={201: Reply("Created", ScheduleOut, _LOCATION)},
+        responses={201: ResponseDoc("Created", ScheduleOut, _LOCATION)},
         problems={**ADMINS, **NAME_TAKEN},
     )
 )
@@ -81,7 +86,7 @@ def create() -> Response:
 
 @bp.get("/schedules/<id:schedule_id>")
 @requires(Action.MANAGE_SCHEDULES)
-@documented(Operation(summary="One schedule (admins)", replies={200: SCHEDULE}, problems=UNKNOWN))
+@documented(Operation(summary="One schedule (admins)", responses={200: SCHEDULE}, problems=UNKNOWN))
 def get(schedule_id: int) -> Response:
     with db.read() as conn:
         schedule = schedules.get(conn, g.actor, schedule_id)
@@ -96,7 +101,7 @@ def get(schedule_id: int) -> Response:
         description="A new cron expression or time zone, or enabling, starts again from the "
         "next fire time; fields left out keep their value (null is not a value).",
         body=ScheduleUpdate,
-        replies={200: SCHEDULE},
+        responses={200: SCHEDULE},
         problems={**UNKNOWN, **NAME_TAKEN},
     )
 )
@@ -112,7 +117,7 @@ def update(schedule_id: int) -> Response:
 @documented(
     Operation(
         summary="Delete a schedule; the jobs it enqueued stay (admins)",
-        replies={204: Reply("Deleted")},
+        responses={204: ResponseDoc("Deleted")},
         problems=UNKNOWN,
     )
 )
@@ -129,7 +134,7 @@ def delete(schedule_id: int) -> Response:
         summary="Enqueue one job of the schedule now; its fire times stay (admins)",
         body=NoBody,
         body_required=False,
-        replies={201: Reply("The job", JobOut, _LOCATION)},
+        responses={201: ResponseDoc("The job", JobOut, _LOCATION)},
         problems={**UNKNOWN, 409: "The schedule's job type is no longer allowed"},
     )
 )
@@ -138,6 +143,6 @@ def run(schedule_id: int) -> Response:
         raise InvalidInput({name: "unknown field" for name in data})
     with db.transaction() as conn:
         job = schedules.run_now(conn, g.actor, schedule_id, now=utcnow(), settings=queue_settings())
-    response = reply(job_out(job, include_error=g.actor.sees_errors), 201)
+    response = respond(job_out(job, include_error=g.actor.sees_errors), 201)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
     return response

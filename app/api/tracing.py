@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import request
 
-from app.queue.domain.trace import Trace, read_trace
+from app.queue.vocabulary.trace import Trace, read_trace
 
 # W3C trace context, read by every enqueue (a malformed one is ignored, never refused).
 TRACE_HEADERS = {

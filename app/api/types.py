@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, g, request
 
-from app import db
 from app.api import body
 from app.api.auth import requires
-from app.api.openapi import Operation, Reply, documented
-from app.api.replies import reply
-from app.queue.contract.answers import type_out, types_out
+from app.api.openapi import Operation, ResponseDoc, documented
+from app.api.respond import respond
+from app.infra import db
+from app.infra.queue_settings import queue_settings
 from app.queue.contract.control_responses import TypeList, TypeOut
-from app.queue.domain import job_types
-from app.queue.domain.job_types import TypeChange
-from app.queue.domain.policy import Action
-from app.queue_settings import queue_settings
-from app.timeutil import utcnow
+from app.queue.contract.response_builders import type_out, types_out
+from app.queue.rules.policy import Action
+from app.queue.usecases import job_types
+from app.queue.usecases.job_types import TypeChange
+from app.queue.vocabulary.timeutil import utcnow
 
 bp = Blueprint("types", __name__)
 ADMINS = {403: "Only admins manage job types"}
@@ -27,14 +27,14 @@ ADMINS = {403: "Only admins manage job types"}
 @documented(
     Operation(
         summary="Every job type: jobs per status and the limits claims obey (admins)",
-        replies={200: Reply("The configured job types", TypeList)},
+        responses={200: ResponseDoc("The configured job types", TypeList)},
         problems=ADMINS,
     )
 )
 def list_types() -> Response:
     with db.read() as conn:
         found = job_types.list_types(conn, g.actor, queue_settings())
-    return reply(types_out(found))
+    return respond(types_out(found))
 
 
 @bp.patch("/types/<job_type>")
@@ -46,7 +46,7 @@ def list_types() -> Response:
         "`null` clears the override, so the configured value applies again. Claims obey the "
         "change from its commit on (`max_run_seconds`: attempts claimed from then on).",
         body=TypeChange,
-        replies={200: Reply("The job type with its limits now", TypeOut)},
+        responses={200: ResponseDoc("The job type with its limits now", TypeOut)},
         problems={**ADMINS, 404: "Not a configured job type"},
     )
 )
@@ -55,4 +55,4 @@ def change_type(job_type: str) -> Response:
     change = TypeChange.parse(data, queue_settings())
     with db.transaction() as conn:
         view = job_types.change(conn, g.actor, queue_settings(), job_type, change, now=utcnow())
-    return reply(type_out(view))
+    return respond(type_out(view))

@@ -1,4 +1,4 @@
-"""JSON routes: parse the request, call the job service in a transaction, shape the answer."""
+"""JSON routes: parse the request, call the use cases in a transaction, shape the answer."""
 
 from __future__ import annotations
 
@@ -7,38 +7,43 @@ from typing import Any, TypeVar
 
 from flask import Blueprint, Response, current_app, g, request, url_for
 
-from app import db, ticks
-from app.api import admission, auth, body, groups, longpoll, ops
-from app.api import schedules as schedules_api
+from app.api import admission, auth, body, groups, longpoll, ops, schedules
 from app.api import types as types_api
-from app.api.openapi import Operation, Reply, documented
-from app.api.replies import reply
+from app.api.openapi import Operation, ResponseDoc, documented
+from app.api.respond import respond
 from app.api.tracing import TRACE_HEADERS, request_trace
-from app.problems import problem
-from app.queue.contract import answers
+from app.infra import db
+from app.infra.problems import problem
+from app.infra.queue_settings import queue_settings
+from app.infra.ratelimit import api_limit
+from app.infra.secretbox import current_box
+from app.queue.contract import response_builders
 from app.queue.contract.control_responses import ExplanationOut
 from app.queue.contract.fields import KEY_PATTERN
-from app.queue.contract.request_model import RequestModel
-from app.queue.contract.requests import (
+from app.queue.contract.job_requests import (
     ClaimBody,
     EnqueueBody,
     JobQuery,
     ListQuery,
     NoBody,
 )
-from app.queue.contract.responses import Claimed, EventList, JobOut, JobPage
-from app.queue.domain import explain, service, uniqueness
-from app.queue.domain.errors import QueueError
-from app.queue.domain.models import Job
-from app.queue.domain.policy import Action
-from app.queue_settings import queue_settings
-from app.ratelimit import api_limit
-from app.secretbox import current_box
-from app.timeutil import utcnow
+from app.queue.contract.job_responses import (
+    Claimed,
+    EventList,
+    JobList,
+    JobOut,
+)
+from app.queue.contract.request_model import RequestModel
+from app.queue.rules import uniqueness
+from app.queue.rules.policy import Action
+from app.queue.usecases import enqueueing, explain, housekeeping, job_actions, reading
+from app.queue.vocabulary.errors import QueueError
+from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.timeutil import utcnow
 
 bp = Blueprint("api", __name__)
 bp.register_blueprint(ops.bp)
-bp.register_blueprint(schedules_api.bp)
+bp.register_blueprint(schedules.bp)
 bp.register_blueprint(types_api.bp)
 api_limit(bp)  # API_RATE_LIMIT, one bucket per token across every API route
 bp.register_blueprint(groups.bp)
@@ -82,7 +87,7 @@ def parse_body(model: type[Model], *, optional: bool = False, **context: Any) ->
 _LOCATION = {
     "Location": {"required": True, "schema": {"type": "string", "pattern": "/jobs/[0-9]+$"}}
 }
-JOB = Reply("The job", JobOut)
+JOB = ResponseDoc("The job", JobOut)
 ROLE = "The caller's role may not do this"
 CAP = "The caller's role may not enqueue, or the priority is above its cap"
 NOT_FOUND = "No such job, or the caller may not see it"
@@ -92,8 +97,9 @@ WORK_PROBLEMS = {403: ROLE, 404: NOT_FOUND, 409: "The job's state does not allow
 def job_response(job: Job, status: int = 200, *, duplicate: bool = False) -> Response:
     """A job as the caller may see it; ``duplicate``: the active job of an enqueue's
     unique_key, answered instead of a new one."""
-    return reply(
-        answers.job_out(job, include_error=g.actor.sees_errors, duplicate=duplicate), status
+    return respond(
+        response_builders.job_out(job, include_error=g.actor.sees_errors, duplicate=duplicate),
+        status,
     )
 
 
@@ -108,9 +114,9 @@ def job_response(job: Job, status: int = 200, *, duplicate: bool = False) -> Res
         'answers 200 with `"duplicate": true` and nothing is added.',
         body=EnqueueBody,
         headers={"Idempotency-Key": {"type": "string", "pattern": KEY_PATTERN}, **TRACE_HEADERS},
-        replies={
-            201: Reply("Created", JobOut, _LOCATION),
-            200: Reply(
+        responses={
+            201: ResponseDoc("Created", JobOut, _LOCATION),
+            200: ResponseDoc(
                 "The existing job of a repeated idempotency key, or the active job of the "
                 'unique key (with "duplicate": true)',
                 JobOut,
@@ -127,7 +133,7 @@ def enqueue() -> Response:
     )
     wanted = enqueue_body.to_request(box, trace=request_trace())
     with db.transaction() as conn:
-        job, created = service.enqueue(conn, g.actor, wanted, now=utcnow())
+        job, created = enqueueing.enqueue(conn, g.actor, wanted, now=utcnow())
     duplicate = uniqueness.is_duplicate(wanted, job, created)
     response = job_response(job, 201 if created else 200, duplicate=duplicate)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
@@ -140,14 +146,14 @@ def enqueue() -> Response:
     Operation(
         summary="List the caller's jobs (admins: all), newest first",
         query=ListQuery,
-        replies={200: Reply("A page of jobs", JobPage)},
+        responses={200: ResponseDoc("A page of jobs", JobList)},
     )
 )
 def list_jobs() -> Response:
     filters = ListQuery.from_args(request.args, queue_settings()).to_filters()
     with db.read() as conn:
-        page = service.list_jobs(conn, g.actor, filters)
-    return reply(answers.job_page_out(page, include_error=g.actor.sees_errors))
+        page = reading.list_jobs(conn, g.actor, filters)
+    return respond(response_builders.job_page_out(page, include_error=g.actor.sees_errors))
 
 
 @bp.get("/jobs/<id:job_id>")
@@ -160,7 +166,7 @@ def list_jobs() -> Response:
         "When the token (LONG_POLL_PER_TOKEN) or the process (half its handlers) already has "
         "as many waiting as allowed, it answers at once with the job and Retry-After.",
         query=JobQuery,
-        replies={200: JOB},
+        responses={200: JOB},
         problems={404: NOT_FOUND},
     )
 )
@@ -168,7 +174,7 @@ def get_job(job_id: int) -> Response:
     wait_seconds = JobQuery.from_args(request.args, queue_settings()).wait_seconds
     if not wait_seconds:
         with db.read() as conn:
-            return job_response(service.get_job(conn, g.actor, job_id))
+            return job_response(reading.get_job(conn, g.actor, job_id))
     job, refused_wait = longpoll.outcome(job_id, wait_seconds)
     response = job_response(job)
     if refused_wait:
@@ -181,14 +187,14 @@ def get_job(job_id: int) -> Response:
 @documented(
     Operation(
         summary="A job's events, oldest first",
-        replies={200: Reply("The events", EventList)},
+        responses={200: ResponseDoc("The events", EventList)},
         problems={404: NOT_FOUND},
     )
 )
 def job_events(job_id: int) -> Response:
     with db.read() as conn:
-        events = service.list_events(conn, g.actor, job_id)
-    return reply(answers.events_out(events, include_error=g.actor.sees_errors))
+        events = reading.list_events(conn, g.actor, job_id)
+    return respond(response_builders.events_out(events, include_error=g.actor.sees_errors))
 
 
 @bp.get("/jobs/<id:job_id>/explain")
@@ -198,7 +204,7 @@ def job_events(job_id: int) -> Response:
         summary="Why a job is not running, or what it is doing",
         description="Each reason has a code, a sentence for people and its figures (the "
         "README lists the codes).",
-        replies={200: Reply("The job's status and the reasons", ExplanationOut)},
+        responses={200: ResponseDoc("The job's status and the reasons", ExplanationOut)},
         problems={404: NOT_FOUND},
     )
 )
@@ -208,7 +214,7 @@ def explain_job(job_id: int) -> Response:
         found = explain.explain(
             conn, g.actor, job_id, now=utcnow(), idle_after=idle, settings=queue_settings()
         )
-    return reply(answers.explanation_out(found))
+    return respond(response_builders.explanation_out(found))
 
 
 @bp.post("/jobs/claim")
@@ -223,15 +229,17 @@ def explain_job(job_id: int) -> Response:
         "waiting as allowed, it answers 204 at once with Retry-After.",
         body=ClaimBody,
         body_required=False,
-        replies={
-            200: Reply("The claimed job(s), now running, each with its attempt and lease", Claimed),
-            204: Reply("Nothing is claimable"),
+        responses={
+            200: ResponseDoc(
+                "The claimed job(s), now running, each with its attempt and lease", Claimed
+            ),
+            204: ResponseDoc("Nothing is claimable"),
         },
         problems={403: ROLE},
     )
 )
 def claim() -> Response:
-    ticks.on_claim()
+    housekeeping.on_claim()
     settings = queue_settings()
     claim_body = parse_body(ClaimBody, optional=True)
     types = tuple(claim_body.types) if claim_body.types else None
@@ -248,7 +256,9 @@ def claim() -> Response:
         return Response(status=204, headers=headers)
     many = claim_body.max_jobs is not None
     sees_errors = g.actor.sees_errors
-    return reply(answers.claimed_out(claimed, secrets, include_error=sees_errors, many=many))
+    return respond(
+        response_builders.claimed_out(claimed, secrets, include_error=sees_errors, many=many)
+    )
 
 
 @bp.post("/jobs/<id:job_id>/cancel")
@@ -258,14 +268,14 @@ def claim() -> Response:
         summary="Cancel a pending or running job (its producer, admins)",
         body=NoBody,
         body_required=False,
-        replies={200: JOB},
+        responses={200: JOB},
         problems=WORK_PROBLEMS,
     )
 )
 def cancel(job_id: int) -> Response:
     parse_body(NoBody, optional=True)
     with db.transaction() as conn:
-        job = service.cancel(conn, g.actor, job_id, now=utcnow())
+        job = job_actions.cancel(conn, g.actor, job_id, now=utcnow())
     return job_response(job)
 
 
@@ -276,12 +286,12 @@ def cancel(job_id: int) -> Response:
         summary="Queue a failed or cancelled job again (admins)",
         body=NoBody,
         body_required=False,
-        replies={200: JOB},
+        responses={200: JOB},
         problems=WORK_PROBLEMS,
     )
 )
 def retry(job_id: int) -> Response:
     parse_body(NoBody, optional=True)
     with db.transaction() as conn:
-        job = service.retry(conn, g.actor, job_id, now=utcnow())
+        job = job_actions.retry(conn, g.actor, job_id, now=utcnow())
     return job_response(job)

@@ -10,9 +10,9 @@ from flask import g, has_request_context, request
 from flask_login import current_user
 from sqlalchemy import Connection
 
-from app.audit import store
+from app.audit import store as audit_store
 from app.audit.actions import AuditAction
-from app.timeutil import utcnow
+from app.queue.vocabulary.timeutil import utcnow
 
 ANONYMOUS = "anonymous"
 
@@ -45,7 +45,7 @@ def record(
 ) -> int:
     """Append ``action`` on ``target`` to the audit log in the caller's transaction; returns
     the event's id."""
-    return store.append(
+    return audit_store.append(
         conn,
         at=utcnow(),
         actor=actor or _actor(),
@@ -58,7 +58,9 @@ def record(
 
 def record_alone(action: AuditAction, target: str | None = None, **details: Any) -> None:
     """Record an action that writes nothing else (signing in), in a transaction of its own."""
-    from app import db  # here: app.db imports Flask's app context machinery at call time
+    from app.infra import (
+        db,  # here: app.infra.db imports Flask's app context machinery at call time
+    )
 
     with db.transaction() as conn:
         record(conn, action, target, **details)

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, select
 
 from app.audit.actions import AuditAction, AuditEvent, AuditFilters
-from app.schema import audit_events
+from app.storage.schema import audit_events
 
 ACTOR_LENGTH = 64
 TARGET_LENGTH = 200

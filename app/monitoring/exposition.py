@@ -17,7 +17,7 @@ from prometheus_client.core import (
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from app.monitoring import rollup
-from app.queue.domain.states import JobStatus
+from app.queue.vocabulary.states import JobStatus
 
 
 @dataclass(frozen=True)

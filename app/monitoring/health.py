@@ -8,8 +8,9 @@ from flask import Blueprint, Response, jsonify
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from app import access, db, migrate
-from app.problems import problem
+from app.infra import access, db
+from app.infra.problems import problem
+from app.storage import migrate
 
 bp = Blueprint("health", __name__)
 log = logging.getLogger(__name__)

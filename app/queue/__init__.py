@@ -1,6 +1,8 @@
-"""The job queue, in three rooms: ``contract`` (the wire models), ``domain`` (states, edges,
-policy and use cases) and ``engines`` (the SQL, shared and per database).
+"""The job queue, in rooms by layer: ``usecases`` (what the front ends call), ``rules`` (who may
+do what, limits, backoff, redaction, and the state graph's edges as compare-and-sets), ``sql``
+(the statements, over each database's ``dialects``) and ``vocabulary`` (states, values, errors);
+``contract`` holds the wire models the front ends parse and answer with.
 
-Nothing in this package imports Flask: the JSON API, the pages and the CLI all call the
-domain's use cases with a connection, an actor and the current time.
+Nothing in this package imports Flask: the JSON API, the pages and the CLI all call the use
+cases with a connection, an actor and the current time.
 """

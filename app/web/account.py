@@ -7,15 +7,15 @@ from flask import Blueprint, flash, redirect, render_template, session, url_for
 from flask_login import current_user, login_user
 from werkzeug.wrappers import Response
 
-from app import db
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError
-from app.accounts.login import LOGIN_AT, SessionUser
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue.domain.policy import Action
+from app.infra import db
+from app.queue.rules.policy import Action
 from app.web.forms import PasswordChangeForm
 from app.web.guard import current_actor, require_login, requires
+from app.web.login import LOGIN_AT, SessionUser
 from app.web.throttle import client_address, login_throttle, refusal
 
 bp = Blueprint("account", __name__, url_prefix="/ui/account")

@@ -6,15 +6,15 @@ from flask import Blueprint, current_app, flash, redirect, render_template, requ
 from flask_login import current_user
 from werkzeug.wrappers import Response
 
-from app import db
 from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError, AccountNotFound, FreshLoginRequired
-from app.accounts.login import is_fresh_login
-from app.queue.domain.policy import Action
-from app.timeutil import utcnow
+from app.infra import db
+from app.queue.rules.policy import Action
+from app.queue.vocabulary.timeutil import utcnow
 from app.web.forms import TOKEN_LIFETIMES, ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
 from app.web.guard import current_actor, login_url, require_login, requires
+from app.web.login import is_fresh_login
 
 bp = Blueprint("admin", __name__, url_prefix="/ui/admin")
 FRESH_LOGIN_NEEDED = "Confirm your password to change users or issue tokens."

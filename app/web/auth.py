@@ -16,16 +16,16 @@ from flask import (
 from flask_login import current_user, login_user, logout_user
 from werkzeug.wrappers import Response
 
-from app import access, db
 from app.accounts import second_factor
 from app.accounts import service as accounts
-from app.accounts.login import LOGIN_AT, SessionUser
 from app.accounts.models import User
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.secretbox import current_box
-from app.timeutil import utcnow
+from app.infra import access, db
+from app.infra.secretbox import current_box
+from app.queue.vocabulary.timeutil import utcnow
 from app.web.forms import CodeForm, LoginForm
+from app.web.login import LOGIN_AT, SessionUser
 from app.web.redirects import safe_next
 from app.web.throttle import client_address, login_throttle, refusal
 

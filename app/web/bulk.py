@@ -9,13 +9,13 @@ from typing import Any
 from flask import Blueprint, flash, g, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from app import bulk_runs
-from app.queue.contract.bulk_models import MAX_REASON_LENGTH, BulkBody, BulkChoice
-from app.queue.domain.bulk import APPLIES_TO, Verb
-from app.queue.domain.errors import Conflict, InvalidInput
-from app.queue.domain.policy import Action
-from app.queue.domain.states import JobStatus
-from app.queue_settings import queue_settings
+from app.infra.queue_settings import queue_settings
+from app.queue.contract.bulk import MAX_REASON_LENGTH, BulkBody, BulkChoice
+from app.queue.rules.policy import Action
+from app.queue.usecases import bulk_runs
+from app.queue.usecases.bulk import APPLIES_TO, Verb
+from app.queue.vocabulary.errors import Conflict, InvalidInput
+from app.queue.vocabulary.states import JobStatus
 from app.web.forms import BulkForm
 from app.web.guard import require_login, requires
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.queue.domain.stats import MinuteCount
+from app.queue.usecases.stats import MinuteCount
 
 WIDTH = 600
 HEIGHT = 140

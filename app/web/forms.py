@@ -19,10 +19,10 @@ from wtforms import (
 )
 from wtforms.validators import InputRequired, Length, NumberRange, Optional
 
-from app.queue.contract.bulk_models import MAX_REASON_LENGTH
+from app.queue.contract.bulk import MAX_REASON_LENGTH
 from app.queue.contract.fields import MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
-from app.queue.contract.schedule_models import MAX_NAME_LENGTH
-from app.queue.domain.states import PRIORITIES, Role
+from app.queue.contract.schedules import MAX_NAME_LENGTH
+from app.queue.vocabulary.states import PRIORITIES, Role
 
 ROLE_CHOICES = [role.value for role in Role]
 # The lifetimes offered on the tokens page (the CLI takes any duration).
@@ -71,7 +71,7 @@ class ConfirmForm(FlaskForm):
 
 
 class EnqueueForm(FlaskForm):
-    """A new job. ``priority`` accepts any value so the service, not the form, enforces caps."""
+    """A new job. ``priority`` accepts any value so the use case, not the form, enforces caps."""
 
     # Choices are checked by EnqueueBody, so the form and the API word refusals alike.
     type = SelectField("Type", validators=[InputRequired()], validate_choice=False)
@@ -79,7 +79,7 @@ class EnqueueForm(FlaskForm):
         "Payload (JSON object)", default="{}", validators=[Length(max=1_048_576)]
     )
     # validate_choice=False: the options shown stop at the user's cap, but a forged value
-    # must reach service.enqueue, which refuses it with the same 403 the API gives.
+    # must reach enqueueing.enqueue, which refuses it with the same 403 the API gives.
     priority = SelectField("Priority", default="low", validate_choice=False)
     max_retries = IntegerField(
         "Max retries",

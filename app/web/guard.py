@@ -7,8 +7,8 @@ from flask import redirect, request, url_for
 from flask_login import current_user
 from werkzeug.wrappers import Response
 
-from app import access
-from app.queue.domain.models import Actor
+from app.infra import access
+from app.queue.vocabulary.models import Actor
 
 
 def login_url() -> str:
@@ -31,9 +31,9 @@ def require_login() -> Response | None:
 
 
 def current_actor() -> Actor:
-    """The signed-in user as the job service sees them."""
+    """The signed-in user as the use cases see them."""
     return current_user.user.actor()  # type: ignore[no-any-return]
 
 
-# Every page route declares its action with this (see ``app.access``).
+# Every page route declares its action with this (see ``app.infra.access``).
 requires = access.guard(current_actor)

@@ -8,15 +8,15 @@ from typing import Any
 from flask import Blueprint, current_app, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
-from app import db
+from app.audit import queries as audit_queries
 from app.audit.actions import AuditAction
-from app.monitoring import audit_query as query
+from app.infra import db
+from app.infra.queue_settings import queue_settings
 from app.monitoring.workers import workers as worker_rows
-from app.queue.domain import retention
-from app.queue.domain.errors import InvalidInput
-from app.queue.domain.policy import Action
-from app.queue_settings import queue_settings
-from app.timeutil import human_duration, utcnow
+from app.queue.rules import retention
+from app.queue.rules.policy import Action
+from app.queue.vocabulary.errors import InvalidInput
+from app.queue.vocabulary.timeutil import human_duration, utcnow
 from app.web.guard import require_login, requires
 
 bp = Blueprint("ops", __name__, url_prefix="/ui")
@@ -40,12 +40,12 @@ def audit() -> tuple[str, int]:
     errors: dict[str, str] = {}
     page = None
     try:
-        filters = query.parse_filters(args, default_limit=AUDIT_PAGE_SIZE)
+        filters = audit_queries.parse_filters(args, default_limit=AUDIT_PAGE_SIZE)
     except InvalidInput as exc:
         errors = exc.errors
     else:
         with db.read() as conn:
-            page = query.audit_page(conn, filters)
+            page = audit_queries.audit_page(conn, filters)
     base: dict[str, Any] = {k: v for k, v in args.items() if k != "cursor"}
     older = (
         url_for(".audit", **base, cursor=page.next_cursor) if page and page.next_cursor else None

@@ -21,16 +21,25 @@ from flask import (
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
-from app import db
-from app.queue.contract.requests import EnqueueBody, ListQuery
+from app.infra import db
+from app.infra.queue_settings import queue_settings
+from app.queue.contract.job_requests import EnqueueBody, ListQuery
 from app.queue.contract.strictjson import MalformedJSON, decode_json
-from app.queue.domain import children, explain, job_types, service, stats, workflow
-from app.queue.domain.errors import Conflict, Forbidden, InvalidInput
-from app.queue.domain.models import Actor, Job, JobFilters
-from app.queue.domain.policy import Action
-from app.queue.domain.states import PRIORITIES, TERMINAL, JobStatus
-from app.queue_settings import queue_settings
-from app.timeutil import utcnow
+from app.queue.rules import workflows
+from app.queue.rules.policy import Action
+from app.queue.usecases import (
+    children,
+    enqueueing,
+    explain,
+    job_actions,
+    job_types,
+    reading,
+    stats,
+)
+from app.queue.vocabulary.errors import Conflict, Forbidden, InvalidInput
+from app.queue.vocabulary.models import Actor, Job, JobFilters
+from app.queue.vocabulary.states import PRIORITIES, TERMINAL, JobStatus
+from app.queue.vocabulary.timeutil import utcnow
 from app.web.charts import minute_chart
 from app.web.forms import ConfirmForm, EnqueueForm
 from app.web.guard import require_login, requires
@@ -80,7 +89,7 @@ def jobs() -> Response:
     page = None
     if not errors:
         with db.read() as conn:
-            page = service.list_jobs(conn, actor, filters)
+            page = reading.list_jobs(conn, actor, filters)
     base: dict[str, Any] = {k: v for k, v in args.items() if k != "cursor"}
     return render(
         "jobs/list.html",
@@ -113,11 +122,11 @@ def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
             conn, actor, job_id, now=utcnow(), idle_after=idle, settings=queue_settings()
         )
         job = explanation.job
-        events = service.list_events(conn, actor, job_id)
+        events = reading.list_events(conn, actor, job_id)
         parents: list[Job] = []
         dependents: list[Job] = []
         if job.depends_on or job.has_dependents:
-            parents, dependents = workflow.relatives(conn, actor, job)
+            parents, dependents = workflows.relatives(conn, actor, job)
         spawned = children.children_of(conn, actor, job_id, limit=CHILDREN_SHOWN + 1)
     return {
         "parents": parents,
@@ -157,7 +166,7 @@ def job(job_id: int) -> Response:
 def group(group_id: int) -> Response:
     """A group's progress, refreshed while members are unfinished."""
     with db.read() as conn:
-        found = workflow.get_group(conn, g.actor, group_id)
+        found = workflows.get_group(conn, g.actor, group_id)
     poll = current_app.config["UI_POLL_SECONDS"]
     response = render("groups/detail.html", "groups/_progress.html", group=found, poll_seconds=poll)
     if is_htmx() and found.finished:
@@ -175,7 +184,7 @@ def _action_done(job_id: int, message: str, category: str) -> Response:
 
 
 def _act(job_id: int, action: Callable[..., Job], done: str) -> Response:
-    """Run a service action on a job (the service audits it); a refusal by the job's state
+    """Run a use case on a job (it audits itself); a refusal by the job's state
     (Conflict) is shown on the job, any other error (Forbidden, NotFound) is the error page."""
     try:
         with db.transaction() as conn:
@@ -188,13 +197,13 @@ def _act(job_id: int, action: Callable[..., Job], done: str) -> Response:
 @bp.post("/jobs/<id:job_id>/cancel")
 @requires(Action.CANCEL)
 def cancel(job_id: int) -> Response:
-    return _act(job_id, service.cancel, f"Job {job_id} cancelled.")
+    return _act(job_id, job_actions.cancel, f"Job {job_id} cancelled.")
 
 
 @bp.post("/jobs/<id:job_id>/retry")
 @requires(Action.RETRY)
 def retry(job_id: int) -> Response:
-    return _act(job_id, service.retry, f"Job {job_id} is queued again.")
+    return _act(job_id, job_actions.retry, f"Job {job_id} is queued again.")
 
 
 def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
@@ -269,7 +278,7 @@ def _enqueue(form: EnqueueForm, actor: Actor) -> Response | int:
     try:
         enqueue_body = EnqueueBody.parse(body, queue_settings())
         with db.transaction() as conn:
-            job, created = service.enqueue(conn, actor, enqueue_body.to_request(), now=utcnow())
+            job, created = enqueueing.enqueue(conn, actor, enqueue_body.to_request(), now=utcnow())
     except InvalidInput as exc:
         _form_errors(form, exc.errors)
         return 422

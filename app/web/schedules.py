@@ -1,5 +1,5 @@
 """The schedules page (admins): the list with the next fire times, a create form, and the
-enable, disable, run-now and delete buttons. The same service and request models as the API."""
+enable, disable, run-now and delete buttons. The same use cases and request models as the API."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ from zoneinfo import available_timezones
 from flask import Blueprint, current_app, flash, redirect, render_template, url_for
 from werkzeug.wrappers import Response
 
-from app import db
-from app.queue.contract.schedule_models import ScheduleCreate, ScheduleUpdate, parse
+from app.infra import db
+from app.infra.queue_settings import queue_settings
+from app.queue.contract.schedules import ScheduleCreate, ScheduleUpdate, parse
 from app.queue.contract.strictjson import MalformedJSON, decode_json
-from app.queue.domain import cron, schedules
-from app.queue.domain.errors import InvalidInput, QueueError
-from app.queue.domain.policy import Action
-from app.queue_settings import queue_settings
-from app.timeutil import utcnow
+from app.queue.rules import cron
+from app.queue.rules.policy import Action
+from app.queue.usecases import schedules
+from app.queue.vocabulary.errors import InvalidInput, QueueError
+from app.queue.vocabulary.timeutil import utcnow
 from app.web.forms import ConfirmForm, ScheduleForm
 from app.web.guard import current_actor, require_login, requires
 

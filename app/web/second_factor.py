@@ -13,16 +13,16 @@ from flask_login import current_user
 from sqlalchemy import Connection
 from werkzeug.wrappers import Response
 
-from app import db
 from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError, WrongPasswordOrCode
 from app.accounts.models import User
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue.domain.policy import Action
-from app.secretbox import current_box, require_box
-from app.timeutil import utcnow
+from app.infra import db
+from app.infra.secretbox import current_box, require_box
+from app.queue.rules.policy import Action
+from app.queue.vocabulary.timeutil import utcnow
 from app.web.forms import CodeForm, SecondFactorChangeForm
 from app.web.guard import current_actor, require_login, requires
 from app.web.throttle import client_address, login_throttle, refusal

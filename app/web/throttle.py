@@ -20,8 +20,8 @@ from limits import RateLimitItem, parse
 from limits.storage import Storage, storage_from_string
 from werkzeug.exceptions import TooManyRequests
 
-from app import db
-from app.ratelimit import DatabaseStorage
+from app.infra import db
+from app.infra.ratelimit import DatabaseStorage
 
 EXTENSION_KEY = "queuelog.login_throttle"
 

@@ -9,13 +9,13 @@ from typing import Any
 from flask import Blueprint, flash, redirect, render_template, url_for
 from werkzeug.wrappers import Response
 
-from app import db
-from app.queue.domain import job_types
-from app.queue.domain.errors import NotFound, QueueError
-from app.queue.domain.job_types import TypeChange, TypeView
-from app.queue.domain.policy import Action
-from app.queue_settings import queue_settings
-from app.timeutil import utcnow
+from app.infra import db
+from app.infra.queue_settings import queue_settings
+from app.queue.rules.policy import Action
+from app.queue.usecases import job_types
+from app.queue.usecases.job_types import TypeChange, TypeView
+from app.queue.vocabulary.errors import NotFound, QueueError
+from app.queue.vocabulary.timeutil import utcnow
 from app.web.forms import TypeLimitsForm
 from app.web.guard import current_actor, require_login, requires
 

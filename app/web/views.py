@@ -6,11 +6,11 @@ from flask import Blueprint, redirect, render_template
 from flask_login import current_user
 from werkzeug.wrappers import Response
 
-from app import access
 from app.accounts.errors import AccountError
-from app.queue.domain.errors import QueueError
-from app.queue.domain.policy import Action
-from app.timeutil import human_duration
+from app.infra import access
+from app.queue.rules.policy import Action
+from app.queue.vocabulary.errors import QueueError
+from app.queue.vocabulary.timeutil import human_duration
 from app.web import account, admin, auth, bulk, operations, pages, schedules, second_factor, types
 from app.web.guard import current_actor
 from app.web.htmx import is_htmx

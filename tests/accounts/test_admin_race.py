@@ -10,11 +10,11 @@ import pytest
 from flask import Flask
 from sqlalchemy import Connection, func, select
 
-from app import db
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError
-from app.schema import users
-from app.timeutil import utcnow
+from app.infra import db
+from app.queue.vocabulary.timeutil import utcnow
+from app.storage.schema import users
 from tests.backends import every_backend  # noqa: F401 (the fixture runs each test per engine)
 
 Change = Callable[[Connection, str, str], object]

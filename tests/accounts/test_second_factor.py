@@ -12,12 +12,12 @@ from cryptography.fernet import Fernet
 from flask import Flask
 from sqlalchemy import Connection, select, update
 
-from app import db
 from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.errors import AccountConflict, InvalidAccountInput
-from app.schema import users
-from app.secretbox import SecretBox, SecretUnreadable
+from app.infra import db
+from app.infra.secretbox import SecretBox, SecretUnreadable
+from app.storage.schema import users
 from tests.conftest import TEST_SECRETS_KEY
 
 NOW = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)

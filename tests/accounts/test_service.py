@@ -13,16 +13,16 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import Connection, text
 
-from app import db
 from app.accounts import service as accounts
 from app.accounts.errors import AccountConflict as Conflict
 from app.accounts.errors import AccountForbidden as Forbidden
 from app.accounts.errors import AccountNotFound as NotFound
 from app.accounts.errors import InvalidAccountInput as InvalidInput
 from app.accounts.models import User
-from app.queue.domain.models import Actor
-from app.queue.domain.states import Role
-from app.timeutil import utcnow
+from app.infra import db
+from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.states import Role
+from app.queue.vocabulary.timeutil import utcnow
 from tests.builders import PASSWORD, Api, make_token, make_user
 
 

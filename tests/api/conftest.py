@@ -13,8 +13,8 @@ from sqlalchemy import func, select, text
 from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.test import TestResponse
 
-from app import db
-from app.schema import job_events, jobs
+from app.infra import db
+from app.storage.schema import job_events, jobs
 from tests.backends import every_backend  # noqa: F401 (every API test runs on both engines)
 
 

@@ -9,7 +9,7 @@ import pytest
 from flask import Flask
 from sqlalchemy import text
 
-from app import db
+from app.infra import db
 from tests.builders import Api
 
 

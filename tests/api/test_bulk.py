@@ -11,9 +11,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import select
 
-from app import db
-from app.queue.contract.bulk_models import BulkApplied, BulkPreview, StaleCountProblem
-from app.schema import audit_events
+from app.infra import db
+from app.queue.contract.bulk import BulkApplied, BulkPreview, StaleCountProblem
+from app.storage.schema import audit_events
 from tests.api.conftest import assert_problem, event_rows, job_row, snapshot
 from tests.builders import Api, make_api
 

@@ -12,9 +12,10 @@ import pytest
 from flask import Flask
 from sqlalchemy import func, insert, select
 
-from app import bulk_runs, db
-from app.schema import audit_events, jobs, locks
-from app.timeutil import utcnow
+from app.infra import db
+from app.queue.usecases import bulk_runs
+from app.queue.vocabulary.timeutil import utcnow
+from app.storage.schema import audit_events, jobs, locks
 from tests.api.conftest import assert_problem
 from tests.builders import Api, make_api
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from flask import Flask
 
-from app import db
 from app.accounts import service as accounts
-from app.queue.domain.models import Actor
-from app.queue.domain.states import Role
+from app.infra import db
+from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.states import Role
 from tests.api.conftest import assert_problem, job_count, snapshot
 from tests.builders import Api, make_api
 

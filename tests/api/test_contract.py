@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from app import db
-from app.queue.domain import service
-from app.queue_settings import queue_settings
+from app.infra import db
+from app.infra.queue_settings import queue_settings
+from app.queue.usecases import claiming
 from tests.api.conftest import assert_problem, event_rows, job_count, job_row, snapshot
 from tests.builders import Api
 
@@ -333,7 +333,7 @@ def test_lease_expiry_writes_an_event(app: Flask, producer: Api, worker: Api) ->
     assert worker.claim() is not None
     later = datetime.now(UTC) + timedelta(days=1)
     with app.app_context(), db.transaction() as conn:
-        assert service.recover_expired(conn, now=later, settings=queue_settings(), limit=5) == 1
+        assert claiming.recover_expired(conn, now=later, settings=queue_settings(), limit=5) == 1
     last = event_rows(app, job["id"])[-1]
     assert (last["from_status"], last["to_status"], last["kind"]) == (
         "running",

@@ -10,7 +10,7 @@ from flask import Flask
 from tests.api.test_longpoll import _waiting_claim
 from tests.builders import Api
 
-RECHECK = 0.5  # flow_claim.RECHECK
+RECHECK = 0.5  # claiming.RECHECK
 
 
 def patch(admin: Api, job_type: str, **change: object) -> None:

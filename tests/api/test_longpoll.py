@@ -11,7 +11,7 @@ import pytest
 from flask import Flask
 from sqlalchemy import event
 
-from app import db
+from app.infra import db
 from tests.api.conftest import assert_problem
 from tests.builders import Api
 

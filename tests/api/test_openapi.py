@@ -11,10 +11,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
-from app.monitoring.audit_query import AuditEvents, AuditQuery
+from app.audit.queries import AuditEvents, AuditQuery
+from app.infra.security import CONTENT_SECURITY_POLICY, is_api_path
 from app.queue.contract.control_responses import ExplanationOut, ScheduleList, ScheduleOut, TypeList
-from app.queue.contract.responses import EventList, JobOut, JobPage
-from app.security import CONTENT_SECURITY_POLICY, is_api_path
+from app.queue.contract.job_responses import EventList, JobList, JobOut
 from tests.api.conftest import assert_problem
 from tests.builders import Api
 
@@ -116,8 +116,8 @@ def test_answers_fit_the_response_models(admin: Api, producer: Api, worker: Api)
     assert worker.claim() is not None
     JobOut.model_validate(job)
     JobOut.model_validate(admin.get(f"/jobs/{job['id']}").get_json())
-    JobPage.model_validate(producer.get("/jobs").get_json())
-    JobPage.model_validate(admin.get("/jobs").get_json())
+    JobList.model_validate(producer.get("/jobs").get_json())
+    JobList.model_validate(admin.get("/jobs").get_json())
     EventList.model_validate(admin.get(f"/jobs/{job['id']}/events").get_json())
     ExplanationOut.model_validate(producer.get(f"/jobs/{job['id']}/explain").get_json())
     schedule = {"name": "nightly", "cron": "0 2 * * *", "type": "report.build"}

@@ -14,11 +14,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import event, select, update
 
-from app import db
 from app.accounts import service as accounts
 from app.extensions import login_manager
-from app.schema import api_tokens, jobs
-from app.timeutil import utcnow
+from app.infra import db
+from app.queue.vocabulary.timeutil import utcnow
+from app.storage.schema import api_tokens, jobs
 from tests.api.conftest import assert_problem, snapshot
 from tests.builders import PASSWORD, Api, make_api, make_user
 

@@ -11,10 +11,10 @@ import pytest
 from flask import Flask
 from sqlalchemy import update
 
-from app import db
-from app.queue.contract.responses import JobOut
-from app.schema import jobs
-from app.timeutil import utcnow
+from app.infra import db
+from app.queue.contract.job_responses import JobOut
+from app.queue.vocabulary.timeutil import utcnow
+from app.storage.schema import jobs
 from tests.api.conftest import assert_problem, event_rows, job_row
 from tests.builders import Api
 
@@ -31,7 +31,7 @@ def _patch(admin: Api, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _overdue(app: Flask, job_id: int) -> None:
-    """Move the attempt's deadline into the past (as the clock would)."""
+    """Edge the attempt's deadline into the past (as the clock would)."""
     with db.transaction(app) as conn:
         past = utcnow() - timedelta(seconds=1)
         conn.execute(update(jobs).where(jobs.c.id == job_id).values(deadline_at=past))

@@ -12,12 +12,12 @@ from flask import Flask
 from sqlalchemy import text
 from werkzeug.test import TestResponse
 
-from app import db
 from app.accounts import service as accounts
-from app.queue.contract.schedule_models import ScheduleCreate, parse
-from app.queue.domain import schedules
-from app.queue_settings import queue_settings
-from app.timeutil import utcnow
+from app.infra import db
+from app.infra.queue_settings import queue_settings
+from app.queue.contract.schedules import ScheduleCreate, parse
+from app.queue.usecases import schedules
+from app.queue.vocabulary.timeutil import utcnow
 from tests.api.conftest import assert_problem, snapshot
 from tests.builders import Api
 

@@ -16,7 +16,7 @@ from flask import Flask
 from werkzeug.test import TestResponse
 
 from app import create_app
-from app.secretbox import SecretBox
+from app.infra.secretbox import SecretBox
 from tests.api.conftest import assert_problem, event_rows, job_row, snapshot
 from tests.builders import PASSWORD, Api, make_token, make_user
 from tests.conftest import TEST_SECRETS_KEY, base_config

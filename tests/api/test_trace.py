@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from app.queue.domain.trace import TRACESTATE_MAX, Trace, read_trace
+from app.queue.vocabulary.trace import TRACESTATE_MAX, Trace, read_trace
 from tests.builders import Api
 
 PARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

@@ -11,7 +11,7 @@ from flask import Flask
 from sqlalchemy import text
 from werkzeug.test import TestResponse
 
-from app import db
+from app.infra import db
 from app.queue.contract.control_responses import ExplanationOut, TypeList, TypeOut
 from tests.api.conftest import assert_problem, snapshot
 from tests.builders import Api
@@ -182,7 +182,7 @@ def test_a_type_at_max_running_says_so(admin: Api, producer: Api, worker: Api) -
 
 def test_every_api_route_is_under_an_api_root(app: Flask) -> None:
     """A route the list of API roots misses gets the page session and the page Origin check."""
-    from app.security import is_api_path
+    from app.infra.security import is_api_path
 
     for rule in app.url_map.iter_rules():
         if rule.endpoint.split(".")[0] == "api":

@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Flask
 
-from app.queue.contract.responses import CreatedJobs, JobOut
+from app.queue.contract.job_responses import CreatedJobs, JobOut
 from tests.api.conftest import assert_problem, job_count, job_row
 from tests.builders import Api
 

@@ -13,9 +13,10 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from app import db
 from app.accounts import service as accounts
-from app.timeutil import utcnow
+from app.infra import db
+from app.queue.usecases import claiming
+from app.queue.vocabulary.timeutil import utcnow
 from tests.api.conftest import (
     LiveServer,
     assert_problem,
@@ -651,12 +652,11 @@ def test_v10_error_key_only_for_admins(app: Flask, producer: Api, worker: Api, a
 def test_v10_lease_expiry_note_and_error_reach_admins_only(
     app: Flask, producer: Api, worker: Api, admin: Api
 ) -> None:
-    from app.queue.domain import service
-    from app.queue_settings import queue_settings
+    from app.infra.queue_settings import queue_settings
 
     job = _running_job(producer, worker, max_retries=0)
     later = datetime.now(UTC) + timedelta(days=2)
     with app.app_context(), db.transaction() as conn:
-        assert service.recover_expired(conn, now=later, settings=queue_settings(), limit=10) == 1
+        assert claiming.recover_expired(conn, now=later, settings=queue_settings(), limit=10) == 1
     assert admin.get(f"/jobs/{job['id']}").get_json()["error"] == "lease expired"
     assert "error" not in producer.get(f"/jobs/{job['id']}").get_json()

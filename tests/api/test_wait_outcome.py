@@ -13,7 +13,8 @@ import pytest
 from flask import Flask
 from sqlalchemy import event
 
-from app import create_app, db
+from app import create_app
+from app.infra import db
 from tests.api.conftest import assert_problem
 from tests.builders import Api
 from tests.conftest import base_config

@@ -9,7 +9,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import text
 
-from app import create_app, db
+from app import create_app
+from app.infra import db
 from tests.api.conftest import assert_problem
 from tests.backends import every_backend  # noqa: F401 (both engines)
 from tests.conftest import base_config

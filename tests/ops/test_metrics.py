@@ -7,8 +7,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
-from app import db
-from app.schema import jobs
+from app.infra import db
+from app.storage.schema import jobs
 from tests.api.conftest import assert_problem
 from tests.backends import every_backend  # noqa: F401 (both engines)
 from tests.builders import Api, make_api

@@ -19,14 +19,20 @@ from pathlib import Path
 
 from sqlalchemy import Connection, func, select
 
-from app import create_app, db
-from app.accounts import store as accounts
-from app.queue.contract.requests import EnqueueBody
-from app.queue.domain import batches, service
-from app.queue.domain.errors import QueueError
-from app.queue.domain.models import Actor, EnqueueRequest, Job, QueueSettings
-from app.queue_settings import queue_settings
-from app.schema import job_events
+from app import create_app
+from app.accounts import store as accounts_store
+from app.infra import db
+from app.infra.queue_settings import queue_settings
+from app.queue.contract.job_requests import EnqueueBody
+from app.queue.usecases import claiming, enqueueing, job_actions, reports
+from app.queue.vocabulary.errors import QueueError
+from app.queue.vocabulary.models import (
+    Actor,
+    EnqueueRequest,
+    Job,
+    QueueSettings,
+)
+from app.storage.schema import job_events
 from tests.conftest import base_config
 from tests.harness import T0
 
@@ -61,17 +67,17 @@ class Churn:
         return self.actors[self.rng.choice(PRODUCERS)]
 
     def enqueue(self, conn: Connection, now: datetime) -> None:
-        job, _ = service.enqueue(conn, self._producer(), self._request(), now=now)
+        job, _ = enqueueing.enqueue(conn, self._producer(), self._request(), now=now)
         self.known.append(job.id)
 
     def enqueue_batch(self, conn: Connection, now: datetime) -> None:
         requests = [self._request() for _ in range(3)]
-        added = batches.enqueue_many(conn, self._producer(), requests, now=now)
+        added = enqueueing.enqueue_many(conn, self._producer(), requests, now=now)
         self.known.extend(job.id for job, _ in added)
 
     def claim(self, conn: Connection, now: datetime) -> None:
         worker = self.actors[self.rng.choice(WORKERS)]
-        jobs = service.claim_many(
+        jobs = claiming.claim_many(
             conn,
             worker,
             now=now,
@@ -87,28 +93,28 @@ class Churn:
         worker, job = self.held.pop(self.rng.randrange(len(self.held)))
         way = self.rng.random()
         if way < 0.5:
-            service.complete(conn, worker, job.id, now=now, attempt=job.attempts)
+            reports.complete(conn, worker, job.id, now=now, attempt=job.attempts)
         elif way < 0.85:
-            service.fail(
+            reports.fail(
                 conn, worker, job.id, now=now, settings=self.settings, error="boom",
                 attempt=job.attempts, retryable=way < 0.75,
             )  # fmt: skip
         else:
-            service.release(conn, worker, job.id, now=now, attempt=job.attempts)
+            reports.release(conn, worker, job.id, now=now, attempt=job.attempts)
 
     def recover(self, conn: Connection, now: datetime) -> None:
-        service.recover_expired(conn, now=now, settings=self.settings, limit=5)
+        claiming.recover_expired(conn, now=now, settings=self.settings, limit=5)
 
     def cancel(self, conn: Connection, now: datetime) -> None:
         if self.known:
-            service.cancel(conn, self.actors[ADMIN], self.rng.choice(self.known), now=now)
+            job_actions.cancel(conn, self.actors[ADMIN], self.rng.choice(self.known), now=now)
 
     def retry(self, conn: Connection, now: datetime) -> None:
         if self.known:
-            service.retry(conn, self.actors[ADMIN], self.rng.choice(self.known), now=now)
+            job_actions.retry(conn, self.actors[ADMIN], self.rng.choice(self.known), now=now)
 
     def prune(self, conn: Connection, now: datetime) -> None:
-        self.pruned += service.prune(conn, finished_before=now - PRUNE_AGE, batch=20)
+        self.pruned += job_actions.prune(conn, finished_before=now - PRUNE_AGE, batch=20)
 
 
 def clock(conn: Connection) -> datetime:
@@ -135,7 +141,7 @@ def main(url: str, seed: int, ops: int, start: Path) -> dict[str, int]:
         with db.read() as conn:
             actors = {}
             for name in (*PRODUCERS, *WORKERS, ADMIN):
-                user = accounts.user_by_name(conn, name)
+                user = accounts_store.user_by_name(conn, name)
                 assert user is not None, name
                 actors[name] = user.actor()
         churn = Churn(rng, queue_settings(), actors)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from app.queue.domain import service
-from app.queue.domain.retry import backoff_seconds
+from app.queue.rules.backoff import backoff_seconds
+from app.queue.usecases import reports
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import Api
 from tests.harness import T0, Queue
@@ -62,7 +62,7 @@ def _fail_until_exhausted(queue: Queue, job_type: str, uniform: Recording) -> li
         claimed = queue.claim(now=now)
         assert claimed is not None and claimed.id == job.id
         with queue.tx() as conn:
-            failed = service.fail(
+            failed = reports.fail(
                 conn,
                 queue.worker,
                 job.id,
@@ -118,7 +118,7 @@ def test_real_jitter_stays_in_the_growing_window(queue: Queue) -> None:
     for retry in range(1, 7):
         assert queue.claim(now=now) is not None
         with queue.tx() as conn:
-            failed = service.fail(
+            failed = reports.fail(
                 conn, queue.worker, job.id, now=now, settings=queue.settings, error="x"
             )
         delay = (failed.run_at - now).total_seconds()

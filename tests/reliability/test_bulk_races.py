@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from app import bulk_runs, db
-from app.queue.domain import bulk, service
-from app.queue.domain.bulk import Selection, Verb
-from app.queue.domain.errors import Conflict
-from app.queue.domain.models import Actor, JobFilters
-from app.schema import jobs as jobs_table
-from app.timeutil import utcnow
+from app.infra import db
+from app.queue.usecases import bulk, bulk_runs, claiming, reports
+from app.queue.usecases.bulk import Selection, Verb
+from app.queue.vocabulary.errors import Conflict
+from app.queue.vocabulary.models import Actor, JobFilters
+from app.queue.vocabulary.timeutil import utcnow
+from app.storage.schema import jobs as jobs_table
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_user
 from tests.harness import Queue
@@ -39,7 +39,7 @@ def work(queue: Queue, actor: Actor, stop: threading.Event, tally: Counter[str])
     """Claim a job; release an email, complete a report; until told to stop."""
     while not stop.is_set():
         with queue.tx() as conn:
-            job = service.claim(conn, actor, now=utcnow(), settings=queue.settings)
+            job = claiming.claim(conn, actor, now=utcnow(), settings=queue.settings)
         if job is None:
             time.sleep(0.001)
             continue
@@ -47,9 +47,9 @@ def work(queue: Queue, actor: Actor, stop: threading.Event, tally: Counter[str])
         try:
             with queue.tx() as conn:
                 if job.type == "email.send":
-                    service.release(conn, actor, job.id, now=utcnow(), attempt=job.attempts)
+                    reports.release(conn, actor, job.id, now=utcnow(), attempt=job.attempts)
                 else:
-                    service.complete(conn, actor, job.id, now=utcnow(), attempt=job.attempts)
+                    reports.complete(conn, actor, job.id, now=utcnow(), attempt=job.attempts)
         except Conflict:  # cancelled by the operation while this worker held it
             tally["refused"] += 1
 

@@ -14,8 +14,8 @@ import pytest
 from flask import Flask
 from sqlalchemy import select
 
-from app import db
-from app.schema_figures import job_counts
+from app.infra import db
+from app.storage.schema_figures import job_counts
 from devservers.servers import REPO
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_user

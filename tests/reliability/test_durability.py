@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from app import create_app, db, migrate
-from app.databases import sqlite
+from app import create_app
+from app.infra import db
+from app.storage import migrate
+from app.storage.databases import sqlite
 from tests.builders import Api, make_token, make_user
 from tests.conftest import TEST_SECRET
 

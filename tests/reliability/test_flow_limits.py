@@ -19,13 +19,14 @@ import pytest
 from flask import Flask
 from sqlalchemy import func, select
 
-from app import create_app, db
-from app.queue.domain import job_types, service
-from app.queue.domain.job_types import TypeChange
-from app.queue.domain.models import Actor, QueueSettings
-from app.queue.domain.states import Role
-from app.schema import job_events, jobs
-from app.timeutil import utcnow
+from app import create_app
+from app.infra import db
+from app.queue.usecases import claiming, job_types, reports
+from app.queue.usecases.job_types import TypeChange
+from app.queue.vocabulary.models import Actor, QueueSettings
+from app.queue.vocabulary.states import Role
+from app.queue.vocabulary.timeutil import utcnow
+from app.storage.schema import job_events, jobs
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_job, make_user
 from tests.conftest import JOB_TYPES, base_config
@@ -81,12 +82,12 @@ def _worker(url: str, actor: Actor, clock: Clock, barrier: Any, stop: Any, resul
         deadline = time.monotonic() + DEADLINE
         while not stop.is_set() and time.monotonic() < deadline:
             with db.transaction(app) as conn:
-                batch = service.claim_many(
+                batch = claiming.claim_many(
                     conn, actor, now=clock.now(), settings=settings, **rng.choice(CLAIMS)
                 )
             for job in batch:
                 with db.transaction(app) as conn:
-                    service.complete(conn, actor, job.id, now=clock.now(), attempt=job.attempts)
+                    reports.complete(conn, actor, job.id, now=clock.now(), attempt=job.attempts)
             claimed += len(batch)
             if not batch:
                 time.sleep(0.01)  # nothing claimable now: let the others in

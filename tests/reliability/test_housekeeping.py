@@ -9,10 +9,10 @@ import pytest
 from flask.testing import FlaskCliRunner
 from sqlalchemy import select
 
-from app import db
-from app.queue.domain import service
-from app.schema import jobs
-from app.timeutil import utcnow
+from app.infra import db
+from app.queue.usecases import job_actions, reports
+from app.queue.vocabulary.timeutil import utcnow
+from app.storage.schema import jobs
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import Queue
 
@@ -31,15 +31,15 @@ def _finish(queue: Queue, how: str, at: datetime) -> int:
         return job.id
     if how == "cancelled":
         with queue.tx() as conn:
-            service.cancel(conn, queue.admin, job.id, now=at)
+            job_actions.cancel(conn, queue.admin, job.id, now=at)
         return job.id
     claimed = queue.claim(now=at)
     assert claimed is not None and claimed.id == job.id
     with queue.tx() as conn:
         if how == "completed":
-            service.complete(conn, queue.worker, job.id, now=at)
+            reports.complete(conn, queue.worker, job.id, now=at)
         elif how == "failed":
-            service.fail(conn, queue.worker, job.id, now=at, settings=queue.settings, error="x")
+            reports.fail(conn, queue.worker, job.id, now=at, settings=queue.settings, error="x")
     return job.id
 
 
@@ -60,7 +60,7 @@ def test_prune_deletes_only_old_finished_jobs_with_their_events(
     kept.append(_finish(queue, "running", old))  # its lease is long gone, but it is not finished
     revived = _finish(queue, "failed", old)
     with queue.tx() as conn:  # an old finished job retried by an admin is alive again
-        kept.append(service.retry(conn, queue.admin, revived, now=old).id)
+        kept.append(job_actions.retry(conn, queue.admin, revived, now=old).id)
     kept.append(_finish(queue, "pending", old))
 
     result = runner.invoke(args=["jobs", "prune", "--older-than", "7d"])
@@ -84,7 +84,7 @@ def test_prune_works_in_batches(queue: Queue) -> None:
     sizes = []
     while True:
         with queue.tx() as conn:  # one short write transaction per batch
-            sizes.append(service.prune(conn, finished_before=cutoff, batch=BATCH))
+            sizes.append(job_actions.prune(conn, finished_before=cutoff, batch=BATCH))
         if sizes[-1] < BATCH:
             break
     assert sizes == [2, 2, 1]
@@ -109,8 +109,8 @@ def test_prune_spares_a_job_an_admin_retried(queue: Queue) -> None:
     retried = _finish(queue, "failed", old)
     gone = _finish(queue, "failed", old)
     with queue.tx() as conn:
-        service.retry(conn, queue.admin, retried, now=utcnow())
-        pruned = service.prune(conn, finished_before=utcnow() - timedelta(days=7), batch=10)
+        job_actions.retry(conn, queue.admin, retried, now=utcnow())
+        pruned = job_actions.prune(conn, finished_before=utcnow() - timedelta(days=7), batch=10)
     assert pruned == 1
     assert _ids(queue) == {retried}
     assert gone not in _ids(queue)

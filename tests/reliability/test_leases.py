@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from flask.testing import FlaskCliRunner
 
-from app.queue.domain import service
-from app.queue.domain.errors import Conflict
-from app.timeutil import utcnow
+from app.queue.usecases import claiming, reports
+from app.queue.vocabulary.errors import Conflict
+from app.queue.vocabulary.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import Api
 from tests.harness import T0, Queue
@@ -85,7 +85,7 @@ def test_late_worker_cannot_complete_after_recovery_and_reclaim(queue: Queue) ->
     reclaimed = queue.claim(now=later, actor=queue.other_worker)
     assert reclaimed is not None and (reclaimed.id, reclaimed.attempts) == (job.id, 2)
     with pytest.raises(Conflict), queue.tx() as conn:
-        service.complete(conn, queue.worker, job.id, now=later)
+        reports.complete(conn, queue.worker, job.id, now=later)
     assert queue.job(job.id).worker_id == queue.other_worker.name
 
 
@@ -93,7 +93,7 @@ def test_holder_may_finish_after_its_lease_ran_out_if_nobody_reclaimed(queue: Qu
     job = queue.enqueue()
     queue.claim()
     with queue.tx() as conn:
-        done = service.complete(
+        done = reports.complete(
             conn, queue.worker, job.id, now=T0 + timedelta(seconds=LEASE * 3), attempt=1
         )
     assert done.status == "completed"
@@ -110,7 +110,7 @@ def test_heartbeat_extends_the_lease_by_its_claimed_length_and_records_progress(
     assert claimed is not None and claimed.lease_expires_at == T0 + timedelta(seconds=60)
     beat_at = T0 + timedelta(seconds=50)
     with queue.tx() as conn:
-        beaten = service.heartbeat(
+        beaten = reports.heartbeat(
             conn,
             queue.worker,
             job.id,
@@ -191,7 +191,7 @@ def test_heartbeat_keeps_the_per_type_lease(queue: Queue) -> None:
     job = queue.enqueue(type="report.build")
     queue.claim()
     with queue.tx() as conn:
-        beaten = service.heartbeat(
+        beaten = reports.heartbeat(
             conn, queue.worker, job.id, now=T0 + timedelta(seconds=10), settings=queue.settings
         )
     assert beaten.lease_expires_at == T0 + timedelta(seconds=10 + REPORT_LEASE)
@@ -223,7 +223,7 @@ def test_expired_lease_with_no_retry_left_fails_the_job(queue: Queue) -> None:
     queue.claim()
     later = T0 + timedelta(seconds=LEASE + 1)
     with queue.tx() as conn:
-        assert service.recover_expired(conn, now=later, settings=queue.settings, limit=10) == 1
+        assert claiming.recover_expired(conn, now=later, settings=queue.settings, limit=10) == 1
     failed = queue.job(job.id)
     assert (failed.status, failed.finished_at, failed.worker_id) == ("failed", later, None)
     assert failed.lease_expires_at is None
@@ -237,9 +237,9 @@ def test_recovery_is_batched(queue: Queue, app_config: dict[str, Any]) -> None:
         queue.claim()
     later = T0 + timedelta(seconds=LEASE + 1)
     with queue.tx() as conn:
-        assert service.recover_expired(conn, now=later, settings=queue.settings, limit=2) == 2
+        assert claiming.recover_expired(conn, now=later, settings=queue.settings, limit=2) == 2
     with queue.tx() as conn:
-        assert service.recover_expired(conn, now=later, settings=queue.settings, limit=10) == 3
+        assert claiming.recover_expired(conn, now=later, settings=queue.settings, limit=10) == 3
     assert {queue.job(j.id).status for j in jobs} == {"pending"}
 
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from app import db
-from app.queue.contract.requests import EnqueueBody
-from app.queue.domain import batches, service
-from app.queue.domain.errors import Conflict
-from app.queue.domain.models import Job
+from app.infra import db
+from app.queue.contract.job_requests import EnqueueBody
+from app.queue.usecases import claiming, enqueueing, job_actions, reports
+from app.queue.vocabulary.errors import Conflict
+from app.queue.vocabulary.models import Job
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue
 
@@ -57,10 +57,10 @@ def test_complete_vs_fail_same_job_one_winner(queue: Queue, backend: str) -> Non
         now = T0 + timedelta(seconds=1)
         done, failed = _race(
             queue,
-            lambda conn, j=job, now=now: service.complete(
+            lambda conn, j=job, now=now: reports.complete(
                 conn, queue.worker, j.id, now=now, attempt=1, result={"ok": True}
             ),
-            lambda conn, j=job, now=now: service.fail(
+            lambda conn, j=job, now=now: reports.fail(
                 conn, queue.worker, j.id, now=now, settings=queue.settings, error="x", attempt=1
             ),
         )
@@ -78,7 +78,7 @@ def test_complete_vs_fail_same_job_one_winner(queue: Queue, backend: str) -> Non
             assert kinds == ["enqueued", "claimed", "retry_scheduled"]
             # a pending job must not be left in the queue for the next round
             with queue.tx() as conn:
-                service.cancel(conn, queue.admin, job.id, now=now)
+                job_actions.cancel(conn, queue.admin, job.id, now=now)
     print(f"\ncomplete vs fail, {ROUNDS} races on one {backend} database: {dict(outcomes)}")
 
 
@@ -92,10 +92,10 @@ def test_reaper_vs_late_complete_same_job_one_winner(queue: Queue, backend: str)
         late = claimed.lease_expires_at + timedelta(seconds=1)  # type: ignore[operator]
         recovered, done = _race(
             queue,
-            lambda conn, late=late: service.recover_expired(
+            lambda conn, late=late: claiming.recover_expired(
                 conn, now=late, settings=queue.settings, limit=100
             ),
-            lambda conn, j=job, late=late: service.complete(
+            lambda conn, j=job, late=late: reports.complete(
                 conn, queue.worker, j.id, now=late, attempt=1
             ),
         )
@@ -107,10 +107,10 @@ def test_reaper_vs_late_complete_same_job_one_winner(queue: Queue, backend: str)
             outcomes["reaper won"] += 1
             assert recovered == 1
             assert (final.status, final.retry_count, final.worker_id) == ("pending", 1, None)
-            assert final.error == service.LEASE_EXPIRED
+            assert final.error == claiming.LEASE_EXPIRED
             assert kinds == ["enqueued", "claimed", "lease_expired"]
             with queue.tx() as conn:
-                service.cancel(conn, queue.admin, job.id, now=late)
+                job_actions.cancel(conn, queue.admin, job.id, now=late)
         else:
             outcomes["late complete won"] += 1
             assert recovered == 0
@@ -125,8 +125,8 @@ def test_two_claims_never_take_the_same_job(queue: Queue) -> None:
     for _ in range(ROUNDS // 2 + 1):
         first, second = _race(
             queue,
-            lambda conn: service.claim(conn, queue.worker, now=T0, settings=queue.settings),
-            lambda conn: service.claim(conn, queue.other_worker, now=T0, settings=queue.settings),
+            lambda conn: claiming.claim(conn, queue.worker, now=T0, settings=queue.settings),
+            lambda conn: claiming.claim(conn, queue.other_worker, now=T0, settings=queue.settings),
         )
         taken += [job.id for job in (first, second) if job is not None]
     assert sorted(taken) == [job.id for job in jobs]
@@ -151,11 +151,11 @@ def test_a_batch_that_collides_on_a_key_answers_the_winner(queue: Queue, backend
     other = EnqueueBody.parse({"type": "email.send"}, queue.settings)
     batch = [keyed.to_request(), other.to_request()]
     with ThreadPoolExecutor(1) as pool, queue.tx() as conn:
-        winner, _ = service.enqueue(conn, queue.producer, keyed.to_request(), now=T0)
+        winner, _ = enqueueing.enqueue(conn, queue.producer, keyed.to_request(), now=T0)
 
         def enqueue_batch() -> list[tuple[Job, bool]]:
             with queue.tx() as batch_conn:
-                return batches.enqueue_many(batch_conn, queue.producer, batch, now=T0)
+                return enqueueing.enqueue_many(batch_conn, queue.producer, batch, now=T0)
 
         answer = pool.submit(enqueue_batch)
         _blocked_on_a_lock(queue, backend)

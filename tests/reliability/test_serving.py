@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from app import create_app, db
+from app import create_app
 from app.accounts import service as accounts
-from app.queue.contract.requests import EnqueueBody
-from app.queue.domain import service
-from app.queue_settings import queue_settings
-from app.timeutil import utcnow
+from app.infra import db
+from app.infra.queue_settings import queue_settings
+from app.queue.contract.job_requests import EnqueueBody
+from app.queue.usecases import enqueueing
+from app.queue.vocabulary.timeutil import utcnow
 from devservers.servers import (
     Client,
     Database,
@@ -136,7 +137,7 @@ def test_long_polls_in_every_process_are_woken_by_an_enqueue_from_another_proces
                 assert found is not None
                 actor = found[1].actor()
                 for _ in range(6):
-                    service.enqueue(conn, actor, request, now=utcnow())
+                    enqueueing.enqueue(conn, actor, request, now=utcnow())
             enqueued = time.monotonic()
     finally:
         db.engine(app).dispose()

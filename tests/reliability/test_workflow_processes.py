@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, select
 
-from app.schema import job_events, jobs
+from app.storage.schema import job_events, jobs
 from devservers.servers import Client, Database, Served, prepare_database, running
 from tests.backends import every_backend  # noqa: F401 (both engines)
 
@@ -55,7 +55,8 @@ def _finish_in_step(
     host: str, token: str, mine: list[dict[str, Any]], barrier: Any, answers: Any
 ) -> None:
     """One racing process: for each group in turn, wait until every process is ready, then
-    finish this process's member of it. Puts the answer status of each finish on ``answers``."""
+    finish this process's member of it. Puts the answer status of each finish on
+    ``answers``."""
     client = Client(host, token)
     statuses = []
     for job in mine:

@@ -9,10 +9,10 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskCliRunner
 
-from app import db
 from app.accounts import service as accounts
 from app.accounts.errors import AccountConflict, FreshLoginRequired
-from app.timeutil import utcnow
+from app.infra import db
+from app.queue.vocabulary.timeutil import utcnow
 from tests.builders import PASSWORD, Api, make_user
 from tests.web.conftest import Team, login, sign_in
 

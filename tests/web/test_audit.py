@@ -11,10 +11,10 @@ from flask import Flask
 from flask.testing import FlaskCliRunner
 from sqlalchemy import select, text
 
-from app import db
-from app.audit import hooks
+from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.schema import audit_events
+from app.infra import db
+from app.storage.schema import audit_events
 from tests.builders import PASSWORD
 from tests.web.conftest import Team, login, sign_in
 
@@ -87,7 +87,7 @@ def test_user_and_token_changes_on_the_admin_pages(team: Team) -> None:
 
 
 def test_cli_changes_are_audited_as_the_operator(app: Flask, runner: FlaskCliRunner) -> None:
-    actor = hooks.cli_actor()
+    actor = audit.cli_actor()
     assert actor.startswith("cli")
 
     def run(*args: str, stdin: str | None = None) -> None:
@@ -184,7 +184,7 @@ def test_refused_actions_leave_no_audit_row(team: Team) -> None:
 
 def test_a_failed_transaction_leaves_no_audit_row(app: Flask) -> None:
     with app.test_request_context("/"), pytest.raises(RuntimeError), db.transaction() as conn:
-        hooks.record(conn, AuditAction.JOB_CANCEL, "job:1")
+        audit.record(conn, AuditAction.JOB_CANCEL, "job:1")
         raise RuntimeError("the action failed after the audit row was written")
     assert audit_rows(app) == []
 

@@ -9,8 +9,8 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import func, select
 
-from app import db
-from app.schema import audit_events
+from app.infra import db
+from app.storage.schema import audit_events
 from tests.api.conftest import snapshot
 from tests.web.conftest import Person, Team, soup
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from app import db
-from app.queue.domain import stats
-from app.queue.domain.models import Actor
-from app.queue.domain.states import Role
+from app.infra import db
+from app.queue.usecases import stats
+from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.states import Role
 from app.web.charts import minute_chart
 from tests.backends import every_backend  # noqa: F401 (the figures' SQL differs per engine)
 from tests.web.conftest import Team, soup

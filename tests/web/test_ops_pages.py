@@ -8,10 +8,10 @@ from flask import Flask
 from flask.testing import FlaskCliRunner
 from sqlalchemy import func, select
 
-from app import db
-from app.audit import store
+from app.audit import store as audit_store
 from app.audit.actions import AuditAction
-from app.schema import audit_events
+from app.infra import db
+from app.storage.schema import audit_events
 from tests.api.conftest import assert_problem
 from tests.builders import PASSWORD, make_user
 from tests.web.conftest import Team, sign_in, soup
@@ -20,7 +20,7 @@ from tests.web.conftest import Team, sign_in, soup
 def seed_audit(app: Flask, count: int, *, at: datetime | None = None) -> None:
     with app.app_context(), db.transaction() as conn:
         for i in range(count):
-            store.append(
+            audit_store.append(
                 conn,
                 at=at or datetime.now(UTC),
                 actor=f"actor{i % 3}",

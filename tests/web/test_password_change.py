@@ -10,10 +10,10 @@ from flask import Flask
 from sqlalchemy import select
 from werkzeug.test import TestResponse
 
-from app import db
 from app.accounts import service as accounts
 from app.audit.actions import AuditAction
-from app.schema import audit_events
+from app.infra import db
+from app.storage.schema import audit_events
 from tests.builders import PASSWORD
 from tests.web.conftest import Team, login
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from app import db
-from app.queue.domain import retention
+from app.infra import db
+from app.queue.rules import retention
 from tests.web.conftest import Team, sign_in, soup
 
 

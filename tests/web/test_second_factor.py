@@ -12,9 +12,9 @@ import pytest
 from flask import Flask
 from sqlalchemy import func, select
 
-from app import db
-from app.schema import audit_events
-from app.timeutil import utcnow
+from app.infra import db
+from app.queue.vocabulary.timeutil import utcnow
+from app.storage.schema import audit_events
 from tests.builders import PASSWORD
 from tests.web.conftest import Person, Team, csrf_token, login, soup
 

@@ -18,10 +18,10 @@ from app.queue.contract.fields import (
     Progress,
     RetryIn,
 )
+from app.queue.contract.job_requests import EnqueueBody
 from app.queue.contract.request_model import RequestModel, refuse, says, settings_of
-from app.queue.contract.requests import EnqueueBody
-from app.queue.domain.models import Beat, Outcome
-from app.queue.domain.workflow import GroupRequest
+from app.queue.rules.workflows import GroupRequest
+from app.queue.vocabulary.models import Beat, Outcome
 
 MAX_CHILDREN = 100  # jobs per POST /jobs/{id}/children
 
@@ -82,7 +82,7 @@ class GroupSpec(RequestModel):
     on_success: Callback | None = None
 
     def to_request(self) -> GroupRequest:
-        """The service's group."""
+        """The use cases' group."""
         return GroupRequest(
             self.name,
             None if self.on_complete is None else self.on_complete.to_request(),
@@ -125,7 +125,7 @@ class FinishItem(RequestModel):
     retryable: Flag | None = None
 
     def to_outcome(self) -> Outcome:
-        """The service's outcome (whether its fields fit together is the service's rule)."""
+        """The use cases' outcome (whether its fields fit together is their rule)."""
         return Outcome(
             job_id=self.id,
             attempt=self.attempt,
@@ -152,7 +152,7 @@ class BeatItem(RequestModel):
     message: Message | None = None
 
     def to_beat(self) -> Beat:
-        """The service's heartbeat."""
+        """The use cases' heartbeat."""
         return Beat(self.id, self.attempt, self.progress, self.message)
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from app.queue.contract.fields import PriorityLabel, StatusLabel
-from app.queue.contract.responses import Instant, ResponseModel
+from app.queue.contract.job_responses import Instant, ResponseModel
 
 Count = Annotated[int, Field(ge=0)]
 

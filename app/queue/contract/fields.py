@@ -11,7 +11,7 @@ from pydantic import AfterValidator, Field, PlainValidator, ValidationInfo, With
 from app.queue.contract.cursors import MAX_DB_INT, decode_cursor
 from app.queue.contract.request_model import refuse, says, settings_of
 from app.queue.contract.strictjson import compact_size, json_value_problem, text_problem
-from app.queue.domain.models import QueueSettings
+from app.queue.vocabulary.models import QueueSettings
 
 MAX_RETRIES_LIMIT = 25
 MAX_DELAY_SECONDS = 366 * 86_400

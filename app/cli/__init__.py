@@ -1,0 +1,1 @@
+"""The command line: ``flask --app app`` commands (db, user, token, jobs, audit, setup)."""

@@ -1,0 +1,200 @@
+"""Who may do what: every permission rule of the API, the pages and the CLI, in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Set
+from dataclasses import replace
+from enum import StrEnum
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from app.queue.vocabulary.errors import Forbidden
+from app.queue.vocabulary.states import (
+    PRIORITIES,
+    RETRYABLE,
+    JobStatus,
+    Role,
+)
+
+
+class Caller(Protocol):
+    """What the rules read of a caller (``models.Actor`` is one): the policy sits below the
+    value objects, which ask it, so it names the attributes it needs rather than their class.
+    A dataclass, so that ``require`` hands back a copy marked as cleared."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def role(self) -> Role: ...
+    @property
+    def max_priority(self) -> int: ...
+    @property
+    def cleared(self) -> Set[str]: ...
+
+
+class Held(Protocol):
+    """What the rules read of a job (``models.Job`` is one): its status, holder and attempt."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def worker_id(self) -> str | None: ...
+    @property
+    def attempts(self) -> int: ...
+
+
+CallerT = TypeVar("CallerT", bound=Caller)
+
+
+class Action(StrEnum):
+    """Something a caller asks to do; ``ROLES`` says which roles may."""
+
+    ENQUEUE = "enqueue"  # add jobs
+    WORK = "work"  # claim, heartbeat, complete, fail, release
+    SPAWN = "spawn"  # enqueue children of a job one holds, as its producer's jobs
+    CANCEL = "cancel"  # stop a job (which ones: see ``can``)
+    RETRY = "retry"  # put a failed or cancelled job back
+    VIEW_JOBS = "view_jobs"  # list and read the jobs one may see, and the dashboard
+    SEE_ERRORS = "see_errors"  # read error texts (they may hold what sanitizing missed)
+    MANAGE_USERS = "manage_users"  # create users, change roles and caps, disable
+    MANAGE_TOKENS = "manage_tokens"  # issue and revoke API tokens
+    USE_ACCOUNT = "use_account"  # change one's own password, enrol a second factor
+    READ_METRICS = "read_metrics"  # scrape /metrics
+    READ_AUDIT = "read_audit"  # read the audit log
+    VIEW_WORKERS = "view_workers"  # the workers page
+    MANAGE_SCHEDULES = "manage_schedules"  # create, change, run and delete schedules
+    BULK_JOBS = "bulk_jobs"  # cancel, retry or delete every job a filter selects
+    MANAGE_TYPES = "manage_types"  # see job types' counts and limits, pause them, set limits
+    VIEW_RETENTION = "view_retention"  # the retention settings and what the last prune removed
+    VIEW_GROUPS = "view_groups"  # read a group of jobs (which ones: see ``sees_group``)
+
+
+# The monitor role reads metrics and nothing else: it is in no other row.
+_PEOPLE = frozenset({Role.PRODUCER, Role.WORKER, Role.ADMIN})
+_ADMIN = frozenset({Role.ADMIN})
+ROLES: dict[Action, frozenset[Role]] = {
+    Action.ENQUEUE: frozenset({Role.PRODUCER, Role.ADMIN}),
+    Action.WORK: frozenset({Role.WORKER, Role.ADMIN}),
+    Action.SPAWN: frozenset({Role.WORKER, Role.ADMIN}),
+    Action.CANCEL: frozenset({Role.PRODUCER, Role.ADMIN}),
+    Action.RETRY: _ADMIN,
+    Action.VIEW_JOBS: _PEOPLE,
+    Action.SEE_ERRORS: _ADMIN,
+    Action.MANAGE_USERS: _ADMIN,
+    Action.MANAGE_TOKENS: _ADMIN,
+    Action.USE_ACCOUNT: _PEOPLE,
+    Action.READ_METRICS: frozenset({Role.ADMIN, Role.MONITOR}),
+    Action.READ_AUDIT: _ADMIN,
+    Action.VIEW_WORKERS: _ADMIN,
+    Action.MANAGE_SCHEDULES: _ADMIN,
+    Action.BULK_JOBS: _ADMIN,
+    Action.MANAGE_TYPES: _ADMIN,
+    Action.VIEW_RETENTION: _ADMIN,
+    Action.VIEW_GROUPS: _PEOPLE,
+}
+# The refusal's wording: "the worker role may not enqueue jobs".
+_WHAT = {
+    Action.ENQUEUE: "enqueue jobs",
+    Action.WORK: "claim, heartbeat, complete or fail jobs",
+    Action.SPAWN: "enqueue children of jobs",
+    Action.CANCEL: "cancel jobs",
+    Action.RETRY: "retry jobs",
+    Action.VIEW_JOBS: "view jobs",
+    Action.SEE_ERRORS: "read error texts",
+    Action.MANAGE_USERS: "manage users",
+    Action.MANAGE_TOKENS: "manage tokens",
+    Action.USE_ACCOUNT: "use the account pages",
+    Action.READ_METRICS: "read metrics",
+    Action.READ_AUDIT: "read the audit log",
+    Action.VIEW_WORKERS: "view workers",
+    Action.MANAGE_SCHEDULES: "manage schedules",
+    Action.BULK_JOBS: "run bulk actions on jobs",
+    Action.MANAGE_TYPES: "manage job types",
+    Action.VIEW_RETENTION: "view retention",
+    Action.VIEW_GROUPS: "view groups",
+}
+# Producers stop only what has not started; admins also pull a running job from its worker.
+_CANCELLABLE = {
+    Role.PRODUCER: frozenset({JobStatus.PENDING}),
+    Role.ADMIN: frozenset({JobStatus.PENDING, JobStatus.RUNNING}),
+}
+
+
+class Scope(StrEnum):
+    """Which jobs an actor sees (lists, pages, ids: others' jobs answer 404)."""
+
+    ALL = "all"  # admins
+    HELD = "held"  # workers: the jobs they hold now or held in an earlier attempt
+    OWNED = "owned"  # producers: the jobs they enqueued
+
+
+_SCOPES = {Role.ADMIN: Scope.ALL, Role.WORKER: Scope.HELD, Role.PRODUCER: Scope.OWNED}
+
+
+def scope(actor: Caller) -> Scope:
+    """The jobs ``actor`` may see."""
+    return _SCOPES[actor.role]
+
+
+def priority_cap(actor: Caller) -> int:
+    """The highest priority ``actor`` may enqueue: admins any, others their own cap."""
+    return PRIORITIES["critical"] if actor.role is Role.ADMIN else actor.max_priority
+
+
+def role_allows(actor: Caller, action: Action) -> bool:
+    """The role table's answer (``can`` skips it for an action cleared earlier this request)."""
+    return actor.role in ROLES[action]
+
+
+def can(actor: Caller, action: Action | str, job: Held | None = None) -> bool:
+    """Whether ``actor`` may do ``action`` (to ``job``, a job it can see, when given)."""
+    action = Action(action)
+    if action not in actor.cleared and not role_allows(actor, action):
+        return False
+    if job is None:
+        return True
+    if action is Action.CANCEL:
+        return job.status in _CANCELLABLE.get(actor.role, frozenset())
+    if action is Action.RETRY:
+        return job.status in RETRYABLE
+    if action is Action.SPAWN:
+        return holds(actor, job)
+    return True
+
+
+def sees_group(actor: Caller, owner: int) -> bool:
+    """Whether ``actor`` may see a group ``owner`` enqueued: its owner and admins (anyone else
+    is answered as if it did not exist)."""
+    return can(actor, Action.VIEW_GROUPS) and (scope(actor) is Scope.ALL or actor.id == owner)
+
+
+def holds(actor: Caller, job: Held, attempt: int | None = None) -> bool:
+    """Whether ``actor`` holds ``job`` now (at ``attempt``, when given): only the holder of a
+    running job's current attempt may report on it or spawn its children."""
+    return (
+        job.status == JobStatus.RUNNING
+        and job.worker_id == actor.name
+        and (attempt is None or attempt == job.attempts)
+    )
+
+
+def children_owner(owner: CallerT, *, disabled: bool) -> CallerT:
+    """The producer a job's children belong to (its own producer), cleared to enqueue them:
+    the worker spawns them on its behalf, within its priority cap. A producer since disabled,
+    or whose role no longer enqueues, gets no new jobs (403)."""
+    if disabled or owner.role not in ROLES[Action.ENQUEUE]:
+        raise Forbidden("the job's producer may no longer enqueue jobs")
+    return replace(owner, cleared=owner.cleared | {Action.ENQUEUE})
+
+
+def require(actor: CallerT, action: Action) -> CallerT:
+    """Refuse (403) an action the actor's role does not allow; returns the actor marked as
+    cleared for it, so the use case behind a checked route does not ask again."""
+    if action in actor.cleared:
+        return actor
+    if not role_allows(actor, action):
+        raise Forbidden(f"the {actor.role} role may not {_WHAT[action]}")
+    return replace(actor, cleared=actor.cleared | {action})

@@ -1,0 +1,220 @@
+"""Per-type flow control as rules: limits from the configuration merged with admins' overrides,
+fixed rate-limit windows, and how many jobs of a type a claim may still hand out. No SQL here
+(``type_limits_sql``) and no claiming (``claiming``)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple, Protocol
+
+WINDOW_SECONDS = {"second": 1, "minute": 60, "hour": 3600}
+MAX_RUNNING_LIMIT = 1_000_000
+MAX_RATE_COUNT = 999_999_999
+RATE_LIMIT_PATTERN = r"^[1-9][0-9]{0,8}/(second|minute|hour)$"
+_RATE = re.compile(RATE_LIMIT_PATTERN)
+MAX_RUN_SECONDS_LIMIT = 31_536_000  # a year
+FLOW_KEYS = ("max_running", "rate_limit", "paused", "max_run_seconds")
+MAX_RUNNING_RULE = f"must be an integer from 1 to {MAX_RUNNING_LIMIT:,}, or null for no limit"
+MAX_RUN_SECONDS_RULE = (
+    f"must be an integer from 1 to {MAX_RUN_SECONDS_LIMIT:,} (seconds), or null for no limit"
+)
+RATE_LIMIT_RULE = (
+    'must be "N/second", "N/minute" or "N/hour" (N from 1 to 999,999,999, e.g. "10/minute"), '
+    "or null for no limit"
+)
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most ``count`` claims of a type per fixed window of one ``unit``."""
+
+    count: int
+    unit: str
+
+    @classmethod
+    def parse(cls, text: object) -> RateLimit:
+        """``"10/minute"`` as a rate limit; ValueError saying the rule otherwise."""
+        match = _RATE.fullmatch(text) if isinstance(text, str) else None
+        if match is None:
+            raise ValueError(RATE_LIMIT_RULE)
+        count, unit = match[0].split("/")
+        return cls(int(count), unit)
+
+    @property
+    def seconds(self) -> int:
+        return WINDOW_SECONDS[self.unit]
+
+    def window_start(self, now: datetime) -> datetime:
+        """The window ``now`` falls in. Windows start at whole multiples of their length since
+        the Unix epoch (UTC), so every process and app server agrees on them."""
+        start = math.floor(now.timestamp() / self.seconds) * self.seconds
+        return datetime.fromtimestamp(start, UTC)
+
+    def __str__(self) -> str:
+        return f"{self.count}/{self.unit}"
+
+
+@dataclass(frozen=True)
+class TypeLimits:
+    """The flow settings of one job type; None is no limit. ``max_run_seconds`` bounds each
+    attempt's run (the claim sets its deadline), not what claims hand out."""
+
+    max_running: int | None = None
+    rate_limit: RateLimit | None = None
+    paused: bool = False
+    max_run_seconds: int | None = None
+
+    @property
+    def limited(self) -> bool:
+        """Whether a claim must count before it hands out a job of this type."""
+        return self.max_running is not None or self.rate_limit is not None
+
+    @property
+    def free(self) -> bool:
+        """No limit and not paused: claims hand its jobs out as they come."""
+        return not self.limited and not self.paused
+
+
+class Overriding(Protocol):
+    """What an override sets over the configuration (None: the configured value applies)."""
+
+    @property
+    def max_running(self) -> int | None: ...
+    @property
+    def rate_limit(self) -> str | None: ...
+    @property
+    def paused(self) -> bool | None: ...
+    @property
+    def max_run_seconds(self) -> int | None: ...
+
+
+class Overridden(NamedTuple):
+    """The values of an override, as the claim reads them."""
+
+    max_running: int | None
+    rate_limit: str | None
+    paused: bool | None
+    max_run_seconds: int | None
+
+
+@dataclass(frozen=True)
+class Override:
+    """One row of ``type_overrides``: what an admin set over the configuration (None: the
+    configuration's value applies), by whom and when."""
+
+    type: str
+    max_running: int | None
+    rate_limit: str | None
+    paused: bool | None
+    max_run_seconds: int | None
+    updated_by: str | None
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> Override:
+        """Build an override from a ``type_overrides`` row mapping."""
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class Window:
+    """One row of ``type_claim_windows``: the claims counted in the window that started at
+    ``started_at``."""
+
+    started_at: datetime
+    claims: int
+
+
+def config_limits(entry: Mapping[str, Any]) -> TypeLimits:
+    """The flow keys of one ``JOB_TYPE_SETTINGS`` entry; ValueError names the key and the rule."""
+    max_running = entry.get("max_running")
+    if max_running is not None and not _running_limit(max_running):
+        raise ValueError(f"max_running {MAX_RUNNING_RULE}")
+    rate_limit = entry.get("rate_limit")
+    try:
+        rate = None if rate_limit is None else RateLimit.parse(rate_limit)
+    except ValueError as exc:
+        raise ValueError(f"rate_limit {exc}") from None
+    paused = entry.get("paused", False)
+    if type(paused) is not bool:
+        raise ValueError("paused must be true or false")
+    run = entry.get("max_run_seconds")
+    if run is not None and not (type(run) is int and 1 <= run <= MAX_RUN_SECONDS_LIMIT):
+        raise ValueError(f"max_run_seconds {MAX_RUN_SECONDS_RULE}")
+    return TypeLimits(max_running, rate, paused, run)
+
+
+def _running_limit(value: object) -> bool:
+    return type(value) is int and 1 <= value <= MAX_RUNNING_LIMIT
+
+
+def effective(configured: TypeLimits, override: Overriding | None) -> TypeLimits:
+    """The limits that apply: each overridden value replaces the configuration's."""
+    if override is None:
+        return configured
+    limits = configured
+    if override.max_running is not None:
+        limits = replace(limits, max_running=override.max_running)
+    if override.rate_limit is not None:
+        limits = replace(limits, rate_limit=RateLimit.parse(override.rate_limit))
+    if override.paused is not None:
+        limits = replace(limits, paused=override.paused)
+    if override.max_run_seconds is not None:
+        limits = replace(limits, max_run_seconds=override.max_run_seconds)
+    return limits
+
+
+def run_limits(
+    configured: Mapping[str, TypeLimits], overrides: Mapping[str, Overriding]
+) -> tuple[tuple[str, int], ...]:
+    """``(type, max_run_seconds)`` of every type whose attempts have a time limit, by type:
+    what a claim stamps on the attempts it hands out as their deadlines."""
+    found = []
+    for name in configured.keys() | overrides.keys():
+        seconds = effective(configured.get(name, TypeLimits()), overrides.get(name)).max_run_seconds
+        if seconds is not None:
+            found.append((name, seconds))
+    return tuple(sorted(found))
+
+
+def effective_all(
+    configured: Mapping[str, TypeLimits], overrides: Mapping[str, Overriding]
+) -> dict[str, TypeLimits]:
+    """The types that are limited or paused, with their effective limits (free types are left
+    out: a claim of them counts nothing)."""
+    found = {}
+    for name in configured.keys() | overrides.keys():
+        limits = effective(configured.get(name, TypeLimits()), overrides.get(name))
+        if not limits.free:
+            found[name] = limits
+    return found
+
+
+def window_claims(rate: RateLimit, stored: Window | None, now: datetime) -> int:
+    """The claims already counted in the window of ``now``.
+
+    A stored window that ends before ``now``'s starts counts nothing. A stored window inside
+    ``now``'s (the unit changed) counts what it counted. A stored window after ``now``'s (this
+    server's clock is behind, or the claim waited on the lock past a boundary) counts as full:
+    every claim is counted in the window of its own ``now``, so no window ever holds more than
+    the limit."""
+    start = rate.window_start(now)
+    if stored is None or stored.started_at < start:
+        return 0
+    if stored.started_at < start + timedelta(seconds=rate.seconds):
+        return stored.claims
+    return rate.count
+
+
+def allowance(limits: TypeLimits, *, running: int, claims_in_window: int) -> int:
+    """How many jobs of a limited type a claim may still hand out (never below 0)."""
+    room = []
+    if limits.max_running is not None:
+        room.append(limits.max_running - running)
+    if limits.rate_limit is not None:
+        room.append(limits.rate_limit.count - claims_in_window)
+    return max(0, min(room))

@@ -1,0 +1,287 @@
+"""Workflows: jobs that wait for parents, and groups whose callbacks are enqueued
+once every member has finished. Everything happens in the transaction of the change that
+causes it: the finish of a job's last parent makes it claimable (or cancels it), the finish of
+a group's last member enqueues the group's callbacks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection
+
+from app.queue.rules.policy import sees_group
+from app.queue.rules.visibility import visibility
+from app.queue.sql import batches as batches_sql
+from app.queue.sql import jobs as jobs_sql
+from app.queue.sql import workflows as workflows_sql
+from app.queue.sql.jobs import append_events, event_row
+from app.queue.vocabulary.errors import Forbidden, InvalidInput, NotFound
+from app.queue.vocabulary.models import Actor, EnqueueRequest, Job
+from app.queue.vocabulary.states import TERMINAL, EventKind, JobStatus
+from app.storage import wakeup
+
+_BROKEN = {JobStatus.FAILED: "failed", JobStatus.CANCELLED: "was cancelled"}
+
+
+def settle(conn: Connection, moved: Iterable[Job], *, now: datetime) -> None:
+    """Everything that follows from ``moved`` jobs finishing (completed, failed for good or
+    cancelled): their groups count them, their waiting children are released or cancelled,
+    and what those cancellations finish in turn, level by level. Nothing runs for jobs that
+    are in no group and have no dependents."""
+    finished = [job for job in moved if job.status in TERMINAL]
+    while finished:
+        _count_in_groups(conn, finished, now=now, sign=1)
+        parents = [job for job in finished if job.has_dependents]
+        finished = _release_children(conn, parents, now=now) if parents else []
+
+
+def moved(conn: Connection, job: Job, *, reopened: bool, now: datetime) -> None:
+    """What follows from one job's move: ``settle`` when it finished; when an admin retried
+    it (``reopened``, from failed or cancelled), its group counts it unfinished again."""
+    if reopened:
+        _count_in_groups(conn, [job], now=now, sign=-1)
+    else:
+        settle(conn, [job], now=now)
+
+
+def _release_children(conn: Connection, parents: Sequence[Job], *, now: datetime) -> list[Job]:
+    """Cancel the waiting children of the parents that failed or were cancelled (unless they
+    asked to run anyway), then strike every parent off its children's waiting lists: two or
+    three statements however many children. The children cancelled."""
+    broken = {job.id: job.status for job in parents if job.status != JobStatus.COMPLETED}
+    cancelled = cancel_children(
+        conn, workflows_sql.children_to_cancel(conn, broken), broken, now=now
+    )
+    if workflows_sql.release(conn, [job.id for job in parents], now):
+        conn.info[wakeup.JOB_DUE] = True  # claimable now: wake long-polls after the commit
+    return cancelled
+
+
+def cancel_children(
+    conn: Connection, causes: Mapping[int, int], statuses: Mapping[int, str], *, now: datetime
+) -> list[Job]:
+    """Cancel the waiting jobs of ``causes`` (child id -> the parent that failed), each with
+    a ``cancelled`` event naming its parent (``statuses``: the parents' statuses)."""
+    if not causes:
+        return []
+    cancelled = workflows_sql.cancel_waiting(conn, causes, now)
+    events = []
+    for job in cancelled:
+        parent = causes[job.id]
+        note = f"parent {parent} {_BROKEN[JobStatus(statuses[parent])]}"
+        events.append(
+            event_row(
+                job=job,
+                at=now,
+                from_status=JobStatus.PENDING,
+                kind=EventKind.CANCELLED,
+                actor=None,
+                note=note,
+            )
+        )
+    append_events(conn, events)
+    return cancelled
+
+
+@dataclass(frozen=True)
+class Added:
+    """A job just enqueued with parents: the request it came from, and where it stood in its
+    batch (``index``: None for ``POST /jobs``, whose fields have no ``jobs[i].`` prefix)."""
+
+    job: Job
+    request: EnqueueRequest
+    index: int | None = None
+
+    def field(self, name: str) -> str:
+        return name if self.index is None else f"jobs[{self.index}].{name}"
+
+
+def link(
+    conn: Connection, actor: Actor, added: Sequence[Added], ids: Sequence[int], *, now: datetime
+) -> None:
+    """Record the parents of jobs just enqueued (``ids``: the batch's job ids by index, for
+    ``after_items``): a parent the caller cannot see is refused as if it did not exist. A
+    job waits for its unfinished parents; one with a parent already failed or cancelled is
+    cancelled at once unless it asked to run anyway."""
+    named = {p for item in added for p in item.request.depends_on}
+    found = batches_sql.jobs_by_ids(conn, named, _visible(actor))
+    for item in added:
+        for parent in item.request.depends_on:
+            if not found.get(parent, (None, False))[1]:
+                message = f"job {parent} does not exist"
+                raise InvalidInput({item.field("depends_on"): message}, message)
+    parents = {
+        item.job.id: list(
+            dict.fromkeys([*item.request.depends_on, *(ids[i] for i in item.request.after_items)])
+        )
+        for item in added
+    }
+    statuses = workflows_sql.mark_parents(conn, {p for listed in parents.values() for p in listed})
+    edges, rows, doomed = [], [], {}
+    for item in added:
+        policy = item.request.on_dependency_failure
+        listed = parents[item.job.id]
+        edges += [{"parent_id": p, "child_id": item.job.id, "on_failure": policy} for p in listed]
+        broken = [p for p in listed if statuses[p] in _BROKEN]
+        waiting = [p for p in listed if statuses[p] not in TERMINAL]
+        if broken and policy == "cancel":
+            doomed[item.job.id] = broken[0]
+            waiting = broken  # waits until cancelled below
+        rows.append({"job_id": item.job.id, "depends_on": listed, "waiting_for": waiting or None})
+    workflows_sql.add_edges(conn, edges)
+    workflows_sql.set_parents(conn, rows)
+    settle(conn, cancel_children(conn, doomed, statuses, now=now), now=now)
+
+
+def _visible(actor: Actor) -> Any:
+
+    return visibility(actor)
+
+
+# Groups.
+
+
+@dataclass(frozen=True)
+class GroupRequest:
+    """A batch's ``group``: its name and callbacks (enqueued once the members have finished)."""
+
+    name: str
+    on_complete: EnqueueRequest | None = None
+    on_success: EnqueueRequest | None = None
+
+
+def form_group(
+    conn: Connection, actor: Actor, spec: GroupRequest, members: Sequence[Job], *, now: datetime
+) -> int:
+    """A group of ``members`` (jobs just enqueued by ``actor``) with the callbacks of
+    ``spec``, which the caller's priority cap applies to. Its id."""
+    for which in ("on_complete", "on_success"):
+        callback = getattr(spec, which)
+        if callback is not None and callback.priority > actor.priority_cap():
+            raise Forbidden(f"group.{which}: priority is above your cap")
+    group_id = workflows_sql.create_group(
+        conn,
+        {
+            "name": spec.name,
+            "created_by": actor.id,
+            "total": len(members),
+            "unfinished": len(members),
+            "on_complete": spec.on_complete and callback_spec(spec.on_complete),
+            "on_success": spec.on_success and callback_spec(spec.on_success),
+            "created_at": now,
+        },
+    )
+    workflows_sql.join_group(conn, group_id, [job.id for job in members])
+    return group_id
+
+
+def callback_spec(request: EnqueueRequest) -> dict[str, Any]:
+    """What a group keeps of a callback's request, to enqueue it when the group finishes."""
+    return {
+        "type": request.type,
+        "payload": request.payload,
+        "priority": request.priority,
+        "max_retries": request.max_retries,
+        "run_at": request.run_at.isoformat() if request.run_at else None,
+        "delay_seconds": request.delay_seconds,
+    }
+
+
+def _count_in_groups(conn: Connection, jobs: Sequence[Job], *, now: datetime, sign: int) -> None:
+    """Count finished (``sign`` 1) or reopened (-1) members out of or back into their
+    groups; a group whose last member finished enqueues its callbacks."""
+    finished = Counter(job.group_id for job in jobs if job.group_id is not None)
+    if not finished:
+        return
+    failed = Counter(
+        job.group_id
+        for job in jobs
+        if job.group_id is not None and job.status != JobStatus.COMPLETED
+    )
+    moves = [
+        {"group_id": group, "finished": sign * n, "failed": sign * failed[group]}
+        for group, n in sorted(finished.items())
+    ]
+    for group in workflows_sql.move_groups(conn, moves, now):
+        if group.unfinished == 0:
+            _fire(conn, group, now=now)
+
+
+def _fire(conn: Connection, group: workflows_sql.Group, *, now: datetime) -> None:
+    """Enqueue the callbacks of a group whose members have all finished, each at most once."""
+    due = [("on_complete", group.on_complete, group.on_complete_id)]
+    if group.unsuccessful == 0:
+        due.append(("on_success", group.on_success, group.on_success_id))
+    for which, spec, done in due:
+        if spec is None or done is not None:
+            continue
+        delay = timedelta(seconds=spec.get("delay_seconds") or 0)
+        run_at = datetime.fromisoformat(spec["run_at"]) if spec.get("run_at") else now + delay
+        row = {
+            "type": spec["type"],
+            "payload": spec["payload"],
+            "priority": spec["priority"],
+            "max_retries": spec["max_retries"],
+            "created_by": group.created_by,
+            "run_at": run_at,
+            "created_at": now,
+            "updated_at": now,
+            "callback_of": group.id,
+        }
+        job = jobs_sql.insert_job(conn, row, actor=f"group {group.id}")
+        assert job is not None  # no idempotency key: nothing to collide on
+        workflows_sql.set_callback(conn, group.id, which, job.id)
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """A group as ``GET /groups/{id}`` shows it."""
+
+    id: int
+    name: str
+    total: int
+    counts: dict[str, int]
+    finished: bool
+    on_complete: int | None
+    on_success: int | None
+    created_by: int
+
+    @property
+    def done(self) -> int:
+        """How many members have finished."""
+        return sum(self.counts.get(status, 0) for status in TERMINAL)
+
+
+def get_group(conn: Connection, actor: Actor, group_id: int) -> GroupView:
+    """A group its owner or an admin may see; NotFound for anyone else, as for a missing one."""
+    row = workflows_sql.get_group(conn, group_id)
+    if row is None or not sees_group(actor, row.created_by):
+        raise NotFound(f"group {group_id} does not exist")
+    counts = {status.value: 0 for status in JobStatus}
+    counts |= workflows_sql.member_counts(conn, group_id)
+    return GroupView(
+        id=row.id,
+        name=row.name,
+        total=row.total,
+        counts=counts,
+        finished=row.unfinished == 0,
+        on_complete=row.on_complete_id,
+        on_success=row.on_success_id,
+        created_by=row.created_by,
+    )
+
+
+def relatives(conn: Connection, actor: Actor, job: Job) -> tuple[list[Job], list[Job]]:
+    """The parents and the children (in the dependency sense) of ``job`` that ``actor`` may
+    see."""
+    parents, children = workflows_sql.parents_and_children(conn, job)
+    ids = {j.id for j in (*parents, *children)}
+    seen = batches_sql.jobs_by_ids(conn, ids, _visible(actor))
+    return (
+        [j for j in parents if seen[j.id][1]],
+        [j for j in children if seen[j.id][1]],
+    )

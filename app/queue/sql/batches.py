@@ -1,0 +1,211 @@
+"""SQL of the batch use cases: many jobs per statement (an enqueue or a finish of a hundred jobs
+costs a few statements, not a few hundred). The per-job rules stay with their single use case."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    bindparam,
+    literal_column,
+    select,
+    update,
+)
+
+from app.queue.sql import dialects
+from app.queue.sql import rows as rows_sql
+from app.queue.sql.dialects import Dialect
+from app.queue.sql.items import Columns, Kind, parameter
+from app.queue.sql.jobs import (
+    JOB_COLUMNS,
+    append_events,
+    event_row,
+    job_of,
+)
+from app.queue.sql.prepared import Prepared
+from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.states import EventKind, JobStatus
+from app.storage import wakeup
+from app.storage.schema import jobs
+from app.storage.sqltypes import UTCDateTime
+
+# What an enqueue sets; the other columns take their defaults.
+_NEW_JOB: Columns = (
+    ("type", Kind.TEXT),
+    ("payload", Kind.JSON),
+    ("priority", Kind.INTEGER),
+    ("max_retries", Kind.INTEGER),
+    ("idempotency_key", Kind.TEXT),
+    ("request_fingerprint", Kind.TEXT),
+    ("created_by", Kind.INTEGER),
+    ("run_at", Kind.TIMESTAMP),
+    ("created_at", Kind.TIMESTAMP),
+    ("updated_at", Kind.TIMESTAMP),
+    ("unique_key", Kind.TEXT),
+    ("secret_names", Kind.TEXT),
+    ("secrets_sealed", Kind.TEXT),
+    ("parent_id", Kind.BIGINT),
+    ("traceparent", Kind.TEXT),
+    ("tracestate", Kind.TEXT),
+)
+# The columns an enqueue sets only for some jobs (NULL for the others).
+_OPTIONAL = {
+    "unique_key": None, "secret_names": None, "secrets_sealed": None,
+    "parent_id": None, "traceparent": None, "tracestate": None,
+}  # fmt: skip
+_INSERT_JOBS = {
+    dialect: Prepared(rows_sql.insert_rows(dialect, jobs, _NEW_JOB).returning(*JOB_COLUMNS))
+    for dialect in dialects.DIALECTS.values()
+}
+_BY_KEYS = select(*JOB_COLUMNS).where(
+    jobs.c.created_by == bindparam("owner"),
+    jobs.c.idempotency_key.in_(bindparam("keys", expanding=True)),
+)
+
+
+def jobs_by_idempotency_keys(conn: Connection, owner_id: int, keys: Collection[str]) -> list[Job]:
+    """The jobs ``owner_id`` enqueued with any of ``keys`` (one indexed lookup per key)."""
+    if not keys:
+        return []
+    rows = conn.execute(_BY_KEYS, {"owner": owner_id, "keys": list(keys)})
+    return [job_of(row) for row in rows]
+
+
+def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: str) -> list[Job]:
+    """Insert ``rows`` and their ``enqueued`` events; the jobs come back in the rows' order.
+    Raises ``IntegrityError`` when an (owner, idempotency key) exists: the caller's savepoint
+    decides what then."""
+    if not rows:
+        return []
+    # One statement assigns ids in the order of its rows, whatever order RETURNING uses.
+    items = [{**_OPTIONAL, **row} for row in rows]
+    result = _INSERT_JOBS[dialects.of(conn)].rows(conn, {"items": parameter(_NEW_JOB, items)})
+    added = sorted((job_of(row) for row in result), key=lambda job: job.id)
+    conn.info[wakeup.JOB_DUE] = True
+    append_events(
+        conn,
+        [
+            event_row(
+                job=job, at=job.created_at, from_status=None, kind=EventKind.ENQUEUED, actor=actor
+            )
+            for job in added
+        ],
+    )
+    return added
+
+
+@lru_cache(maxsize=32)
+def _move_statement(
+    dialect: Dialect, sources: frozenset[str], shared: tuple[str, ...], columns: Columns, held: bool
+) -> Prepared:
+    """The compare-and-set UPDATE of many jobs: each item names its job, the attempt and the
+    ``expect_*`` columns it must still be at, and its own values of ``columns``; ``shared``
+    values are the same for every job. ``held``: each job must be held by ``:worker``."""
+    item = dialect.items((*_KEYS, *columns))
+    state: list[ColumnElement[bool]] = [
+        dialect.led_by_items(jobs.c.status).in_(
+            [literal_column(f"'{s}'") for s in sorted(sources)]
+        ),
+    ]
+    if held:
+        state.append(dialect.led_by_items(jobs.c.worker_id) == bindparam("worker"))
+    expected = [
+        jobs.c[name.removeprefix("expect_")] == item.c[name]
+        for name, _ in columns
+        if name.startswith("expect_")
+    ]
+    assignments: dict[str, Any] = {
+        name: bindparam(f"set_{name}", type_=jobs.c[name].type) for name in shared
+    }
+    assignments |= {
+        name: dialect.item_value(item, name, kind)
+        for name, kind in columns
+        if not name.startswith("expect_")
+    }
+    return Prepared(
+        update(jobs)
+        .where(jobs.c.id == item.c.job_id, jobs.c.attempts == item.c.attempt, *state, *expected)
+        .values(**assignments, updated_at=bindparam("at", type_=UTCDateTime()))
+        .returning(*JOB_COLUMNS)
+    )
+
+
+_KEYS: Columns = (("job_id", Kind.BIGINT), ("attempt", Kind.INTEGER))
+
+
+def move_many(
+    conn: Connection,
+    items: Sequence[Mapping[str, Any]],
+    *,
+    sources: frozenset[str],
+    worker: str | None,
+    shared: Mapping[str, Any],
+    columns: Columns = (),
+    at: datetime,
+) -> dict[int, Job]:
+    """Compare-and-set for many jobs in one statement: the job of each item (``job_id``) moves
+    only if it is in one of ``sources``, held by ``worker`` (None: by anyone; the attempt still
+    fences) at the item's ``attempt``, with
+    the item's ``expect_<column>`` values; it takes the ``shared`` values and the item's own
+    values of ``columns``. The jobs that moved, by id (the job ids must differ). The caller
+    writes their events."""
+    if not items:
+        return {}
+    statement = _move_statement(
+        dialects.of(conn), sources, tuple(sorted(shared)), columns, worker is not None
+    )
+    params = {f"set_{name}": value for name, value in shared.items()}
+    params |= {"worker": worker, "at": at}
+    params["items"] = parameter((*_KEYS, *columns), items)
+    moved = {job.id: job for job in (job_of(row) for row in statement.rows(conn, params))}
+    if any(job.status == JobStatus.PENDING for job in moved.values()):
+        conn.info[wakeup.JOB_DUE] = True  # claimable again: wake long-polls after the commit
+    return moved
+
+
+_WANTED: Columns = (("job_id", Kind.BIGINT),)
+
+
+def _jobs_of_items(dialect: Dialect, locked: bool, *extra: ColumnElement[Any]) -> Select[Any]:
+    """The jobs (and ``extra`` columns) of the ids in ``:items``; ``locked``: FOR UPDATE."""
+    wanted = dialect.items(_WANTED, "wanted")
+    query = select(*JOB_COLUMNS, *extra).where(dialect.among(jobs.c.id, select(wanted.c.job_id)))
+    return dialect.locked(query) if locked else query
+
+
+@lru_cache(maxsize=8)
+def _by_ids(dialect: Dialect, locked: bool) -> Prepared:
+    """``_jobs_of_items`` for a caller who may see every job (a worker's finish and heartbeat
+    read their jobs this way before each report): compiled once, as a hot statement."""
+    return Prepared(_jobs_of_items(dialect, locked))
+
+
+def jobs_by_ids(
+    conn: Connection,
+    ids: Collection[int],
+    visible: ColumnElement[bool] | None,
+    *,
+    locked: bool = False,
+) -> dict[int, tuple[Job, bool]]:
+    """The jobs of ``ids`` that exist, each with whether ``visible`` (None: all) selects it;
+    ``locked``: kept from other writers until the transaction ends (PostgreSQL's FOR UPDATE;
+    SQLite's writers take turns anyway)."""
+    if not ids:
+        return {}
+    dialect = dialects.of(conn)
+    params = {"items": parameter(_WANTED, [{"job_id": job_id} for job_id in ids])}
+    if visible is None:
+        found = (job_of(row) for row in _by_ids(dialect, locked).rows(conn, params))
+        return {job.id: (job, True) for job in found}
+    query = _jobs_of_items(dialect, locked, visible)
+    return {
+        job.id: (job, bool(row[-1]))
+        for row in conn.execute(query, params)
+        for job in (job_of(row[:-1]),)
+    }

@@ -1,0 +1,113 @@
+"""The dashboard use case: queue figures an actor may see, from the counts the database keeps
+and index probes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, and_
+
+from app.queue.rules.visibility import viewer
+from app.queue.sql import counts as counts_sql
+from app.queue.sql import jobs as jobs_sql
+from app.queue.sql import workflows as workflows_sql
+from app.queue.vocabulary.models import Actor, Job
+from app.queue.vocabulary.states import PRIORITIES, JobStatus
+from app.storage.schema import jobs
+
+WINDOW_MINUTES = 60
+LATEST_FAILURES = 10
+
+
+@dataclass(frozen=True)
+class MinuteCount:
+    """Jobs that finished in one minute of the chart window."""
+
+    start: datetime
+    completed: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    """What the dashboard shows; ``latest_failures`` stays empty for non-admins."""
+
+    by_status: dict[str, int]
+    by_priority: dict[str, int]
+    oldest_pending_age: timedelta | None
+    paused_types: list[str]  # left out of oldest_pending_age: no claim hands their jobs out
+    per_minute: list[MinuteCount]
+    latest_failures: list[Job]
+    waiting: int = 0  # pending jobs waiting for parents (not due whatever their run_at)
+
+
+def dashboard(
+    conn: Connection, actor: Actor, *, now: datetime, paused: list[str] | None = None
+) -> Dashboard:
+    """The figures of the jobs ``actor`` may see (the same visibility as the job list), read
+    from the counts the database keeps rather than from the jobs themselves. The oldest due job
+    leaves out the ``paused`` types: it says how long claimable work has waited."""
+    paused = paused or []
+    of = viewer(actor).counts_scope
+    statuses: Counter[str] = Counter()
+    priorities: Counter[int] = Counter()
+    for status, priority, n in counts_sql.counts(conn, of):
+        statuses[status] += n
+        priorities[priority] += n
+    oldest = _oldest_due(conn, actor, now, paused) if statuses[JobStatus.PENDING] else None
+    return Dashboard(
+        by_status={status.value: statuses[status.value] for status in JobStatus},
+        by_priority={
+            label: priorities[number]
+            for label, number in sorted(PRIORITIES.items(), key=lambda item: -item[1])
+        },
+        oldest_pending_age=max(now - oldest, timedelta(0)) if oldest else None,
+        paused_types=paused,
+        per_minute=_per_minute(conn, now, of),
+        # Failures carry error texts, which only admins may read.
+        latest_failures=jobs_sql.latest_failures(conn, LATEST_FAILURES)
+        if actor.sees_errors
+        else [],
+        waiting=_waiting(conn, actor) if statuses[JobStatus.PENDING] else 0,
+    )
+
+
+def _waiting(conn: Connection, actor: Actor) -> int:
+    """How many of the pending jobs ``actor`` sees wait for parents (a worker's never do: a
+    waiting job was never claimed)."""
+    seen = viewer(actor)
+    return 0 if seen.holder is not None else workflows_sql.count_waiting(conn, seen.owner)
+
+
+def _oldest_due(
+    conn: Connection, actor: Actor, now: datetime, paused: list[str]
+) -> datetime | None:
+    """When the longest-waiting due job ``actor`` may see became due, not counting ``paused``
+    types (a worker's through its holder rows, which do not know the type: paused types
+    count there)."""
+    seen = viewer(actor)
+    if seen.holder is not None:
+        return jobs_sql.oldest_held_pending_run_at(conn, now, seen.holder)
+    visible = seen.condition()
+    if paused:
+        claimable = jobs.c.type.not_in(paused)
+        visible = claimable if visible is None else and_(visible, claimable)
+    return jobs_sql.oldest_pending_run_at(conn, now, visible)
+
+
+def _per_minute(conn: Connection, now: datetime, of: str) -> list[MinuteCount]:
+    """Completions and final failures per minute over the last hour, oldest minute first."""
+    current_minute = now.replace(second=0, microsecond=0)
+    start = current_minute - timedelta(minutes=WINDOW_MINUTES - 1)
+    completed = [0] * WINDOW_MINUTES
+    failed = [0] * WINDOW_MINUTES
+    for at, status, count in counts_sql.finished_since(conn, of, start):
+        index = int((at - start).total_seconds() // 60)
+        if 0 <= index < WINDOW_MINUTES:
+            (completed if status == JobStatus.COMPLETED else failed)[index] += count
+    return [
+        MinuteCount(start + timedelta(minutes=i), completed[i], failed[i])
+        for i in range(WINDOW_MINUTES)
+    ]

@@ -1,0 +1,96 @@
+"""Set-based batch operations: a request that enqueues, claims, heartbeats or finishes N jobs
+sends the same number of statements whatever N is (each statement of an ``executemany`` counts
+once per parameter set, as the driver sends it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from flask import Flask
+from sqlalchemy import event
+
+from app.infra import db
+from tests.backends import every_backend  # noqa: F401
+from tests.builders import Api
+
+SIZES = (1, 10, 50, 100)  # a claim takes at most 100 jobs; the bench's batches are 50
+
+
+@pytest.fixture
+def app_config() -> dict[str, Any]:
+    """The claim path's schedule tick runs once, in the warm-up, not in a measured claim."""
+    return {"SCHEDULE_TICK_SECONDS": 3600}
+
+
+def _one_statement(ctx: Any) -> bool:
+    """SQLAlchemy sends an executemany INSERT as multi-row statements ("insertmanyvalues")."""
+    return ctx is not None and ctx.execute_style.name == "INSERTMANYVALUES"
+
+
+@contextmanager
+def counted(app: Flask) -> Iterator[list[str]]:
+    """The statements the app's engine sends meanwhile (an executemany once per row)."""
+    sent: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, params: Any, ctx: Any, many: bool) -> None:
+        sent.extend([statement] * (len(params) if many and not _one_statement(ctx) else 1))
+
+    engine = db.engine(app)
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        yield sent
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+
+
+def _statements(app: Flask, call: Callable[[], Any]) -> int:
+    with counted(app) as sent:
+        call()
+    return len(sent)
+
+
+def _steps(app: Flask, producer: Api, worker: Api, n: int) -> dict[str, int]:
+    """Statements of each batch step for ``n`` jobs: enqueue, claim, heartbeat, finish (half
+    completed, half failed with a retry left)."""
+    items = [{"type": "email.send", "payload": {"i": i}} for i in range(n)]
+    steps: dict[str, int] = {}
+    answers: dict[str, Any] = {}
+
+    def enqueue() -> None:
+        answers["enqueue"] = producer.post("/jobs/batch", {"jobs": items})
+
+    def claim() -> None:
+        answers["claim"] = worker.post("/jobs/claim", {"max_jobs": n})
+
+    steps["enqueue"] = _statements(app, enqueue)
+    assert answers["enqueue"].status_code == 201
+    steps["claim"] = _statements(app, claim)
+    claimed = answers["claim"].get_json()["jobs"]
+    assert len(claimed) == n
+    beats = [{"id": job["id"], "attempt": job["attempt"], "progress": 50} for job in claimed]
+    steps["heartbeat"] = _statements(app, lambda: worker.post("/jobs/heartbeat", {"jobs": beats}))
+    results = [
+        {"id": job["id"], "attempt": job["attempt"], "outcome": "completed", "result": {"ok": 1}}
+        if i % 2 == 0
+        else {"id": job["id"], "attempt": job["attempt"], "outcome": "failed", "error": "boom"}
+        for i, job in enumerate(claimed)
+    ]
+    finished: dict[str, Any] = {}
+    steps["finish"] = _statements(
+        app, lambda: finished.update(r=worker.post("/jobs/finish", {"results": results}))
+    )
+    assert [item["status"] for item in finished["r"].get_json()["results"]] == [200] * n
+    return steps
+
+
+def test_statements_per_batch_step_do_not_grow_with_its_size(
+    app: Flask, producer: Api, worker: Api, backend: str
+) -> None:
+    _steps(app, producer, worker, 2)  # first calls: caches filled, tokens first seen
+    counts = {n: _steps(app, producer, worker, n) for n in SIZES}
+    # One job takes one edge of a finish where many take two (completed, retried): no more.
+    assert all(counts[1][step] <= counts[10][step] for step in counts[1]), counts
+    assert counts[10] == counts[50] == counts[100], counts

@@ -1,0 +1,100 @@
+"""The use cases in ``app.queue.service`` on both engines: who may call them, what a refused
+worker call says, and that each leaves the history it should."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from flask import Flask
+
+from app.queue.usecases import claiming, enqueueing, job_actions, reports
+from app.queue.vocabulary.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    QueueError,
+)
+from app.queue.vocabulary.states import EventKind
+from tests.backends import every_backend  # noqa: F401 (run on both engines)
+from tests.harness import T0, Queue, make_queue
+
+
+@pytest.fixture
+def queue(app: Flask) -> Queue:
+    return make_queue(app)
+
+
+def _refusal(queue: Queue, actor_name: str, job_id: int, attempt: int | None = None) -> QueueError:
+    actor = getattr(queue, actor_name)
+    with pytest.raises(QueueError) as refused, queue.tx() as conn:
+        reports.complete(conn, actor, job_id, now=T0, attempt=attempt)
+    return refused.value
+
+
+def test_enqueue_writes_its_event(queue: Queue, backend: str) -> None:
+    job = queue.enqueue()
+    assert [(e.kind, e.from_status, e.to_status) for e in queue.events(job.id)] == [
+        (EventKind.ENQUEUED, None, "pending")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("role", "use_case"),
+    [("worker", "enqueue"), ("producer", "claim"), ("worker", "cancel"), ("producer", "retry")],
+)
+def test_roles_are_refused_before_anything_is_read(
+    queue: Queue, backend: str, role: str, use_case: str
+) -> None:
+    actor = getattr(queue, role)
+    calls = {
+        "enqueue": lambda conn: enqueueing.enqueue(conn, actor, None, now=T0),  # type: ignore[arg-type]
+        "claim": lambda conn: claiming.claim(conn, actor, now=T0, settings=queue.settings),
+        "cancel": lambda conn: job_actions.cancel(conn, actor, 424242, now=T0),
+        "retry": lambda conn: job_actions.retry(conn, actor, 424242, now=T0),
+    }
+    with pytest.raises(Forbidden, match=f"the {role} role may not"), queue.tx() as conn:
+        calls[use_case](conn)
+
+
+def test_complete_refusals_say_why_only_to_those_who_see_the_job(
+    queue: Queue, backend: str
+) -> None:
+    job = queue.enqueue()
+    unknown = _refusal(queue, "worker", 424242)
+    assert isinstance(unknown, NotFound) and unknown.detail == "job 424242 does not exist"
+    # Nobody held it yet: no worker sees it, the admin does.
+    assert _refusal(queue, "worker", job.id).detail == f"job {job.id} is not held by you"
+    assert _refusal(queue, "admin", job.id).detail.endswith("(it is pending)")
+    queue.claim(actor=queue.worker)
+    assert _refusal(queue, "other_worker", job.id).detail == f"job {job.id} is not held by you"
+    stale = _refusal(queue, "worker", job.id, attempt=2)
+    assert isinstance(stale, Conflict) and "attempt 2 is stale" in stale.detail
+    with queue.tx() as conn:
+        job_actions.cancel(conn, queue.admin, job.id, now=T0)
+    assert "was cancelled" in _refusal(queue, "worker", job.id).detail  # it held it: it sees it
+    assert _refusal(queue, "other_worker", job.id).detail == f"job {job.id} is not held by you"
+
+
+def test_complete_is_one_compare_and_set_with_its_event(queue: Queue, backend: str) -> None:
+    job = queue.enqueue()
+    queue.claim()
+    with queue.tx() as conn:
+        done = reports.complete(conn, queue.worker, job.id, now=T0, result={"n": 1}, attempt=1)
+    assert (done.status, done.result, done.progress) == ("completed", {"n": 1}, 100)
+    assert [e.kind for e in queue.events(job.id)][-1] == EventKind.COMPLETED
+
+
+def test_fail_picks_the_edge_by_the_retry_budget(queue: Queue, backend: str) -> None:
+    job = queue.enqueue(max_retries=1)
+    steps = [("pending", EventKind.RETRY_SCHEDULED), ("failed", EventKind.FAILED)]
+    for hours, (expected, kind) in enumerate(steps, start=1):
+        now = T0 + timedelta(hours=hours)  # past any backoff
+        claimed = queue.claim(now=now)
+        assert claimed is not None and claimed.id == job.id
+        with queue.tx() as conn:
+            failed = reports.fail(
+                conn, queue.worker, job.id, now=now, settings=queue.settings, error="boom"
+            )
+        assert failed.status == expected
+        assert queue.events(job.id)[-1].kind == kind
