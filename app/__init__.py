@@ -32,6 +32,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         admission,
         batches,  # noqa: F401 (adds the batch routes to the API blueprint)
         bulk,  # noqa: F401 (adds POST /jobs/bulk to the API blueprint)
+        dispatcher,
         reports,  # noqa: F401 (adds a worker's single-job reports to the API blueprint)
     )
     from app.api.docs import bp as apidocs_bp
@@ -44,6 +45,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         bodylimit,
         db,
         errors,
+        housekeeper,
         queue_settings,
         ratelimit,
         secretbox,
@@ -52,7 +54,6 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     from app.infra.jsonwire import OrjsonProvider
     from app.infra.routing import RowIdConverter
     from app.monitoring import health, http
-    from app.queue.usecases import housekeeping
     from app.web import login, throttle
     from app.web.views import bp as web_bp
 
@@ -62,8 +63,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     http.init_app(app)
     db.init_app(app)
     queue_settings.init_app(app)
-    housekeeping.init_app(app)
+    housekeeper.init_app(app)
     admission.init_app(app)
+    dispatcher.init_app(app)
     csrf.init_app(app)
     ratelimit.init_app(app)
     limiter.init_app(app)

@@ -75,8 +75,8 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION": {},
     # Seconds audit rows are kept (365 days); null keeps them forever.
     "AUDIT_RETENTION": 31_536_000,
-    # Claims run a retention step (one batch) at most this often per process; `flask jobs
-    # tick` prunes everything due.
+    # Each server process's housekeeping runs a retention step (one batch) at most this often;
+    # `flask jobs tick` prunes everything due.
     "RETENTION_TICK_SECONDS": 10,
     # Jobs a bulk operation (POST /jobs/bulk) changes per transaction: claims and finishes
     # get the write lock between batches.
@@ -116,8 +116,12 @@ DEFAULTS: dict[str, Any] = {
     "FRESH_LOGIN_SECONDS": 600,
     # Seconds between refreshes of live pages.
     "UI_POLL_SECONDS": 2,
-    # Claims tick the schedules at most this often per process (`flask jobs tick` always does).
+    # Each server process's housekeeping thread ticks this often: due schedules fire and
+    # attempts past their deadlines time out (`flask jobs tick` does it on demand).
     "SCHEDULE_TICK_SECONDS": 1,
+    # Whether each server process keeps house in a thread of its own, started by its first
+    # request; false leaves housekeeping to `flask jobs tick` (from cron or a timer).
+    "HOUSEKEEPING_THREAD": True,
     # A schedule slot older than this when ticked was missed (the service was down): its
     # catch_up policy decides ("skip" drops missed slots, "one" enqueues one job for them).
     "SCHEDULE_GRACE_SECONDS": 300,

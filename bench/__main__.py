@@ -140,7 +140,7 @@ _COMPLETE = (
 def floor_schema(folder: Path, count: int) -> tuple[float, float]:
     """Raw sqlite3 on queuelog's own schema (its indexes are most of a commit's pages): the
     same rows the service writes, a job and its event per operation, nothing else."""
-    make_app(folder).extensions["queuelog.db"].dispose()
+    db.close(make_app(folder))
     conn = sqlite3.connect(folder / "bench.sqlite3", isolation_level=None)
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute(

@@ -23,9 +23,9 @@ from sqlalchemy import insert, select
 
 from app import create_app
 from app.accounts import service as accounts
-from app.infra import db
+from app.infra import db, housekeeper
 from app.infra.queue_settings import queue_settings
-from app.queue.usecases import claiming, housekeeping, reports
+from app.queue.usecases import claiming, reports
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage import migrate
 from app.storage.schema import job_events, jobs
@@ -146,7 +146,7 @@ def measure(url: str, label: str, old: int) -> None:
     def prune() -> tuple[Any, float]:
         begun = time.perf_counter()
         with app.app_context():
-            pruned = housekeeping.prune(utcnow(), app)
+            pruned = housekeeper.housekeeping(app).prune(utcnow())
         return pruned, time.perf_counter() - begun
 
     during, (pruned, seconds) = _claims_while(url, prune)

@@ -58,7 +58,9 @@ def fan_in(folder: Path) -> dict[str, float]:
         for outcome in ("completed", "failed"):
             with db.transaction() as conn:
                 item = BatchItem.parse({"type": "email.send", "max_retries": 0}, settings)
-                parent, _ = enqueueing.enqueue(conn, producer, item.to_request(), now=utcnow())
+                parent, _ = enqueueing.enqueue(
+                    conn, producer, item.to_request(), now=utcnow()
+                ).value
             for _ in range(FAN // 1000):
                 child = BatchItem.parse({"type": "email.send", "depends_on": [parent.id]}, settings)
                 with db.transaction() as conn:

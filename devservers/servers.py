@@ -58,7 +58,8 @@ def prepare_database(
     """Migrate a fresh SQLite file in ``directory`` (or the empty PostgreSQL database at
     ``url``) and create ``users`` (name -> role) with one API token each."""
     from app import create_app  # here, so client processes import only the stdlib
-    from app.storage import migrate  # here, so client processes import only the stdlib
+    from app.infra import db  # here, so client processes import only the stdlib
+    from app.storage import migrate
     from devservers.accounts import make_token, make_user
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -70,7 +71,7 @@ def prepare_database(
             make_user(app, name, role, max_priority="critical" if role == "producer" else "medium")
             database.tokens[name] = make_token(app, name)
     finally:
-        app.extensions["queuelog.db"].dispose()
+        db.close(app)
     return database
 
 

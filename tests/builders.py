@@ -32,7 +32,7 @@ def make_job(
     """Enqueue a job through the service (fields as in a ``POST /jobs`` body); asserts it is new.
     The one job builder of the service-level suites (the API suites use ``Api.enqueue``)."""
     request = EnqueueBody.parse({"type": "email.send", **fields}, settings).to_request()
-    job, created = enqueueing.enqueue(conn, actor, request, now=now or utcnow())
+    job, created = enqueueing.enqueue(conn, actor, request, now=now or utcnow()).value
     assert created, job
     return job
 

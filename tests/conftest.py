@@ -15,6 +15,7 @@ from flask.testing import FlaskClient, FlaskCliRunner
 from sqlalchemy import create_engine, text
 
 from app import create_app
+from app.infra import db
 from app.storage import migrate
 from devservers.postgres import bin_dir, postgres_server
 from tests.builders import Api, make_api
@@ -38,6 +39,8 @@ def base_config(database_url: str, **overrides: Any) -> dict[str, Any]:
         "SQLITE_SYNCHRONOUS": "NORMAL",
         # A password hash in RFC 9106's profile costs 0.17 s; the web tests make hundreds.
         "PASSWORD_HASH_PROFILE": "CHEAPEST",
+        # Housekeeping runs when a test asks for it (`flask jobs tick`, the housekeeping object).
+        "HOUSEKEEPING_THREAD": False,
         **overrides,
     }
 
@@ -48,7 +51,7 @@ def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("template") / "queuelog.sqlite3"
     app = create_app(base_config(f"sqlite:///{path}"))
     migrate.upgrade(app)
-    app.extensions["queuelog.db"].dispose()
+    db.close(app)
     return path
 
 
@@ -78,7 +81,7 @@ def postgres_template(postgres_server_url: str) -> str:
     _admin_sql(postgres_server_url, f"CREATE DATABASE {PG_TEMPLATE}")
     app = create_app(base_config(f"{postgres_server_url}/{PG_TEMPLATE}"))
     migrate.upgrade(app)
-    app.extensions["queuelog.db"].dispose()
+    db.close(app)
     return PG_TEMPLATE
 
 
@@ -120,9 +123,7 @@ def app(database_url: str, app_config: dict[str, Any]) -> Iterator[Flask]:
     """The app on a real database: a SQLite file unless ``backend`` says otherwise."""
     application = create_app(base_config(database_url, **app_config))
     yield application
-    application.extensions["queuelog.wakeup"].close()
-    application.extensions["queuelog.outcomes"].close()
-    application.extensions["queuelog.db"].dispose()
+    db.close(application)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.config import DEFAULTS
+from app.infra import db
 from devservers.servers import Gunicorn, Served, app_settings, prepare_database, running
 from tests.builders import make_user
 
@@ -78,7 +79,7 @@ def test_chunked_body_over_limit_is_413(tmp_path: Path, server_class: type[Serve
 
     app = create_app(app_settings(database))
     make_user(app, "alice", "producer", password=PASSWORD)
-    app.extensions["queuelog.db"].dispose()
+    db.close(app)
     token = database.tokens["producer"]
     api = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     with running(server_class(database, tmp_path, workers=2)) as server:

@@ -75,7 +75,7 @@ def _work(app: Flask) -> None:
         settings = queue_settings()
         jobs = [make_job(conn, producer, settings, now=now) for _ in range(6)]
         make_job(conn, admin, settings, now=now, priority="critical", type="report.build")
-        first = claiming.claim_many(conn, workers[0], now=now, settings=settings, max_jobs=4)
+        first = claiming.claim_many(conn, workers[0], now=now, settings=settings, max_jobs=4).jobs
         reports.complete(conn, workers[0], first[0].id, now=now)
         reports.fail(conn, workers[0], first[1].id, now=now, settings=settings, error="x")
         reports.fail(

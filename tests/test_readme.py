@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from app import create_app
+from app.infra import db
 from devservers.servers import REPO, Client, Gunicorn, app_settings, prepare_database, server_env
 from tests.web.conftest import login
 
@@ -100,7 +101,7 @@ def test_the_curl_walk_through_and_the_worker_example_run_as_written(tmp_path: P
         assert job["result"] == {"message_id": "abc"} and job["priority"] == "high"
         app = create_app(app_settings(database))
         assert login(app.test_client(), "shop", SHOP_PASSWORD).status_code == 302  # pages too
-        app.extensions["queuelog.db"].dispose()
+        db.close(app)
         _run_the_worker_example(tmp_path, url, producer, worker_token)
     finally:
         server.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Response, g
 
+from app.api import admission, claims
 from app.api.openapi import Operation, ResponseDoc, documented
 from app.api.respond import respond
 from app.api.tracing import TRACE_HEADERS, request_trace
@@ -25,6 +26,7 @@ from app.queue.rules.policy import Action
 from app.queue.usecases import children, enqueueing, reports
 from app.queue.vocabulary.models import Job
 from app.queue.vocabulary.timeutil import utcnow
+from app.storage.transactions import announce
 
 _PER_ITEM = "Each item is answered with the status its single-job route would give."
 
@@ -57,7 +59,9 @@ def enqueue_batch() -> Response:
     requests = [item.to_request(box, trace=trace) for item in batch.jobs]
     group = None if batch.group is None else batch.group.to_request()
     with db.transaction() as conn:
-        added = enqueueing.enqueue_many(conn, g.actor, requests, now=utcnow(), group=group)
+        enqueued = enqueueing.enqueue_many(conn, g.actor, requests, now=utcnow(), group=group)
+        announce(enqueued.effects)
+    added = enqueued.value
     sees_errors = g.actor.sees_errors
     answer = response_builders.created_out(
         requests, added, include_error=sees_errors, grouped=group is not None
@@ -97,7 +101,9 @@ def spawn_children(job_id: int) -> Response:
     trace = request_trace()
     requests = [item.to_request(box, trace=trace) for item in body.jobs]
     with db.transaction() as conn:
-        added = children.spawn(conn, g.actor, job_id, body.attempt, requests, now=utcnow())
+        spawned = children.spawn(conn, g.actor, job_id, body.attempt, requests, now=utcnow())
+        announce(spawned.effects)
+    added = spawned.value
     answer = response_builders.created_out(requests, added, include_error=g.actor.sees_errors)
     return _created(answer, added)
 
@@ -106,19 +112,41 @@ def spawn_children(job_id: int) -> Response:
 @requires(Action.WORK)
 @documented(
     Operation(
-        summary="Report many outcomes (completed or failed) in one transaction (workers)",
+        summary="Report many outcomes (completed or failed), then claim the next jobs (workers)",
         description=f"{_PER_ITEM} 200 with the job, 404, 409 or 422 (e.g. a failed outcome "
-        "without `error`) with a `detail`. The request is 422 only when its shape is wrong.",
+        "without `error`) with a `detail`. The request is 422 only when its shape is wrong. "
+        "With `claim` (then `results` may be empty), once the outcomes are applied jobs are "
+        "claimed as `POST /jobs/claim` with `max_jobs` would, and the answer's `jobs` holds "
+        "them: empty when none was due by the end of the wait, or at once (with Retry-After) "
+        "when the token or the process already has as many waiting as allowed.",
         body=FinishBody,
         responses={200: ResponseDoc("Each outcome's answer, in request order", FinishResults)},
         problems={403: ROLE},
     )
 )
 def finish() -> Response:
-    outcomes = [item.to_outcome() for item in parse_body(FinishBody).results]
+    body = parse_body(FinishBody)
+    outcomes = [item.to_outcome() for item in body.results]
+    wanted = None if body.claim is None else body.claim.to_wanted()
+    seen = claims.ring() if wanted is not None and wanted.wait_seconds else 0
+    found = None
     with db.transaction() as conn:
         done = reports.finish(conn, g.actor, outcomes, now=utcnow(), settings=queue_settings())
-    return respond(response_builders.finish_out(outcomes, done, include_error=g.actor.sees_errors))
+        effects = done.effects
+        if wanted is not None and claims.worth_a_look(wanted, effects):
+            found = claims.look(conn, g.actor, wanted)
+            effects = effects.taken(found.jobs)  # claimed here: nobody else need look
+        announce(effects)
+    if wanted is not None and not (found and found.jobs) and wanted.wait_seconds:
+        found = claims.wait(wanted, seen, found)
+    claimed = None if wanted is None else ((found.jobs, found.secrets) if found else ([], {}))
+    answer = response_builders.finish_out(
+        outcomes, done.value, include_error=g.actor.sees_errors, claimed=claimed
+    )
+    response = respond(answer)
+    if found is not None and found.refused_wait:
+        response.headers["Retry-After"] = admission.RETRY_AFTER
+    return response
 
 
 @bp.post("/jobs/heartbeat")
@@ -139,4 +167,5 @@ def heartbeat_batch() -> Response:
         beaten = reports.heartbeat_many(
             conn, g.actor, beats, now=utcnow(), settings=queue_settings()
         )
-    return respond(response_builders.beats_out(beats, beaten))
+        announce(beaten.effects)
+    return respond(response_builders.beats_out(beats, beaten.value))

@@ -14,6 +14,7 @@ from app.queue.contract.job_requests import CompleteBody, FailBody, HeartbeatBod
 from app.queue.rules.policy import Action
 from app.queue.usecases import reports
 from app.queue.vocabulary.timeutil import utcnow
+from app.storage.transactions import announce
 
 
 @bp.post("/jobs/<id:job_id>/complete")
@@ -28,18 +29,19 @@ from app.queue.vocabulary.timeutil import utcnow
     )
 )
 def complete(job_id: int) -> Response:
-    done = parse_body(CompleteBody, optional=True)
+    completion = parse_body(CompleteBody, optional=True)
     with db.transaction() as conn:
-        job = reports.complete(
+        done = reports.complete(
             conn,
             g.actor,
             job_id,
             now=utcnow(),
-            result=done.result,
-            attempt=done.attempt,
+            result=completion.result,
+            attempt=completion.attempt,
             settings=queue_settings(),
         )
-    return job_response(job)
+        announce(done.effects)
+    return job_response(done.value)
 
 
 @bp.post("/jobs/<id:job_id>/fail")
@@ -55,7 +57,7 @@ def complete(job_id: int) -> Response:
 def fail(job_id: int) -> Response:
     failure = parse_body(FailBody)
     with db.transaction() as conn:
-        job = reports.fail(
+        done = reports.fail(
             conn,
             g.actor,
             job_id,
@@ -66,7 +68,8 @@ def fail(job_id: int) -> Response:
             retry_in=failure.retry_in,
             retryable=failure.retryable,
         )
-    return job_response(job)
+        announce(done.effects)
+    return job_response(done.value)
 
 
 @bp.post("/jobs/<id:job_id>/heartbeat")
@@ -83,7 +86,7 @@ def fail(job_id: int) -> Response:
 def heartbeat(job_id: int) -> Response:
     beat = parse_body(HeartbeatBody, optional=True)
     with db.transaction() as conn:
-        job = reports.heartbeat(
+        done = reports.heartbeat(
             conn,
             g.actor,
             job_id,
@@ -93,7 +96,8 @@ def heartbeat(job_id: int) -> Response:
             message=beat.message,
             attempt=beat.attempt,
         )
-    return job_response(job)
+        announce(done.effects)
+    return job_response(done.value)
 
 
 @bp.post("/jobs/<id:job_id>/release")
@@ -109,5 +113,6 @@ def heartbeat(job_id: int) -> Response:
 def release(job_id: int) -> Response:
     handed_back = parse_body(ReleaseBody)
     with db.transaction() as conn:
-        job = reports.release(conn, g.actor, job_id, now=utcnow(), attempt=handed_back.attempt)
-    return job_response(job)
+        done = reports.release(conn, g.actor, job_id, now=utcnow(), attempt=handed_back.attempt)
+        announce(done.effects)
+    return job_response(done.value)

@@ -27,6 +27,7 @@ from app.queue.rules.policy import Action
 from app.queue.usecases import schedules
 from app.queue.vocabulary.errors import InvalidInput
 from app.queue.vocabulary.timeutil import utcnow
+from app.storage.transactions import announce
 
 bp = Blueprint("schedules", __name__)
 
@@ -142,7 +143,11 @@ def run(schedule_id: int) -> Response:
     if data := _body(optional=True):
         raise InvalidInput({name: "unknown field" for name in data})
     with db.transaction() as conn:
-        job = schedules.run_now(conn, g.actor, schedule_id, now=utcnow(), settings=queue_settings())
+        enqueued = schedules.run_now(
+            conn, g.actor, schedule_id, now=utcnow(), settings=queue_settings()
+        )
+        announce(enqueued.effects)
+    job = enqueued.value
     response = respond(job_out(job, include_error=g.actor.sees_errors), 201)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
     return response

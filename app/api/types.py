@@ -17,6 +17,7 @@ from app.queue.rules.policy import Action
 from app.queue.usecases import job_types
 from app.queue.usecases.job_types import TypeChange
 from app.queue.vocabulary.timeutil import utcnow
+from app.storage.transactions import announce
 
 bp = Blueprint("types", __name__)
 ADMINS = {403: "Only admins manage job types"}
@@ -54,5 +55,6 @@ def change_type(job_type: str) -> Response:
     data = body.json_object(request, max_depth=current_app.config["MAX_JSON_DEPTH"])
     change = TypeChange.parse(data, queue_settings())
     with db.transaction() as conn:
-        view = job_types.change(conn, g.actor, queue_settings(), job_type, change, now=utcnow())
-    return respond(type_out(view))
+        changed = job_types.change(conn, g.actor, queue_settings(), job_type, change, now=utcnow())
+        announce(changed.effects)
+    return respond(type_out(changed.value))

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from flask import Blueprint, Response, current_app, g, request, url_for
 
-from app.api import admission, auth, body, groups, longpoll, ops, schedules
+from app.api import admission, auth, body, claims, groups, longpoll, ops, schedules
 from app.api import types as types_api
 from app.api.openapi import Operation, ResponseDoc, documented
 from app.api.respond import respond
@@ -36,10 +36,11 @@ from app.queue.contract.job_responses import (
 from app.queue.contract.request_model import RequestModel
 from app.queue.rules import uniqueness
 from app.queue.rules.policy import Action
-from app.queue.usecases import enqueueing, explain, housekeeping, job_actions, reading
+from app.queue.usecases import enqueueing, explain, job_actions, reading
 from app.queue.vocabulary.errors import QueueError
 from app.queue.vocabulary.models import Job
 from app.queue.vocabulary.timeutil import utcnow
+from app.storage.transactions import announce
 
 bp = Blueprint("api", __name__)
 bp.register_blueprint(ops.bp)
@@ -133,7 +134,9 @@ def enqueue() -> Response:
     )
     wanted = enqueue_body.to_request(box, trace=request_trace())
     with db.transaction() as conn:
-        job, created = enqueueing.enqueue(conn, g.actor, wanted, now=utcnow())
+        enqueued = enqueueing.enqueue(conn, g.actor, wanted, now=utcnow())
+        announce(enqueued.effects)
+    job, created = enqueued.value
     duplicate = uniqueness.is_duplicate(wanted, job, created)
     response = job_response(job, 201 if created else 200, duplicate=duplicate)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
@@ -239,25 +242,18 @@ def explain_job(job_id: int) -> Response:
     )
 )
 def claim() -> Response:
-    housekeeping.on_claim()
-    settings = queue_settings()
     claim_body = parse_body(ClaimBody, optional=True)
-    types = tuple(claim_body.types) if claim_body.types else None
-    claimed, secrets, refused_wait = longpoll.claim(
-        settings,
-        claim_body.lease_seconds,
-        claim_body.wait_seconds,
-        max_jobs=claim_body.max_jobs or 1,
-        types=types,
-    )
-    if not claimed:
+    found = claims.claim(claim_body.to_wanted())
+    if not found.jobs:
         # Refused a wait (too many waiting): say when to ask again rather than queue.
-        headers = {"Retry-After": admission.RETRY_AFTER} if refused_wait else None
+        headers = {"Retry-After": admission.RETRY_AFTER} if found.refused_wait else None
         return Response(status=204, headers=headers)
     many = claim_body.max_jobs is not None
     sees_errors = g.actor.sees_errors
     return respond(
-        response_builders.claimed_out(claimed, secrets, include_error=sees_errors, many=many)
+        response_builders.claimed_out(
+            found.jobs, found.secrets, include_error=sees_errors, many=many
+        )
     )
 
 
@@ -275,8 +271,9 @@ def claim() -> Response:
 def cancel(job_id: int) -> Response:
     parse_body(NoBody, optional=True)
     with db.transaction() as conn:
-        job = job_actions.cancel(conn, g.actor, job_id, now=utcnow())
-    return job_response(job)
+        cancelled = job_actions.cancel(conn, g.actor, job_id, now=utcnow())
+        announce(cancelled.effects)
+    return job_response(cancelled.value)
 
 
 @bp.post("/jobs/<id:job_id>/retry")
@@ -293,5 +290,6 @@ def cancel(job_id: int) -> Response:
 def retry(job_id: int) -> Response:
     parse_body(NoBody, optional=True)
     with db.transaction() as conn:
-        job = job_actions.retry(conn, g.actor, job_id, now=utcnow())
-    return job_response(job)
+        retried = job_actions.retry(conn, g.actor, job_id, now=utcnow())
+        announce(retried.effects)
+    return job_response(retried.value)

@@ -13,12 +13,13 @@ from app.accounts import service as accounts
 from app.accounts.errors import AccountError
 from app.cli.audit import audit_cli
 from app.cli.pruning import parse_duration, prune_in_batches
-from app.infra import db
+from app.infra import db, housekeeper
 from app.infra.queue_settings import queue_settings
-from app.queue.usecases import claiming, housekeeping, job_actions
+from app.queue.usecases import claiming, job_actions
 from app.queue.vocabulary.states import PRIORITIES, Role
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage import migrate
+from app.storage.transactions import announce
 
 db_cli = AppGroup("db", help="Create or migrate the database schema.")
 user_cli = AppGroup("user", help="Manage users.")
@@ -178,11 +179,12 @@ def jobs_reap() -> None:
     total = 0
     while True:
         with db.transaction() as conn:
-            count = claiming.recover_expired(
+            recovered = claiming.recover_expired(
                 conn, now=utcnow(), settings=settings, limit=settings.recover_batch
             )
-        total += count
-        if count < settings.recover_batch:
+            announce(recovered.effects)
+        total += recovered.value
+        if recovered.value < settings.recover_batch:
             break
     click.echo(f"recovered {total} expired lease(s)")
 
@@ -192,14 +194,15 @@ def jobs_tick() -> None:
     """Housekeeping (run it every minute from cron or a systemd timer): enqueue the jobs of due
     schedules, fail attempts past their deadlines, prune what retention says is old."""
     now = utcnow()
-    fired = housekeeping.fire_due(now)
+    keeping = housekeeper.housekeeping()
+    fired = keeping.fire_due(now)
     enqueued = [f"{f.schedule.name} -> job {f.job.id}" for f in fired if f.job is not None]
     skipped = [f.schedule.name for f in fired if f.job is None]
     click.echo(f"enqueued {len(enqueued)} scheduled job(s)" + "".join(f"\n  {e}" for e in enqueued))
     if skipped:
         click.echo(f"skipped missed slots of: {', '.join(skipped)}")
-    click.echo(f"timed out {housekeeping.time_out_overdue(now)} attempt(s) past their deadline")
-    pruned = housekeeping.prune(now)
+    click.echo(f"timed out {keeping.time_out_overdue(now)} attempt(s) past their deadline")
+    pruned = keeping.prune(now)
     per_status = ", ".join(f"{n} {status}" for status, n in pruned.jobs.items())
     click.echo(
         f"pruned {pruned.job_total} finished job(s)"

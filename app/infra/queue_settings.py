@@ -15,6 +15,6 @@ def init_app(app: Flask) -> None:
     app.extensions[EXTENSION_KEY] = QueueSettings.from_config(app.config)
 
 
-def queue_settings() -> QueueSettings:
-    """The current app's queue settings."""
-    return current_app.extensions[EXTENSION_KEY]  # type: ignore[no-any-return]
+def queue_settings(app: Flask | None = None) -> QueueSettings:
+    """The queue settings of ``app`` (or the current app)."""
+    return (app or current_app).extensions[EXTENSION_KEY]  # type: ignore[no-any-return]

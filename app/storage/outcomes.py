@@ -13,6 +13,8 @@ import contextlib
 import threading
 from collections.abc import Collection, Iterator
 
+from sqlalchemy import Connection
+
 from app.storage import wakeup
 from app.storage.databases import Database
 
@@ -53,8 +55,14 @@ class Watch:
             return self._seen(job_id)
 
     def heard(self, message: str) -> None:
-        """A message of the ``done`` topic: comma-separated job ids, or "" for any job."""
-        ids = [int(part) for part in message.split(",") if part.isascii() and part.isdigit()]
+        """A message of the ``done`` topic from another process (``finished`` for this one's)."""
+        body = wakeup.received(message)
+        if body is not None:
+            self.finished(body)
+
+    def finished(self, body: str) -> None:
+        """Jobs finished: ``body`` lists their ids, comma-separated ("" for any job)."""
+        ids = [int(part) for part in body.split(",") if part.isascii() and part.isdigit()]
         with self._condition:
             if not ids:
                 self._everyone += 1
@@ -72,9 +80,10 @@ class Watch:
 
 
 def message(job_ids: Collection[int]) -> str:
-    """The ``done`` message naming ``job_ids`` ("" when too long: it then wakes everyone)."""
+    """The body of the ``done`` message naming ``job_ids`` ("" when too long: it then wakes
+    everyone)."""
     text = ",".join(str(job_id) for job_id in sorted(job_ids))
-    return text if len(text) <= wakeup.MAX_MESSAGE else ""
+    return text if len(text) <= wakeup.MAX_MESSAGE - 40 else ""
 
 
 class Outcomes:
@@ -83,6 +92,19 @@ class Outcomes:
     def __init__(self, database: Database) -> None:
         self.watch = Watch()
         self.transport = database.wakeup(TOPIC, self.watch.heard)
+
+    def before_commit(self, conn: Connection, job_ids: Collection[int]) -> str:
+        """Tell the other processes that ``job_ids`` finish with this transaction; the message,
+        for ``after_commit``."""
+        sent = wakeup.addressed(message(job_ids))
+        self.transport.in_transaction(conn, sent)
+        return sent
+
+    def after_commit(self, sent: str) -> None:
+        """The transaction committed: wake this process's watchers, and the others' where the
+        database's way sends after the commit."""
+        self.watch.finished(wakeup.body_of(sent))
+        self.transport.after_commit(sent)
 
     def seen(self, job_id: int) -> Seen:
         """Start listening (so no later finish is missed), then what was heard of ``job_id``."""

@@ -36,10 +36,12 @@ from app.queue.usecases import (
     reading,
     stats,
 )
+from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import Conflict, Forbidden, InvalidInput
 from app.queue.vocabulary.models import Actor, Job, JobFilters
 from app.queue.vocabulary.states import PRIORITIES, TERMINAL, JobStatus
 from app.queue.vocabulary.timeutil import utcnow
+from app.storage.transactions import announce
 from app.web.charts import minute_chart
 from app.web.forms import ConfirmForm, EnqueueForm
 from app.web.guard import require_login, requires
@@ -183,12 +185,12 @@ def _action_done(job_id: int, message: str, category: str) -> Response:
     return redirect(url_for(".job", job_id=job_id))
 
 
-def _act(job_id: int, action: Callable[..., Job], done: str) -> Response:
+def _act(job_id: int, action: Callable[..., Changed[Job]], done: str) -> Response:
     """Run a use case on a job (it audits itself); a refusal by the job's state
     (Conflict) is shown on the job, any other error (Forbidden, NotFound) is the error page."""
     try:
         with db.transaction() as conn:
-            action(conn, g.actor, job_id, now=utcnow())
+            announce(action(conn, g.actor, job_id, now=utcnow()).effects)
     except Conflict as exc:
         return _action_done(job_id, exc.detail, "error")
     return _action_done(job_id, done, "success")
@@ -278,7 +280,9 @@ def _enqueue(form: EnqueueForm, actor: Actor) -> Response | int:
     try:
         enqueue_body = EnqueueBody.parse(body, queue_settings())
         with db.transaction() as conn:
-            job, created = enqueueing.enqueue(conn, actor, enqueue_body.to_request(), now=utcnow())
+            enqueued = enqueueing.enqueue(conn, actor, enqueue_body.to_request(), now=utcnow())
+            announce(enqueued.effects)
+        job, created = enqueued.value
     except InvalidInput as exc:
         _form_errors(form, exc.errors)
         return 422

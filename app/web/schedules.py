@@ -18,6 +18,7 @@ from app.queue.rules.policy import Action
 from app.queue.usecases import schedules
 from app.queue.vocabulary.errors import InvalidInput, QueueError
 from app.queue.vocabulary.timeutil import utcnow
+from app.storage.transactions import announce
 from app.web.forms import ConfirmForm, ScheduleForm
 from app.web.guard import current_actor, require_login, requires
 
@@ -117,15 +118,16 @@ def disable(schedule_id: int) -> Response:
 def run(schedule_id: int) -> Response:
     try:
         with db.transaction() as conn:
-            job = schedules.run_now(
+            enqueued = schedules.run_now(
                 conn, current_actor(), schedule_id, now=utcnow(), settings=queue_settings()
             )
+            announce(enqueued.effects)
     except QueueError as exc:
         if exc.status in (403, 404):
             raise
         flash(exc.detail, "error")
         return redirect(url_for(".index"))
-    flash(f"Job {job.id} enqueued.", "success")
+    flash(f"Job {enqueued.value.id} enqueued.", "success")
     return redirect(url_for(".index"))
 
 

@@ -16,6 +16,7 @@ from app.queue.usecases import job_types
 from app.queue.usecases.job_types import TypeChange, TypeView
 from app.queue.vocabulary.errors import NotFound, QueueError
 from app.queue.vocabulary.timeutil import utcnow
+from app.storage.transactions import announce
 from app.web.forms import TypeLimitsForm
 from app.web.guard import current_actor, require_login, requires
 
@@ -63,10 +64,11 @@ def _change(name: str, fields: dict[str, Any]) -> TypeView:
     """Apply and audit a change, as the API does."""
     request = TypeChange.parse(fields, queue_settings())
     with db.transaction() as conn:
-        view = job_types.change(
+        changed = job_types.change(
             conn, current_actor(), queue_settings(), name, request, now=utcnow()
         )
-    return view
+        announce(changed.effects)
+    return changed.value
 
 
 def _switch(name: str, paused: bool) -> Response:

@@ -40,4 +40,4 @@ def test_without_api_rate_limit_the_limiter_is_off(database_url: str) -> None:
 
     app = create_app(base_config(database_url))
     assert app.config["RATELIMIT_ENABLED"] is False
-    app.extensions["queuelog.db"].dispose()
+    db.close(app)

@@ -333,7 +333,9 @@ def test_lease_expiry_writes_an_event(app: Flask, producer: Api, worker: Api) ->
     assert worker.claim() is not None
     later = datetime.now(UTC) + timedelta(days=1)
     with app.app_context(), db.transaction() as conn:
-        assert claiming.recover_expired(conn, now=later, settings=queue_settings(), limit=5) == 1
+        assert (
+            claiming.recover_expired(conn, now=later, settings=queue_settings(), limit=5).value == 1
+        )
     last = event_rows(app, job["id"])[-1]
     assert (last["from_status"], last["to_status"], last["kind"]) == (
         "running",

@@ -45,13 +45,6 @@ def transactions(app: Flask) -> Iterator[list[list[str]]]:
         event.remove(engine, "before_cursor_execute", statement)
 
 
-@pytest.fixture
-def app_config() -> dict[str, Any]:
-    # A claim ticks the schedules at most once per interval, in transactions of its own: the
-    # first claim of the test takes this process's tick, the rest are single transactions.
-    return {"SCHEDULE_TICK_SECONDS": 3600}
-
-
 def _first_use_recorded(app: Flask, *callers: Api) -> None:
     """Every caller's token was used just now, so no request below has a use to record."""
     with app.app_context(), db.transaction() as conn:

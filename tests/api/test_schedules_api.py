@@ -13,7 +13,8 @@ from sqlalchemy import text
 from werkzeug.test import TestResponse
 
 from app.accounts import service as accounts
-from app.infra import db
+from app.infra import db, housekeeper
+from app.infra.housekeeper import Housekeeper
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.schedules import ScheduleCreate, parse
 from app.queue.usecases import schedules
@@ -191,8 +192,11 @@ def test_run_now_enqueues_one_job(admin: Api, producer: Api, app: Flask) -> None
     assert_problem(producer.get(f"/jobs/{job['id']}"), 404)  # the admin's job, not the producer's
 
 
-def test_a_claim_ticks_due_schedules_on_its_way(admin: Api, worker: Api, app: Flask) -> None:
-    """The schedule's slot passed a minute ago; the next claim enqueues its job and takes it."""
+def test_the_housekeeper_fires_a_due_schedule_for_a_waiting_claim(
+    admin: Api, worker: Api, app: Flask
+) -> None:
+    """The schedule's slot passed a minute ago; the process's housekeeping thread enqueues its
+    job, and a claim waiting meanwhile takes it: no request had to run the tick."""
     with app.app_context(), db.transaction() as conn:
         request = parse(
             ScheduleCreate,
@@ -201,9 +205,14 @@ def test_a_claim_ticks_due_schedules_on_its_way(admin: Api, worker: Api, app: Fl
         )
         actor = accounts.get_user(conn, accounts.OPERATOR, "admin").actor()
         schedules.create(conn, actor, request, now=utcnow() - timedelta(seconds=61))
-    claimed = worker.claim()
+    keeper = Housekeeper(housekeeper.housekeeping(app), tick=0.05, retention_every=3600)
+    keeper.start()
+    try:
+        claimed = worker.claim(wait_seconds=10)
+    finally:
+        keeper.stop()
     assert claimed is not None and claimed["type"] == "webhook.deliver"
-    assert worker.claim() is None  # one job for the slot, not one per claim
+    assert worker.claim() is None  # one job for the slot, not one per tick
     listed = admin.get("/schedules").get_json()["schedules"][0]
     assert listed["last_run_at"] is not None
 

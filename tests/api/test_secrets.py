@@ -16,6 +16,7 @@ from flask import Flask
 from werkzeug.test import TestResponse
 
 from app import create_app
+from app.infra import db
 from app.infra.secretbox import SecretBox
 from tests.api.conftest import assert_problem, event_rows, job_row, snapshot
 from tests.builders import PASSWORD, Api, make_token, make_user
@@ -223,8 +224,7 @@ def keyless(database_url: str) -> Iterator[Flask]:
     """A production app without SECRETS_KEY, on the test's database."""
     application = create_app(base_config(database_url, SECRETS_KEY=None, PRODUCTION=True))
     yield application
-    application.extensions["queuelog.wakeup"].close()
-    application.extensions["queuelog.db"].dispose()
+    db.close(application)
 
 
 def test_without_a_key_the_server_starts_and_refuses_secrets_naming_the_setting(
@@ -267,8 +267,7 @@ def test_a_rotated_key_list_opens_old_jobs_and_seals_new_ones_with_the_new_key(
             newer["id"]: {"NEW": "sealed-with-the-new-key"},
         }
     finally:
-        rotated.extensions["queuelog.wakeup"].close()
-        rotated.extensions["queuelog.db"].dispose()
+        db.close(rotated)
 
 
 def test_secrets_no_key_opens_stop_the_claim_and_leave_the_job_pending(
@@ -281,7 +280,6 @@ def test_secrets_no_key_opens_stop_the_claim_and_leave_the_job_pending(
         problem = assert_problem(response, 503)
         assert "SECRETS_KEY" in problem["detail"]
     finally:
-        dropped.extensions["queuelog.wakeup"].close()
-        dropped.extensions["queuelog.db"].dispose()
+        db.close(dropped)
     assert job_row(app, job["id"])["status"] == "pending"  # the claim was rolled back
     assert worker.claim() is not None  # and the right key still opens them

@@ -657,6 +657,9 @@ def test_v10_lease_expiry_note_and_error_reach_admins_only(
     job = _running_job(producer, worker, max_retries=0)
     later = datetime.now(UTC) + timedelta(days=2)
     with app.app_context(), db.transaction() as conn:
-        assert claiming.recover_expired(conn, now=later, settings=queue_settings(), limit=10) == 1
+        assert (
+            claiming.recover_expired(conn, now=later, settings=queue_settings(), limit=10).value
+            == 1
+        )
     assert admin.get(f"/jobs/{job['id']}").get_json()["error"] == "lease expired"
     assert "error" not in producer.get(f"/jobs/{job['id']}").get_json()

@@ -116,9 +116,7 @@ def second_server(database_url: str, app: Flask) -> Iterator[Flask]:
     """Another app server on the same database (its own wake-ups and connections)."""
     other = create_app(base_config(database_url))
     yield other
-    other.extensions["queuelog.wakeup"].close()
-    other.extensions["queuelog.outcomes"].close()
-    db.engine(other).dispose()
+    db.close(other)
 
 
 @pytest.mark.slow

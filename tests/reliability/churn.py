@@ -67,12 +67,12 @@ class Churn:
         return self.actors[self.rng.choice(PRODUCERS)]
 
     def enqueue(self, conn: Connection, now: datetime) -> None:
-        job, _ = enqueueing.enqueue(conn, self._producer(), self._request(), now=now)
+        job, _ = enqueueing.enqueue(conn, self._producer(), self._request(), now=now).value
         self.known.append(job.id)
 
     def enqueue_batch(self, conn: Connection, now: datetime) -> None:
         requests = [self._request() for _ in range(3)]
-        added = enqueueing.enqueue_many(conn, self._producer(), requests, now=now)
+        added = enqueueing.enqueue_many(conn, self._producer(), requests, now=now).value
         self.known.extend(job.id for job, _ in added)
 
     def claim(self, conn: Connection, now: datetime) -> None:
@@ -84,7 +84,7 @@ class Churn:
             settings=self.settings,
             max_jobs=self.rng.randint(1, 3),
             lease_seconds=self.rng.choice((60, 300, 900)),
-        )
+        ).jobs
         self.held.extend((worker, job) for job in jobs)
 
     def finish(self, conn: Connection, now: datetime) -> None:

@@ -70,7 +70,7 @@ def _fail_until_exhausted(queue: Queue, job_type: str, uniform: Recording) -> li
                 settings=queue.settings,
                 error="boom",
                 uniform=uniform,
-            )
+            ).value
         if failed.status == "failed":
             assert failed.retry_count == 4 and failed.finished_at == now
             return delays
@@ -120,7 +120,7 @@ def test_real_jitter_stays_in_the_growing_window(queue: Queue) -> None:
         with queue.tx() as conn:
             failed = reports.fail(
                 conn, queue.worker, job.id, now=now, settings=queue.settings, error="x"
-            )
+            ).value
         delay = (failed.run_at - now).total_seconds()
         assert 0 <= delay <= _window(retry), (retry, delay)
         now = failed.run_at

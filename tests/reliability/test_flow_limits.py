@@ -84,7 +84,7 @@ def _worker(url: str, actor: Actor, clock: Clock, barrier: Any, stop: Any, resul
             with db.transaction(app) as conn:
                 batch = claiming.claim_many(
                     conn, actor, now=clock.now(), settings=settings, **rng.choice(CLAIMS)
-                )
+                ).jobs
             for job in batch:
                 with db.transaction(app) as conn:
                     reports.complete(conn, actor, job.id, now=clock.now(), attempt=job.attempts)

@@ -60,7 +60,7 @@ def test_prune_deletes_only_old_finished_jobs_with_their_events(
     kept.append(_finish(queue, "running", old))  # its lease is long gone, but it is not finished
     revived = _finish(queue, "failed", old)
     with queue.tx() as conn:  # an old finished job retried by an admin is alive again
-        kept.append(job_actions.retry(conn, queue.admin, revived, now=old).id)
+        kept.append(job_actions.retry(conn, queue.admin, revived, now=old).value.id)
     kept.append(_finish(queue, "pending", old))
 
     result = runner.invoke(args=["jobs", "prune", "--older-than", "7d"])

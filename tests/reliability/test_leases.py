@@ -95,7 +95,7 @@ def test_holder_may_finish_after_its_lease_ran_out_if_nobody_reclaimed(queue: Qu
     with queue.tx() as conn:
         done = reports.complete(
             conn, queue.worker, job.id, now=T0 + timedelta(seconds=LEASE * 3), attempt=1
-        )
+        ).value
     assert done.status == "completed"
 
 
@@ -119,7 +119,7 @@ def test_heartbeat_extends_the_lease_by_its_claimed_length_and_records_progress(
             progress=40,
             message="halfway",
             attempt=1,
-        )
+        ).value
     assert beaten.lease_expires_at == beat_at + timedelta(seconds=60)
     assert (beaten.progress, beaten.progress_message, beaten.status) == (40, "halfway", "running")
     # a claim after the original expiry but before the extended one recovers nothing
@@ -193,7 +193,7 @@ def test_heartbeat_keeps_the_per_type_lease(queue: Queue) -> None:
     with queue.tx() as conn:
         beaten = reports.heartbeat(
             conn, queue.worker, job.id, now=T0 + timedelta(seconds=10), settings=queue.settings
-        )
+        ).value
     assert beaten.lease_expires_at == T0 + timedelta(seconds=10 + REPORT_LEASE)
 
 
@@ -223,7 +223,9 @@ def test_expired_lease_with_no_retry_left_fails_the_job(queue: Queue) -> None:
     queue.claim()
     later = T0 + timedelta(seconds=LEASE + 1)
     with queue.tx() as conn:
-        assert claiming.recover_expired(conn, now=later, settings=queue.settings, limit=10) == 1
+        assert (
+            claiming.recover_expired(conn, now=later, settings=queue.settings, limit=10).value == 1
+        )
     failed = queue.job(job.id)
     assert (failed.status, failed.finished_at, failed.worker_id) == ("failed", later, None)
     assert failed.lease_expires_at is None
@@ -237,9 +239,13 @@ def test_recovery_is_batched(queue: Queue, app_config: dict[str, Any]) -> None:
         queue.claim()
     later = T0 + timedelta(seconds=LEASE + 1)
     with queue.tx() as conn:
-        assert claiming.recover_expired(conn, now=later, settings=queue.settings, limit=2) == 2
+        assert (
+            claiming.recover_expired(conn, now=later, settings=queue.settings, limit=2).value == 2
+        )
     with queue.tx() as conn:
-        assert claiming.recover_expired(conn, now=later, settings=queue.settings, limit=10) == 3
+        assert (
+            claiming.recover_expired(conn, now=later, settings=queue.settings, limit=10).value == 3
+        )
     assert {queue.job(j.id).status for j in jobs} == {"pending"}
 
 

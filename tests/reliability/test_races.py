@@ -57,11 +57,15 @@ def test_complete_vs_fail_same_job_one_winner(queue: Queue, backend: str) -> Non
         now = T0 + timedelta(seconds=1)
         done, failed = _race(
             queue,
-            lambda conn, j=job, now=now: reports.complete(
-                conn, queue.worker, j.id, now=now, attempt=1, result={"ok": True}
+            lambda conn, j=job, now=now: (
+                reports.complete(
+                    conn, queue.worker, j.id, now=now, attempt=1, result={"ok": True}
+                ).value
             ),
-            lambda conn, j=job, now=now: reports.fail(
-                conn, queue.worker, j.id, now=now, settings=queue.settings, error="x", attempt=1
+            lambda conn, j=job, now=now: (
+                reports.fail(
+                    conn, queue.worker, j.id, now=now, settings=queue.settings, error="x", attempt=1
+                ).value
             ),
         )
         winners = [r for r in (done, failed) if not isinstance(r, Conflict)]
@@ -92,11 +96,11 @@ def test_reaper_vs_late_complete_same_job_one_winner(queue: Queue, backend: str)
         late = claimed.lease_expires_at + timedelta(seconds=1)  # type: ignore[operator]
         recovered, done = _race(
             queue,
-            lambda conn, late=late: claiming.recover_expired(
-                conn, now=late, settings=queue.settings, limit=100
+            lambda conn, late=late: (
+                claiming.recover_expired(conn, now=late, settings=queue.settings, limit=100).value
             ),
-            lambda conn, j=job, late=late: reports.complete(
-                conn, queue.worker, j.id, now=late, attempt=1
+            lambda conn, j=job, late=late: (
+                reports.complete(conn, queue.worker, j.id, now=late, attempt=1).value
             ),
         )
         final = queue.job(job.id)
@@ -151,11 +155,11 @@ def test_a_batch_that_collides_on_a_key_answers_the_winner(queue: Queue, backend
     other = EnqueueBody.parse({"type": "email.send"}, queue.settings)
     batch = [keyed.to_request(), other.to_request()]
     with ThreadPoolExecutor(1) as pool, queue.tx() as conn:
-        winner, _ = enqueueing.enqueue(conn, queue.producer, keyed.to_request(), now=T0)
+        winner, _ = enqueueing.enqueue(conn, queue.producer, keyed.to_request(), now=T0).value
 
         def enqueue_batch() -> list[tuple[Job, bool]]:
             with queue.tx() as batch_conn:
-                return enqueueing.enqueue_many(batch_conn, queue.producer, batch, now=T0)
+                return enqueueing.enqueue_many(batch_conn, queue.producer, batch, now=T0).value
 
         answer = pool.submit(enqueue_batch)
         _blocked_on_a_lock(queue, backend)

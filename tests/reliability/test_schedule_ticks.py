@@ -14,11 +14,11 @@ from flask import Flask
 from sqlalchemy import select
 
 from app import create_app
-from app.infra import db
+from app.infra import db, housekeeper
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.schedules import ScheduleCreate, parse
 from app.queue.rules import cron
-from app.queue.usecases import housekeeping, schedules
+from app.queue.usecases import schedules
 from app.storage.schema import job_events, jobs
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_user
@@ -43,7 +43,7 @@ def _ticker(url: str, barrier: Any, results: Any, index: int) -> None:
             barrier.wait(TIMEOUT)
             # a few milliseconds apart, as real clocks would be
             now = START + step * STEP + timedelta(milliseconds=3 * index)
-            for fired in housekeeping.fire_due(now, app):
+            for fired in housekeeper.housekeeping(app).fire_due(now):
                 if fired.job is not None:
                     won[fired.schedule.name] += 1
         results.put((index, dict(won), None))

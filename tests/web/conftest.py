@@ -20,6 +20,7 @@ from werkzeug.serving import make_server
 from werkzeug.test import TestResponse
 
 from app import create_app
+from app.infra import db
 from tests.builders import PASSWORD, Api, make_token, make_user
 from tests.conftest import base_config
 
@@ -172,4 +173,4 @@ def live_site(
     finally:
         server.shutdown()
         thread.join(timeout=10)
-        app.extensions["queuelog.db"].dispose()
+        db.close(app)

@@ -249,4 +249,4 @@ def test_client_address_comes_from_the_trusted_proxy(database_url: str) -> None:
             "203.0.113.9"
         )
     finally:
-        app.extensions["queuelog.db"].dispose()
+        db.close(app)

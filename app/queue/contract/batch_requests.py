@@ -10,18 +10,22 @@ from app.queue.contract.fields import (
     MAX_BATCH_MARK,
     MAX_PARENTS,
     Attempt,
+    ClaimTypes,
     ErrorText,
     Flag,
     JobId,
     JsonObject,
+    LeaseSeconds,
+    MaxJobs,
     Message,
     Progress,
     RetryIn,
+    WaitSeconds,
 )
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.contract.request_model import RequestModel, refuse, says, settings_of
 from app.queue.rules.workflows import GroupRequest
-from app.queue.vocabulary.models import Beat, Outcome
+from app.queue.vocabulary.models import Beat, Outcome, Wanted
 
 MAX_CHILDREN = 100  # jobs per POST /jobs/{id}/children
 
@@ -35,6 +39,11 @@ def _sized_list(items: Any, limit: int) -> Any:
 
 def _batch_size(items: Any, info: ValidationInfo) -> Any:
     return _sized_list(items, settings_of(info).max_batch)
+
+
+def _outcomes_size(items: Any, info: ValidationInfo) -> Any:
+    """Outcomes of a finish: 1..MAX_BATCH, or none when the finish claims (checked with it)."""
+    return items if items == [] else _batch_size(items, info)
 
 
 def _batch_of(description: str) -> Any:
@@ -137,10 +146,40 @@ class FinishItem(RequestModel):
         )
 
 
-class FinishBody(RequestModel):
-    """``POST /jobs/finish``: many outcomes in one transaction, each answered on its own."""
+class ClaimPart(RequestModel):
+    """The claim of a ``POST /jobs/finish``: what ``POST /jobs/claim`` takes with ``max_jobs``."""
 
-    results: Annotated[list[FinishItem], _SIZED, _batch_of("1..MAX_BATCH outcomes.")]
+    max_jobs: MaxJobs
+    types: ClaimTypes | None = None
+    lease_seconds: LeaseSeconds | None = None
+    wait_seconds: WaitSeconds = 0.0
+
+    def to_wanted(self) -> Wanted:
+        """The use cases' claim."""
+        types = tuple(self.types) if self.types else None
+        return Wanted(self.max_jobs, types, self.lease_seconds, self.wait_seconds)
+
+
+class FinishBody(RequestModel):
+    """``POST /jobs/finish``: many outcomes in one transaction, each answered on its own, and
+    optionally a claim of the next jobs once they are committed (then ``results`` may be
+    empty)."""
+
+    results: Annotated[
+        list[FinishItem],
+        BeforeValidator(_outcomes_size),
+        Field(
+            json_schema_extra={MAX_BATCH_MARK: True},
+            description="0..MAX_BATCH outcomes (at least one without a claim).",
+        ),
+    ]
+    claim: ClaimPart | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> FinishBody:
+        if not self.results and self.claim is None:
+            raise refuse("must hold from 1 outcome when nothing is claimed", field="results")
+        return self
 
 
 class BeatItem(RequestModel):

@@ -42,7 +42,7 @@ from app.queue.contract.fields import (
 )
 from app.queue.contract.request_model import RequestModel, parse_query, refuse
 from app.queue.rules import secret_fields
-from app.queue.vocabulary.models import EnqueueRequest, JobFilters, QueueSettings
+from app.queue.vocabulary.models import EnqueueRequest, JobFilters, QueueSettings, Wanted
 from app.queue.vocabulary.states import PRIORITIES
 from app.queue.vocabulary.trace import Trace
 
@@ -172,6 +172,11 @@ class ClaimBody(RequestModel):
     types: ClaimTypes | None = None
     max_jobs: MaxJobs | None = None
     wait_seconds: WaitSeconds = 0.0
+
+    def to_wanted(self) -> Wanted:
+        """The use cases' claim (without ``max_jobs``: one job)."""
+        types = tuple(self.types) if self.types else None
+        return Wanted(self.max_jobs or 1, types, self.lease_seconds, self.wait_seconds)
 
 
 class CompleteBody(RequestModel):

@@ -208,9 +208,11 @@ class FinishResult(ResponseModel):
 
 
 class FinishResults(ResponseModel):
-    """Each outcome's answer, in request order."""
+    """Each outcome's answer, in request order; with a claim, the jobs claimed (each as in a
+    claim's answer; empty when none was due by the end of the wait)."""
 
     results: list[FinishResult]
+    jobs: list[JobOut] | None = Field(default=None, description="Only when the body claims.")
 
 
 class BeatResult(ResponseModel):

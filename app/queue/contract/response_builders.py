@@ -121,8 +121,12 @@ def claimed_out(
 ) -> JobOut | ClaimedJobs:
     """A claim's answer: the job, or with ``many`` (the claim gave ``max_jobs``) all of them in
     claim order; each with its secrets opened, when it has some."""
-    out = [job_out(job, include_error=include_error, secrets=secrets.get(job.id)) for job in jobs]
+    out = [_claimed_out(job, secrets, include_error) for job in jobs]
     return ClaimedJobs.built({"jobs": out}) if many else out[0]
+
+
+def _claimed_out(job: Job, secrets: Mapping[int, dict[str, str]], include_error: bool) -> JobOut:
+    return job_out(job, include_error=include_error, secrets=secrets.get(job.id))
 
 
 def created_out(
@@ -169,15 +173,24 @@ def _per_item(
 
 
 def finish_out(
-    outcomes: Sequence[Outcome], answers: Sequence[Job | QueueError], *, include_error: bool
+    outcomes: Sequence[Outcome],
+    answers: Sequence[Job | QueueError],
+    *,
+    include_error: bool,
+    claimed: tuple[Sequence[Job], Mapping[int, dict[str, str]]] | None = None,
 ) -> FinishResults:
-    """Each outcome's answer, in request order: the job it left, or why it was refused."""
+    """Each outcome's answer, in request order: the job it left, or why it was refused; with
+    ``claimed`` (the body claimed), the jobs claimed and the secrets of those that have some."""
 
     def answered(job: Job) -> dict[str, Any]:
         return {"job": job_out(job, include_error=include_error)}
 
     ids = (outcome.job_id for outcome in outcomes)
-    return FinishResults.built({"results": _per_item(FinishResult, ids, answers, answered)})
+    values: dict[str, Any] = {"results": _per_item(FinishResult, ids, answers, answered)}
+    if claimed is not None:
+        jobs, secrets = claimed
+        values["jobs"] = [_claimed_out(job, secrets, include_error) for job in jobs]
+    return FinishResults.built(values)
 
 
 def beats_out(beats: Sequence[Beat], answers: Sequence[Job | QueueError]) -> BeatResults:

@@ -18,6 +18,7 @@ from app.queue.sql import edges as edges_sql
 from app.queue.sql.edges import Expected
 from app.queue.sql.items import Columns, Kind
 from app.queue.sql.jobs import append_events, event_row
+from app.queue.vocabulary.effects import Changed, Effects
 from app.queue.vocabulary.models import Job
 from app.queue.vocabulary.states import (
     EDGES,
@@ -43,12 +44,13 @@ def _move(
     actor: str | None,
     pinned: JobStatus | None = None,
     **event: Any,
-) -> Job | None:
-    """Apply edge ``name`` to one job (from ``pinned`` only, when the edge has several sources)."""
+) -> Changed[Job | None]:
+    """Apply edge ``name`` to one job (from ``pinned`` only, when the edge has several sources):
+    the job as it left it (None: not in a state the edge leaves), and what that did."""
     edge = EDGES[name]
     sources = edge.sources if pinned is None else edge.sources & {pinned}
     if not sources:
-        return None
+        return Changed(None)
     job = edges_sql.move(
         conn,
         job_id,
@@ -60,9 +62,11 @@ def _move(
         actor=actor,
         **event,
     )
-    if job is not None:  # its children and group learn of it (a retry reopens it)
-        workflows.moved(conn, job, reopened=sources <= TERMINAL, now=now)
-    return job
+    if job is None:
+        return Changed(None)
+    # its children and group learn of it (a retry reopens it)
+    cascade = workflows.moved(conn, job, reopened=sources <= TERMINAL, now=now)
+    return Changed(job, Effects.of([job], now) | cascade)
 
 
 def _holder(worker: str, attempt: int | None) -> Expected:
@@ -161,7 +165,7 @@ def _item(report: Report) -> dict[str, Any]:
 
 def finish_many(
     conn: Connection, reports: Sequence[Report], *, worker: str | None, now: datetime
-) -> dict[int, Job]:
+) -> Changed[dict[int, Job]]:
     """running -> completed, pending (a retry) or failed, per report, for the jobs ``worker``
     (None: whoever) holds at the report's attempt (and, for a failure, still at its retry
     count): one compare-and-set statement per edge and one for all the events, whatever the
@@ -198,8 +202,8 @@ def finish_many(
             if report.job_id in jobs
         ]
     append_events(conn, events)
-    workflows.settle(conn, moved.values(), now=now)
-    return moved
+    cascade = workflows.settle(conn, moved.values(), now=now)
+    return Changed(moved, Effects.of(moved.values(), now) | cascade)
 
 
 def _fail(
@@ -213,7 +217,7 @@ def _fail(
     actor: str | None,
     note: str | None,
     lease_ended_before: datetime | None = None,
-) -> Job | None:
+) -> Changed[Job | None]:
     """A failed attempt gives up the lease and keeps the (sanitized) error."""
     return _move(
         name,
@@ -231,7 +235,7 @@ def _fail(
 
 def lease_expired(
     conn: Connection, job: Job, *, now: datetime, run_at: datetime | None, error: str
-) -> Job | None:
+) -> Changed[Job | None]:
     """running -> pending (``run_at`` given: a retry is left) or failed, for a lease that ended
     before ``now``; the event names the worker that went silent."""
     if run_at is not None:
@@ -256,7 +260,7 @@ def lease_expired(
 
 def release(
     conn: Connection, job_id: int, *, worker: str, attempt: int | None, now: datetime
-) -> Job | None:
+) -> Changed[Job | None]:
     """running -> pending at once: the holder hands the job back unstarted (retry_count kept)."""
     return _move(
         Edge.RELEASE,
@@ -271,7 +275,7 @@ def release(
 
 def cancel(
     conn: Connection, job: Job, *, now: datetime, actor: str, note: str | None = None
-) -> Job | None:
+) -> Changed[Job | None]:
     """pending or running -> cancelled, from the status ``job`` was read in (``note``: why,
     e.g. the bulk operation that did it)."""
     ended = {"lease_expires_at": None, "deadline_at": None, "waiting_for": None}
@@ -291,7 +295,7 @@ def cancel(
 
 def retry(
     conn: Connection, job: Job, *, now: datetime, actor: str, note: str | None = None
-) -> Job | None:
+) -> Changed[Job | None]:
     """failed or cancelled -> pending with a fresh retry budget (admins; ``note`` as for
     ``cancel``)."""
     values = {

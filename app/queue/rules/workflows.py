@@ -19,46 +19,51 @@ from app.queue.sql import batches as batches_sql
 from app.queue.sql import jobs as jobs_sql
 from app.queue.sql import workflows as workflows_sql
 from app.queue.sql.jobs import append_events, event_row
+from app.queue.vocabulary.effects import NOTHING, Effects
 from app.queue.vocabulary.errors import Forbidden, InvalidInput, NotFound
 from app.queue.vocabulary.models import Actor, EnqueueRequest, Job
 from app.queue.vocabulary.states import TERMINAL, EventKind, JobStatus
-from app.storage import wakeup
 
 _BROKEN = {JobStatus.FAILED: "failed", JobStatus.CANCELLED: "was cancelled"}
 
 
-def settle(conn: Connection, moved: Iterable[Job], *, now: datetime) -> None:
+def settle(conn: Connection, moved: Iterable[Job], *, now: datetime) -> Effects:
     """Everything that follows from ``moved`` jobs finishing (completed, failed for good or
     cancelled): their groups count them, their waiting children are released or cancelled,
     and what those cancellations finish in turn, level by level. Nothing runs for jobs that
-    are in no group and have no dependents."""
+    are in no group and have no dependents. What it did: the children it released or
+    cancelled, the callbacks it enqueued (not the moved jobs' own effects)."""
+    effects = NOTHING
     finished = [job for job in moved if job.status in TERMINAL]
     while finished:
-        _count_in_groups(conn, finished, now=now, sign=1)
+        effects |= _count_in_groups(conn, finished, now=now, sign=1)
         parents = [job for job in finished if job.has_dependents]
-        finished = _release_children(conn, parents, now=now) if parents else []
+        finished, released = _release_children(conn, parents, now=now) if parents else ([], NOTHING)
+        effects |= released | Effects.of(finished, now)
+    return effects
 
 
-def moved(conn: Connection, job: Job, *, reopened: bool, now: datetime) -> None:
+def moved(conn: Connection, job: Job, *, reopened: bool, now: datetime) -> Effects:
     """What follows from one job's move: ``settle`` when it finished; when an admin retried
     it (``reopened``, from failed or cancelled), its group counts it unfinished again."""
     if reopened:
-        _count_in_groups(conn, [job], now=now, sign=-1)
-    else:
-        settle(conn, [job], now=now)
+        return _count_in_groups(conn, [job], now=now, sign=-1)
+    return settle(conn, [job], now=now)
 
 
-def _release_children(conn: Connection, parents: Sequence[Job], *, now: datetime) -> list[Job]:
+def _release_children(
+    conn: Connection, parents: Sequence[Job], *, now: datetime
+) -> tuple[list[Job], Effects]:
     """Cancel the waiting children of the parents that failed or were cancelled (unless they
     asked to run anyway), then strike every parent off its children's waiting lists: two or
-    three statements however many children. The children cancelled."""
+    three statements however many children. The children cancelled, and the effects of those
+    that stopped waiting."""
     broken = {job.id: job.status for job in parents if job.status != JobStatus.COMPLETED}
     cancelled = cancel_children(
         conn, workflows_sql.children_to_cancel(conn, broken), broken, now=now
     )
-    if workflows_sql.release(conn, [job.id for job in parents], now):
-        conn.info[wakeup.JOB_DUE] = True  # claimable now: wake long-polls after the commit
-    return cancelled
+    released = workflows_sql.release(conn, [job.id for job in parents], now)
+    return cancelled, Effects.coming(released, now)
 
 
 def cancel_children(
@@ -102,11 +107,11 @@ class Added:
 
 def link(
     conn: Connection, actor: Actor, added: Sequence[Added], ids: Sequence[int], *, now: datetime
-) -> None:
+) -> Effects:
     """Record the parents of jobs just enqueued (``ids``: the batch's job ids by index, for
     ``after_items``): a parent the caller cannot see is refused as if it did not exist. A
     job waits for its unfinished parents; one with a parent already failed or cancelled is
-    cancelled at once unless it asked to run anyway."""
+    cancelled at once unless it asked to run anyway. What the cancellations did."""
     named = {p for item in added for p in item.request.depends_on}
     found = batches_sql.jobs_by_ids(conn, named, _visible(actor))
     for item in added:
@@ -134,7 +139,8 @@ def link(
         rows.append({"job_id": item.job.id, "depends_on": listed, "waiting_for": waiting or None})
     workflows_sql.add_edges(conn, edges)
     workflows_sql.set_parents(conn, rows)
-    settle(conn, cancel_children(conn, doomed, statuses, now=now), now=now)
+    cancelled = cancel_children(conn, doomed, statuses, now=now)
+    return Effects.of(cancelled, now) | settle(conn, cancelled, now=now)
 
 
 def _visible(actor: Actor) -> Any:
@@ -191,12 +197,12 @@ def callback_spec(request: EnqueueRequest) -> dict[str, Any]:
     }
 
 
-def _count_in_groups(conn: Connection, jobs: Sequence[Job], *, now: datetime, sign: int) -> None:
+def _count_in_groups(conn: Connection, jobs: Sequence[Job], *, now: datetime, sign: int) -> Effects:
     """Count finished (``sign`` 1) or reopened (-1) members out of or back into their
-    groups; a group whose last member finished enqueues its callbacks."""
+    groups; a group whose last member finished enqueues its callbacks (their effects)."""
     finished = Counter(job.group_id for job in jobs if job.group_id is not None)
     if not finished:
-        return
+        return NOTHING
     failed = Counter(
         job.group_id
         for job in jobs
@@ -206,16 +212,20 @@ def _count_in_groups(conn: Connection, jobs: Sequence[Job], *, now: datetime, si
         {"group_id": group, "finished": sign * n, "failed": sign * failed[group]}
         for group, n in sorted(finished.items())
     ]
+    callbacks: list[Job] = []
     for group in workflows_sql.move_groups(conn, moves, now):
         if group.unfinished == 0:
-            _fire(conn, group, now=now)
+            callbacks += _fire(conn, group, now=now)
+    return Effects.of(callbacks, now)
 
 
-def _fire(conn: Connection, group: workflows_sql.Group, *, now: datetime) -> None:
-    """Enqueue the callbacks of a group whose members have all finished, each at most once."""
+def _fire(conn: Connection, group: workflows_sql.Group, *, now: datetime) -> list[Job]:
+    """Enqueue the callbacks of a group whose members have all finished, each at most once;
+    the callbacks enqueued."""
     due = [("on_complete", group.on_complete, group.on_complete_id)]
     if group.unsuccessful == 0:
         due.append(("on_success", group.on_success, group.on_success_id))
+    enqueued = []
     for which, spec, done in due:
         if spec is None or done is not None:
             continue
@@ -235,6 +245,8 @@ def _fire(conn: Connection, group: workflows_sql.Group, *, now: datetime) -> Non
         job = jobs_sql.insert_job(conn, row, actor=f"group {group.id}")
         assert job is not None  # no idempotency key: nothing to collide on
         workflows_sql.set_callback(conn, group.id, which, job.id)
+        enqueued.append(job)
+    return enqueued
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,7 @@ from app.queue.sql.jobs import (
 )
 from app.queue.sql.prepared import Prepared
 from app.queue.vocabulary.models import Job
-from app.queue.vocabulary.states import EventKind, JobStatus
-from app.storage import wakeup
+from app.queue.vocabulary.states import EventKind
 from app.storage.schema import jobs
 from app.storage.sqltypes import UTCDateTime
 
@@ -87,7 +86,6 @@ def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: s
     items = [{**_OPTIONAL, **row} for row in rows]
     result = _INSERT_JOBS[dialects.of(conn)].rows(conn, {"items": parameter(_NEW_JOB, items)})
     added = sorted((job_of(row) for row in result), key=lambda job: job.id)
-    conn.info[wakeup.JOB_DUE] = True
     append_events(
         conn,
         [
@@ -163,10 +161,7 @@ def move_many(
     params = {f"set_{name}": value for name, value in shared.items()}
     params |= {"worker": worker, "at": at}
     params["items"] = parameter((*_KEYS, *columns), items)
-    moved = {job.id: job for job in (job_of(row) for row in statement.rows(conn, params))}
-    if any(job.status == JobStatus.PENDING for job in moved.values()):
-        conn.info[wakeup.JOB_DUE] = True  # claimable again: wake long-polls after the commit
-    return moved
+    return {job.id: job for job in (job_of(row) for row in statement.rows(conn, params))}
 
 
 _WANTED: Columns = (("job_id", Kind.BIGINT),)

@@ -10,7 +10,6 @@ from sqlalchemy import Connection, bindparam, column, text
 from app.queue.sql import dialects
 from app.queue.sql.dialects import Dialect
 from app.queue.sql.jobs import earliest_pending_run_at
-from app.queue.usecases.claiming import HELD_BACK_UNTIL
 from app.storage.schema import jobs
 from app.storage.sqltypes import UTCDateTime
 
@@ -32,11 +31,8 @@ _NEXT_LEASE_END = {dialect: _next_lease_end(dialect) for dialect in dialects.DIA
 
 def next_due_at(conn: Connection, now: datetime) -> datetime | None:
     """The earliest instant after ``now`` at which a job becomes claimable without any write:
-    a pending job's ``run_at`` (scheduled, backing off) or a running job's lease end, or when
-    the claim just made in this transaction found due jobs held back by their type's limits,
-    the instant worth looking again (``claiming``)."""
+    a pending job's ``run_at`` (scheduled, backing off) or a running job's lease end."""
     run_at = conn.execute(_NEXT_RUN, {"now": now}).scalar()
     lease_end = conn.execute(_NEXT_LEASE_END[dialects.of(conn)]).scalar()
-    held_back = conn.info.pop(HELD_BACK_UNTIL, None)
-    instants = [t for t in (run_at, lease_end, held_back) if t is not None]
+    instants = [t for t in (run_at, lease_end) if t is not None]
     return min(instants) if instants else None

@@ -33,7 +33,6 @@ from app.queue.sql.jobs import (
 from app.queue.sql.prepared import Prepared
 from app.queue.vocabulary.models import Job
 from app.queue.vocabulary.states import EventKind, JobStatus
-from app.storage import wakeup
 from app.storage.schema import jobs
 from app.storage.sqltypes import UTCDateTime
 
@@ -315,8 +314,6 @@ def move(
     if row is None:
         return None
     job = job_of(row)
-    if job.status == JobStatus.PENDING:  # claimable again: wake long-polls after the commit
-        conn.info[wakeup.JOB_DUE] = True
     if kind is not None:
         (from_status,) = sources
         append_event(

@@ -31,8 +31,7 @@ from app.queue.sql import rows as rows_sql
 from app.queue.sql.counts import EVERYONE
 from app.queue.sql.prepared import Prepared
 from app.queue.vocabulary.models import Event, Job, JobFilters
-from app.queue.vocabulary.states import PRIORITIES, TERMINAL, EventKind
-from app.storage import wakeup
+from app.queue.vocabulary.states import PRIORITIES, EventKind
 from app.storage.schema import job_events, jobs
 from app.storage.schema_figures import job_holders
 from app.storage.sqltypes import UTCDateTime
@@ -88,7 +87,6 @@ def insert_job(conn: Connection, values: Mapping[str, Any], *, actor: str) -> Jo
         except IntegrityError:
             return None
     assert row is not None  # INSERT ... RETURNING
-    conn.info[wakeup.JOB_DUE] = True
     job = job_of(row)
     append_event(
         conn, job=job, at=job.created_at, from_status=None, kind=EventKind.ENQUEUED, actor=actor
@@ -127,11 +125,7 @@ def append_event(conn: Connection, **event: Any) -> None:
 
 
 def append_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Append many ``event_row`` rows (a claim of many jobs) in one statement; the jobs they
-    finish are noted for the wake-up of their watchers (``wakeup.JOB_DONE``)."""
-    finished = [row["job_id"] for row in rows if row["to_status"] in TERMINAL]
-    if finished:
-        conn.info.setdefault(wakeup.JOB_DONE, set()).update(finished)
+    """Append many ``event_row`` rows (a claim of many jobs) in one statement."""
     if len(rows) == 1:
         _INSERT_EVENT.run(conn, rows[0])
     else:

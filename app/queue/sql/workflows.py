@@ -155,17 +155,19 @@ def _release(dialect: Dialect) -> Prepared:
         update(jobs)
         .where(jobs.c.waiting_for.is_not(None), jobs.c.id.in_(children))
         .values(waiting_for=rest, updated_at=bindparam("now", type_=UTCDateTime()))
-        .returning(jobs.c.id, jobs.c.waiting_for)
+        .returning(jobs.c.type, jobs.c.run_at, jobs.c.waiting_for)
     )
 
 
-def release(conn: Connection, parents: Collection[int], now: datetime) -> list[int]:
+def release(
+    conn: Connection, parents: Collection[int], now: datetime
+) -> list[tuple[str, datetime]]:
     """Strike ``parents`` (just finished) off the waiting lists of their waiting children, in
-    one statement; a child with nothing left to wait for is claimable (``waiting_for`` NULL).
-    The ids of the children that became claimable."""
+    one statement; a child with nothing left to wait for is claimable (``waiting_for`` NULL)
+    from its ``run_at``. The type and ``run_at`` of each child that stopped waiting."""
     params = {**_id_items(parents), "finished": json.dumps(sorted(parents)), "now": now}
     rows = _release(dialects.of(conn)).rows(conn, params)
-    return [job_id for job_id, waiting in rows if waiting is None]
+    return [(job_type, run_at) for job_type, run_at, waiting in rows if waiting is None]
 
 
 def parents_and_children(conn: Connection, job: Job) -> tuple[list[Job], list[Job]]:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from functools import reduce
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection
@@ -17,6 +18,7 @@ from app.queue.rules.policy import Action, require
 from app.queue.rules.visibility import visibility
 from app.queue.sql import bulk as bulk_sql
 from app.queue.sql import jobs as jobs_sql
+from app.queue.vocabulary.effects import NOTHING, Effects
 from app.queue.vocabulary.errors import Conflict, InvalidInput
 from app.queue.vocabulary.models import Actor, Job, JobFilters
 from app.queue.vocabulary.states import (
@@ -163,6 +165,7 @@ class BatchResult:
 
     changed: int
     busy: list[int]
+    effects: Effects = NOTHING  # what the changed jobs mean to waiters
 
 
 def apply_batch(
@@ -186,5 +189,7 @@ def apply_batch(
         return BatchResult(bulk_sql.delete_finished(conn, [job.id for job in taken]), busy)
     move = edges.cancel if selection.verb is Verb.CANCEL else edges.retry
     why = note(operation, reason)
-    changed = sum(move(conn, job, now=now, actor=actor.name, note=why) is not None for job in taken)
-    return BatchResult(changed, busy)
+    moved = [move(conn, job, now=now, actor=actor.name, note=why) for job in taken]
+    changed = [m for m in moved if m.value is not None]
+    effects = reduce(Effects.__or__, (m.effects for m in changed), NOTHING)
+    return BatchResult(len(changed), busy, effects)

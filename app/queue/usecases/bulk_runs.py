@@ -23,6 +23,7 @@ from app.queue.sql import locks as locks_sql
 from app.queue.usecases import bulk
 from app.queue.vocabulary.models import Actor
 from app.queue.vocabulary.timeutil import utcnow
+from app.storage.transactions import announce
 
 # Where writers run at once, a batch skips jobs another transaction holds at that instant; they
 # are tried again after a pause (a worker's transaction lasts milliseconds), this many times,
@@ -135,6 +136,8 @@ def _apply_batch(
     """One batch in its own transaction, which also renews the bulk lock."""
     with db.transaction() as conn:
         locks_sql.renew(conn, LOCK, holder, until=utcnow() + timedelta(seconds=LOCK_SECONDS))
-        return bulk.apply_batch(
+        done = bulk.apply_batch(
             conn, actor, selection, ids, operation=operation, reason=reason, now=utcnow(), wait=wait
         )
+        announce(done.effects)
+    return done

@@ -20,6 +20,7 @@ from app.queue.rules.visibility import visibility
 from app.queue.sql import batches as batches_sql
 from app.queue.sql import children as children_sql
 from app.queue.usecases import enqueueing, finishing, reading
+from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import Forbidden
 from app.queue.vocabulary.models import Actor, EnqueueRequest, Job
 
@@ -32,7 +33,7 @@ def spawn(
     requests: Sequence[EnqueueRequest],
     *,
     now: datetime,
-) -> list[tuple[Job, bool]]:
+) -> Changed[list[tuple[Job, bool]]]:
     """Enqueue ``requests`` as children of job ``parent_id``, which ``actor`` must hold at
     ``attempt`` (else the refusal a finish by a non-holder gets: 404 unknown, 409 otherwise).
     The parent stays locked until the transaction ends, so it cannot finish or change hands

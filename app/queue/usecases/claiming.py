@@ -1,208 +1,40 @@
-"""Claims: the next due jobs for a worker, in claim order, each with its attempt and lease,
-after a batch of expired leases is recovered.
-
-Under per-type flow control a paused type is never handed out, and a limited type never beyond
-its ``max_running`` or its ``rate_limit``, however many claims run at once: claims of a limited
-type count after taking its turn (the claim locks the type's ``type_claim_windows`` row first
-where writers run at once; where they write one at a time the transaction is already alone), so
-the running count and the window it reads cannot change until it commits. With nothing limited
-or paused a claim is the plain claim plus one driver-level read of the (small) overrides table.
+"""Claims, from the route to the statement: expired leases recovered first, then the next due
+jobs for a worker in claim order within every type's limits (``claim_limits``), each with its
+attempt and lease; and when nothing is due, when the clock next makes a job claimable. Each step
+returns what it learned (the jobs, what recovering leases did, when to look again) to its
+caller, which decides what to answer and whom to wake.
 """
 
 from __future__ import annotations
 
 import random
-from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import Connection
 
-from app.queue.rules import edges, type_limits
+from app.queue.rules import edges
 from app.queue.rules.backoff import Uniform
 from app.queue.rules.policy import Action, require
-from app.queue.rules.type_limits import TypeLimits, Window
-from app.queue.sql import counts as counts_sql
+from app.queue.sql import due as due_sql
 from app.queue.sql import edges as edges_sql
-from app.queue.sql import type_limits as type_limits_sql
-from app.queue.sql.edges import TypeLeases
 from app.queue.usecases import finishing
-from app.queue.vocabulary.models import (
-    Actor,
-    Job,
-    QueueSettings,
-)
+from app.queue.usecases.claim_limits import claim_within_limits
+from app.queue.vocabulary.effects import NOTHING, Changed, Effects
+from app.queue.vocabulary.models import Actor, Job, QueueSettings
 
 _system_random = random.SystemRandom()
-
-# Set in a connection's info when a claim found nothing because flow control held due jobs
-# back: the instant worth looking again (``due.next_due_at`` hands it to long-polls).
-HELD_BACK_UNTIL = "queuelog_held_back_until"
-# A long-poll held back by max_running looks again this often: a finished job frees a slot
-# without ringing anyone (ringing every waiter on every completion would cost more).
-RECHECK = timedelta(seconds=0.5)
-
-
-@dataclass(frozen=True)
-class TypeTurn:
-    """What a claim read about one limited type while holding its turn."""
-
-    limits: TypeLimits
-    window: Window | None
-    running: int
-
-    def claims_in_window(self, now: datetime) -> int:
-        rate = self.limits.rate_limit
-        return 0 if rate is None else type_limits.window_claims(rate, self.window, now)
-
-    def allowance(self, now: datetime) -> int:
-        """How many of its jobs this claim may hand out."""
-        return type_limits.allowance(
-            self.limits, running=self.running, claims_in_window=self.claims_in_window(now)
-        )
-
-    def next_chance(self, now: datetime) -> datetime:
-        """When a claim held back by this type's limits may succeed: the next rate window when
-        this one is full, else soon (a running job may finish any time)."""
-        rate = self.limits.rate_limit
-        if rate is not None and self.claims_in_window(now) >= rate.count:
-            return rate.window_start(now) + timedelta(seconds=rate.seconds)
-        return now + RECHECK
-
-
-def _limits_now(
-    conn: Connection, settings: QueueSettings
-) -> tuple[dict[str, TypeLimits], TypeLeases]:
-    """The types that are limited or paused right now, and the run limits of the types that
-    have one (configuration merged with overrides)."""
-    overrides = type_limits_sql.claim_overrides(conn)
-    return type_limits.effective_all(settings.flow, overrides), type_limits.run_limits(
-        settings.flow, overrides
-    )
-
-
-def _take_turns(conn: Connection, limits: dict[str, TypeLimits]) -> dict[str, TypeTurn]:
-    """Lock the claim windows of the limited types in ``limits`` (a paused one needs no turn),
-    then count what runs of each type with a max_running."""
-    counted = {name: limit for name, limit in limits.items() if limit.limited and not limit.paused}
-    windows = type_limits_sql.lock_windows(conn, counted)
-    capped = [name for name, limit in counted.items() if limit.max_running is not None]
-    running = counts_sql.running_of_types(conn, capped)
-    return {
-        name: TypeTurn(limit, windows.get(name), running.get(name, 0))
-        for name, limit in counted.items()
-    }
-
-
-def _within_type_limits(
-    conn: Connection,
-    *,
-    settings: QueueSettings,
-    worker: str,
-    now: datetime,
-    lease_seconds: int,
-    limit: int,
-    types: tuple[str, ...] | None,
-    type_leases: TypeLeases,
-) -> list[Job]:
-    """``edges.claim`` within every type's limits: up to ``limit`` jobs in claim order,
-    none of a paused type, and of each limited type no more than it may still run now."""
-
-    def claim_step(
-        limit: int, types: tuple[str, ...] | None, except_types: tuple[str, ...] = ()
-    ) -> list[Job]:
-        return edges.claim(
-            conn,
-            worker=worker,
-            now=now,
-            lease_seconds=lease_seconds,
-            limit=limit,
-            types=types,
-            type_leases=type_leases,
-            except_types=except_types,
-            run_limits=run_limits,
-        )
-
-    conn.info.pop(HELD_BACK_UNTIL, None)
-    limits, run_limits = _limits_now(conn, settings)
-    if types is not None:
-        limits = {name: limit for name, limit in limits.items() if name in types}
-    if not limits:  # the common case
-        return claim_step(limit, types)
-    turns = _take_turns(conn, limits)
-    paused = {name for name, limit in limits.items() if limit.paused}
-    caps = {name: turn.allowance(now) for name, turn in turns.items()}
-    blocked = paused | {name for name, cap in caps.items() if cap == 0}
-    claimed: list[Job] = []
-    while len(claimed) < limit:
-        allowed = None if types is None else tuple(t for t in types if t not in blocked)
-        if allowed == ():
-            break
-        # A step hands out no more than the smallest allowance left, so no type passes its
-        # own; each step takes the head of what is still allowed, so the steps stay in claim
-        # order. At most ``limit`` steps, usually one.
-        step = min([limit - len(claimed), *(caps[n] for n in caps if n not in blocked)])
-        batch = claim_step(step, allowed, tuple(sorted(blocked)) if allowed is None else ())
-        claimed += batch
-        for job in batch:
-            if job.type in caps:
-                caps[job.type] -= 1
-                if caps[job.type] == 0:
-                    blocked.add(job.type)
-        if len(batch) < step:
-            break
-    _count_claims(conn, turns, Counter(job.type for job in claimed), now)
-    if not claimed:
-        _hint(conn, turns, blocked - paused, now)
-    return claimed
-
-
-def _count_claims(
-    conn: Connection, turns: dict[str, TypeTurn], taken: Counter[str], now: datetime
-) -> None:
-    """Add this claim's jobs to the rate windows of their types."""
-    for name, turn in turns.items():
-        rate = turn.limits.rate_limit
-        if rate is not None and taken[name]:
-            type_limits_sql.count_claims(
-                conn,
-                name,
-                started_at=rate.window_start(now),
-                claims=turn.claims_in_window(now) + taken[name],
-            )
-
-
-def _hint(conn: Connection, turns: dict[str, TypeTurn], held: set[str], now: datetime) -> None:
-    """Tell a long-poll when to look again, when due jobs wait only for their type's limits."""
-    if held and type_limits_sql.any_due(conn, held, now):
-        conn.info[HELD_BACK_UNTIL] = min(turns[name].next_chance(now) for name in held)
-
-
 LEASE_EXPIRED = "lease expired"
 
 
-def claim(
-    conn: Connection,
-    actor: Actor,
-    *,
-    now: datetime,
-    settings: QueueSettings,
-    lease_seconds: int | None = None,
-    types: tuple[str, ...] | None = None,
-    uniform: Uniform = _system_random.uniform,
-) -> Job | None:
-    """Give the caller the next due job (of ``types``, when given), or None."""
-    claimed = claim_many(
-        conn,
-        actor,
-        now=now,
-        settings=settings,
-        max_jobs=1,
-        lease_seconds=lease_seconds,
-        types=types,
-        uniform=uniform,
-    )
-    return claimed[0] if claimed else None
+@dataclass(frozen=True)
+class Claimed:
+    """What a claim did: the jobs it took, what recovering expired leases did (``effects``),
+    and, when type limits held due jobs back, when to look again (``held_back_until``)."""
+
+    jobs: list[Job]
+    effects: Effects = NOTHING
+    held_back_until: datetime | None = None
 
 
 def claim_many(
@@ -215,13 +47,15 @@ def claim_many(
     lease_seconds: int | None = None,
     types: tuple[str, ...] | None = None,
     uniform: Uniform = _system_random.uniform,
-) -> list[Job]:
+) -> Claimed:
     """Give the caller up to ``max_jobs`` due jobs (of ``types``, when given) in claim order,
     each with its own attempt and lease, recovering a batch of expired leases first. Paused
-    types and types at their limits wait (``claiming``)."""
+    types and types at their limits wait (``claim_limits``)."""
     actor = require(actor, Action.WORK)
-    recover_expired(conn, now=now, settings=settings, limit=settings.recover_batch, uniform=uniform)
-    return _within_type_limits(
+    recovered = recover_expired(
+        conn, now=now, settings=settings, limit=settings.recover_batch, uniform=uniform
+    )
+    jobs, held_back_until = claim_within_limits(
         conn,
         settings=settings,
         worker=actor.name,
@@ -231,6 +65,32 @@ def claim_many(
         types=types,
         type_leases=() if lease_seconds else settings.type_leases,
     )
+    return Claimed(jobs, recovered.effects, held_back_until)
+
+
+def claim(
+    conn: Connection,
+    actor: Actor,
+    *,
+    now: datetime,
+    settings: QueueSettings,
+    lease_seconds: int | None = None,
+    types: tuple[str, ...] | None = None,
+    uniform: Uniform = _system_random.uniform,
+) -> Job | None:
+    """Give the caller the next due job (of ``types``, when given), or None (``claim_many``
+    for one job, for callers that wake nobody: the command line, benchmarks)."""
+    claimed = claim_many(
+        conn,
+        actor,
+        now=now,
+        settings=settings,
+        max_jobs=1,
+        lease_seconds=lease_seconds,
+        types=types,
+        uniform=uniform,
+    )
+    return claimed.jobs[0] if claimed.jobs else None
 
 
 def recover_expired(
@@ -240,11 +100,19 @@ def recover_expired(
     settings: QueueSettings,
     limit: int,
     uniform: Uniform = _system_random.uniform,
-) -> int:
-    """Turn expired leases into failed attempts; returns how many jobs were recovered."""
-    recovered = 0
+) -> Changed[int]:
+    """Turn expired leases into failed attempts: how many jobs were recovered."""
+    recovered, effects = 0, NOTHING
     for job in edges_sql.expired_leases(conn, now, limit):
         run_at = finishing.retry_at(job, now=now, settings=settings, retry_in=None, uniform=uniform)
-        if edges.lease_expired(conn, job, now=now, run_at=run_at, error=LEASE_EXPIRED):
+        moved = edges.lease_expired(conn, job, now=now, run_at=run_at, error=LEASE_EXPIRED)
+        if moved.value is not None:
             recovered += 1
-    return recovered
+            effects |= moved.effects
+    return Changed(recovered, effects)
+
+
+def next_due_at(conn: Connection, now: datetime) -> datetime | None:
+    """The earliest instant after ``now`` at which a job becomes claimable without any write:
+    a pending job's ``run_at`` (scheduled, backing off) or a running job's lease end."""
+    return due_sql.next_due_at(conn, now)

@@ -14,6 +14,7 @@ from app.queue.rules import uniqueness, workflows
 from app.queue.rules.policy import Action, require
 from app.queue.sql import batches as batches_sql
 from app.queue.sql import jobs as jobs_sql
+from app.queue.vocabulary.effects import NOTHING, Changed, Effects
 from app.queue.vocabulary.errors import (
     Conflict,
     Forbidden,
@@ -29,15 +30,18 @@ from app.queue.vocabulary.models import (
 
 def enqueue(
     conn: Connection, actor: Actor, request: EnqueueRequest, *, now: datetime
-) -> tuple[Job, bool]:
+) -> Changed[tuple[Job, bool]]:
     """Add a job; returns ``(job, created)``. A repeated idempotency key returns the original;
     then a unique key returns its active job (``uniqueness``), and nothing is added. A new job
     with parents waits for them (``workflows``)."""
     job, created = enqueue_one(conn, actor, request, now=now)
-    if created and request.depends_on:
-        workflows.link(conn, actor, [workflows.Added(job, request)], [], now=now)
+    if not created:
+        return Changed((job, False))
+    linked = NOTHING
+    if request.depends_on:
+        linked = workflows.link(conn, actor, [workflows.Added(job, request)], [], now=now)
         job = jobs_sql.get_job(conn, job.id) or job
-    return job, created
+    return Changed((job, True), Effects.of([job], now) | linked)
 
 
 def enqueue_one(
@@ -137,7 +141,7 @@ def enqueue_many(
     *,
     now: datetime,
     group: workflows.GroupRequest | None = None,
-) -> list[tuple[Job, bool]]:
+) -> Changed[list[tuple[Job, bool]]]:
     """``enqueue_jobs``, then the workflow of the new jobs: they form ``group`` (when given),
     and each waits for the parents it names, jobs or earlier items (``workflows``). The jobs
     come back as they are after that."""
@@ -150,12 +154,13 @@ def enqueue_many(
         for index, job in new
         if requests[index].depends_on or requests[index].after_items
     ]
+    effects = NOTHING
     if linked:
-        workflows.link(conn, actor, linked, [job.id for job, _ in added], now=now)
-    if not linked and group is None:
-        return added
-    fresh = batches_sql.jobs_by_ids(conn, [job.id for _, job in new], None)
-    return [(fresh[job.id][0] if created else job, created) for job, created in added]
+        effects = workflows.link(conn, actor, linked, [job.id for job, _ in added], now=now)
+    if linked or group is not None:
+        fresh = batches_sql.jobs_by_ids(conn, [job.id for _, job in new], None)
+        added = [(fresh[job.id][0] if created else job, created) for job, created in added]
+    return Changed(added, Effects.of((job for job, created in added if created), now) | effects)
 
 
 def enqueue_jobs(

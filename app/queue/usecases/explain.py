@@ -23,7 +23,7 @@ from app.queue.sql import explain as explain_sql
 from app.queue.sql import jobs as jobs_sql
 from app.queue.sql import type_limits as type_limits_sql
 from app.queue.usecases import reading
-from app.queue.usecases.claiming import TypeTurn
+from app.queue.usecases.claim_limits import TypeTurn
 from app.queue.vocabulary.models import Actor, Job, QueueSettings
 from app.queue.vocabulary.states import JobStatus
 from app.queue.vocabulary.timeutil import human_duration, iso

@@ -24,6 +24,7 @@ from app.queue.rules.sanitize import sanitize_error
 from app.queue.sql import batches as batches_sql
 from app.queue.sql import edges as edges_sql
 from app.queue.sql.items import Columns, Kind
+from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import (
     AttemptTimedOut,
     Conflict,
@@ -167,13 +168,15 @@ def finish(
     settings: QueueSettings | None,
     visible: ColumnElement[bool] | None,
     uniform: Uniform = _system_random.uniform,
-) -> list[Job | QueueError]:
+) -> Changed[list[Job | QueueError]]:
     """Apply each outcome of a job the caller holds; per outcome, the job it left or the
     refusal (a refused item changes nothing; the others still apply). A job named twice is
     finished by its first outcome; the second is refused as the job is then. ``visible``: the
     jobs the caller may see (None: all), to say why an item was refused. ``settings`` may be
     None when every outcome is a completion and no attempt ran past its deadline. A report of
     an attempt past its deadline is refused (``AttemptTimedOut``) and the attempt timed out."""
+    if not outcomes:  # a finish that only claims
+        return Changed([])
     found = batches_sql.jobs_by_ids(conn, {o.job_id for o in outcomes}, None)
     refused: dict[int, QueueError] = {}
     reports: dict[int, edges.Report] = {}
@@ -193,11 +196,12 @@ def finish(
             else:
                 reports[job.id] = _report(job, outcome, now=now, settings=settings, uniform=uniform)
             reported_by[job.id] = index
-    time_out(conn, late.values(), now=now, settings=settings, uniform=uniform)
+    timed_out = time_out(conn, late.values(), now=now, settings=settings, uniform=uniform)
     moved = edges.finish_many(conn, list(reports.values()), worker=actor.name, now=now)
     asked = [(o.job_id, o.attempt) for o in outcomes]
     repeats = {i for i, (job_id, _) in enumerate(asked) if reported_by.get(job_id, i) != i}
-    return _answers(conn, actor, asked, moved, refused, visible, repeats)
+    answers = _answers(conn, actor, asked, moved.value, refused, visible, repeats)
+    return Changed(answers, timed_out.effects | moved.effects)
 
 
 def heartbeat(
@@ -209,7 +213,7 @@ def heartbeat(
     settings: QueueSettings,
     visible: ColumnElement[bool] | None,
     uniform: Uniform = _system_random.uniform,
-) -> list[Job | QueueError]:
+) -> Changed[list[Job | QueueError]]:
     """Extend the lease of each job the caller holds by the length it was claimed with and
     record its progress; per beat, the job or the refusal (a cancelled job's says so). An
     attempt past its deadline is timed out and its beats refused (``AttemptTimedOut``)."""
@@ -236,7 +240,7 @@ def heartbeat(
             "progress": job.progress if beat.progress is None else beat.progress,
             "progress_message": message,
         }
-    time_out(conn, late.values(), now=now, settings=settings, uniform=uniform)
+    timed_out = time_out(conn, late.values(), now=now, settings=settings, uniform=uniform)
     moved = batches_sql.move_many(
         conn,
         list(leases.values()),
@@ -247,7 +251,7 @@ def heartbeat(
         at=now,
     )
     asked = [(b.job_id, b.attempt) for b in beats]
-    return _answers(conn, actor, asked, moved, refused, visible)
+    return Changed(_answers(conn, actor, asked, moved, refused, visible), timed_out.effects)
 
 
 # What a heartbeat moves on (running stays running, no event).
@@ -277,12 +281,12 @@ def time_out(
     now: datetime,
     settings: QueueSettings | None,
     uniform: Uniform = _system_random.uniform,
-) -> dict[int, Job]:
+) -> Changed[dict[int, Job]]:
     """Fail the running attempts of ``late`` (past their deadlines) as the retry policy says:
     pending again after backoff while retries remain, else failed; each with a ``timed_out``
     event. One statement per edge for all of them. The jobs that moved, by id."""
     if not late:
-        return {}
+        return Changed({})
     if settings is None:
         raise ValueError("a time-out needs the queue settings (its backoff)")
     reports = []
@@ -315,9 +319,10 @@ def sweep_overdue(
     settings: QueueSettings,
     limit: int,
     uniform: Uniform = _system_random.uniform,
-) -> int:
+) -> Changed[int]:
     """Housekeeping: time out up to ``limit`` running attempts past their deadlines, whoever
-    holds them (the rest heartbeat and report on time, or a later sweep takes them). Returns
-    how many moved."""
+    holds them (the rest heartbeat and report on time, or a later sweep takes them): how many
+    moved."""
     late = edges_sql.overdue_attempts(conn, now, limit)
-    return len(time_out(conn, late, now=now, settings=settings, uniform=uniform))
+    timed_out = time_out(conn, late, now=now, settings=settings, uniform=uniform)
+    return Changed(len(timed_out.value), timed_out.effects)

@@ -11,17 +11,13 @@ from app.audit.actions import AuditAction
 from app.queue.rules import edges, retention
 from app.queue.rules.policy import Action, can, require
 from app.queue.usecases.reading import get_job
-from app.queue.vocabulary.errors import (
-    Conflict,
-)
-from app.queue.vocabulary.models import (
-    Actor,
-    Job,
-)
+from app.queue.vocabulary.effects import Changed
+from app.queue.vocabulary.errors import Conflict
+from app.queue.vocabulary.models import Actor, Job
 from app.queue.vocabulary.states import TERMINAL
 
 
-def cancel(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Job:
+def cancel(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Changed[Job]:
     """Cancel a job: producers their own pending jobs, admins any unfinished job."""
     actor = require(actor, Action.CANCEL)
     job = get_job(conn, actor, job_id)
@@ -29,13 +25,13 @@ def cancel(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Job
         why = "finished" if job.status in TERMINAL else job.status
         raise Conflict(f"job {job_id} cannot be cancelled: it is {why}")
     done = edges.cancel(conn, job, now=now, actor=actor.name)
-    if done is None:
+    if done.value is None:
         raise Conflict(f"job {job_id} changed before it could be cancelled")
     audit.record(conn, AuditAction.JOB_CANCEL, f"job:{job_id}")
-    return done
+    return Changed(done.value, done.effects)
 
 
-def retry(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Job:
+def retry(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Changed[Job]:
     """Admins: put a failed or cancelled job back in the queue with a fresh retry budget."""
     actor = require(actor, Action.RETRY)
     job = get_job(conn, actor, job_id)
@@ -44,10 +40,10 @@ def retry(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Job:
             f"only failed or cancelled jobs can be retried; job {job_id} is {job.status}"
         )
     done = edges.retry(conn, job, now=now, actor=actor.name)
-    if done is None:
+    if done.value is None:
         raise Conflict(f"job {job_id} changed before it could be retried")
     audit.record(conn, AuditAction.JOB_RETRY, f"job:{job_id}")
-    return done
+    return Changed(done.value, done.effects)
 
 
 def prune(conn: Connection, *, finished_before: datetime, batch: int) -> int:

@@ -32,10 +32,10 @@ from app.queue.rules.type_limits import (
 )
 from app.queue.sql import counts as counts_sql
 from app.queue.sql import type_limits as type_limits_sql
+from app.queue.vocabulary.effects import Changed, Effects
 from app.queue.vocabulary.errors import NotFound
 from app.queue.vocabulary.models import Actor, QueueSettings
 from app.queue.vocabulary.states import JobStatus
-from app.storage import wakeup
 
 MaxRunning = Annotated[
     int,
@@ -138,14 +138,13 @@ def change(
     request: TypeChange,
     *,
     now: datetime,
-) -> TypeView:
+) -> Changed[TypeView]:
     """Set or clear the type's overrides (audited); claims obey them from the commit on. Waiting
-    claims are woken: a resumed type or a raised limit may have made jobs claimable."""
+    claims are to be woken: a resumed type or a raised limit may have made jobs claimable."""
     get_type(conn, actor, settings, name)
     type_limits_sql.save_override(conn, name, request.overrides(), actor=actor.name, now=now)
     audit.record(conn, AuditAction.TYPE_CHANGE, f"type:{name}", **request.overrides())
-    conn.info[wakeup.JOB_DUE] = True
-    return _views(conn, settings, (name,))[0]
+    return Changed(_views(conn, settings, (name,))[0], Effects(any_due=True))
 
 
 def paused(conn: Connection, settings: QueueSettings) -> list[str]:

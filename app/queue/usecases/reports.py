@@ -15,6 +15,7 @@ from app.queue.rules.policy import Action, require
 from app.queue.rules.visibility import visibility
 from app.queue.sql import batches as batches_sql
 from app.queue.usecases import finishing
+from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import (
     QueueError,
 )
@@ -29,12 +30,13 @@ from app.queue.vocabulary.models import (
 _system_random = random.SystemRandom()
 
 
-def _only(answers: list[Job | QueueError]) -> Job:
-    """The one report's job, or its refusal raised."""
-    (answer,) = answers
+def _only(reported: Changed[list[Job | QueueError]]) -> Changed[Job]:
+    """The one report's job, or its refusal raised (after what the report changed)."""
+    (answer,) = reported.value
     if isinstance(answer, QueueError):
+        answer.effects = reported.effects  # a refusal that keeps its transaction tells them
         raise answer
-    return answer
+    return Changed(answer, reported.effects)
 
 
 def heartbeat(
@@ -47,7 +49,7 @@ def heartbeat(
     progress: int | None = None,
     message: str | None = None,
     attempt: int | None = None,
-) -> Job:
+) -> Changed[Job]:
     """Extend the caller's lease by the length it was claimed with, and record progress."""
     actor = require(actor, Action.WORK)
     beat = Beat(job_id, attempt, progress, message)
@@ -67,7 +69,7 @@ def complete(
     result: dict[str, object] | None = None,
     attempt: int | None = None,
     settings: QueueSettings | None = None,
-) -> Job:
+) -> Changed[Job]:
     """Finish the caller's job successfully (``settings``: the backoff of an attempt that ran
     past its deadline, which is timed out instead)."""
     actor = require(actor, Action.WORK)
@@ -91,7 +93,7 @@ def fail(
     retry_in: float | None = None,
     retryable: bool = True,
     uniform: Uniform = _system_random.uniform,
-) -> Job:
+) -> Changed[Job]:
     """Record a failed attempt: back to pending after backoff while retries remain, else failed."""
     actor = require(actor, Action.WORK)
     outcome = Outcome(
@@ -115,14 +117,16 @@ def fail(
     )
 
 
-def release(conn: Connection, actor: Actor, job_id: int, *, now: datetime, attempt: int) -> Job:
+def release(
+    conn: Connection, actor: Actor, job_id: int, *, now: datetime, attempt: int
+) -> Changed[Job]:
     """Hand the caller's job back unstarted: pending again at once, no retry spent."""
     actor = require(actor, Action.WORK)
     done = edges.release(conn, job_id, worker=actor.name, attempt=attempt, now=now)
-    if done is None:
+    if done.value is None:
         found = batches_sql.jobs_by_ids(conn, {job_id}, visibility(actor))
         raise finishing.refusal(actor, job_id, attempt, found)
-    return done
+    return Changed(done.value, done.effects)
 
 
 def finish(
@@ -132,7 +136,7 @@ def finish(
     *,
     now: datetime,
     settings: QueueSettings,
-) -> list[Job | QueueError]:
+) -> Changed[list[Job | QueueError]]:
     """Apply each outcome as the single complete or fail route would; per outcome, the job it
     left or the refusal (a refused item changes nothing, the others still apply)."""
     actor = require(actor, Action.WORK)
@@ -147,7 +151,7 @@ def heartbeat_many(
     *,
     now: datetime,
     settings: QueueSettings,
-) -> list[Job | QueueError]:
+) -> Changed[list[Job | QueueError]]:
     """Apply each heartbeat as the single heartbeat route would; per beat, the job with its
     extended lease or the refusal (a cancelled job's refusal says so)."""
     actor = require(actor, Action.WORK)

@@ -21,6 +21,7 @@ from app.queue.rules import cron
 from app.queue.rules.policy import Action, require
 from app.queue.sql import schedules as schedules_sql
 from app.queue.usecases import enqueueing
+from app.queue.vocabulary.effects import NOTHING, Changed
 from app.queue.vocabulary.errors import Conflict, InvalidInput, NotFound
 from app.queue.vocabulary.models import (
     Actor,
@@ -138,24 +139,27 @@ def _request(schedule: Schedule, settings: QueueSettings) -> EnqueueRequest:
     return EnqueueBody.parse(body, settings).to_request()
 
 
-def _enqueue(conn: Connection, schedule: Schedule, request: EnqueueRequest, now: datetime) -> Job:
-    job, _ = enqueueing.enqueue(conn, _runner(schedule), request, now=now)
-    return job
+def _enqueue(
+    conn: Connection, schedule: Schedule, request: EnqueueRequest, now: datetime
+) -> Changed[Job]:
+    done = enqueueing.enqueue(conn, _runner(schedule), request, now=now)
+    job, _ = done.value
+    return Changed(job, done.effects)
 
 
 def run_now(
     conn: Connection, actor: Actor, schedule_id: int, *, now: datetime, settings: QueueSettings
-) -> Job:
+) -> Changed[Job]:
     """Enqueue one job of the schedule at once; its slots are not affected."""
     schedule = get(conn, actor, schedule_id)
     try:
         request = _request(schedule, settings)
     except InvalidInput as exc:
         raise Conflict(f"schedule {schedule.name!r} cannot enqueue: {exc.detail}") from None
-    job = _enqueue(conn, schedule, request, now)
+    enqueued = _enqueue(conn, schedule, request, now)
     schedules_sql.set_last_run(conn, schedule_id, now)
-    _changed(conn, actor, "run", schedule, job=job.id)
-    return job
+    _changed(conn, actor, "run", schedule, job=enqueued.value.id)
+    return enqueued
 
 
 @dataclass(frozen=True)
@@ -174,18 +178,20 @@ def tick(
     settings: QueueSettings,
     grace: timedelta,
     limit: int = TICK_BATCH,
-) -> list[Fired]:
+) -> Changed[list[Fired]]:
     """Fire up to ``limit`` due schedules; returns what was claimed by this caller.
 
     A slot at most ``grace`` old is on time and gets its job. Older slots were missed (the
     service was down): ``catch_up="skip"`` drops them, ``"one"`` enqueues a single job for
     all of them. Either way the schedule moves to its first fire time after ``now``."""
     fired = []
+    effects = NOTHING
     for schedule in schedules_sql.due_schedules(conn, now, limit):
         outcome = _fire(conn, schedule, now=now, settings=settings, grace=grace)
         if outcome is not None:
-            fired.append(outcome)
-    return fired
+            fired.append(outcome.value)
+            effects |= outcome.effects
+    return Changed(fired, effects)
 
 
 def _fire(
@@ -195,7 +201,7 @@ def _fire(
     now: datetime,
     settings: QueueSettings,
     grace: timedelta,
-) -> Fired | None:
+) -> Changed[Fired] | None:
     slot = schedule.next_run_at
     assert slot is not None  # due_schedules only returns schedules with a slot
     following = cron.next_after(schedule.cron, schedule.timezone, slot)
@@ -225,5 +231,6 @@ def _fire(
     if not claimed:  # another process moved this schedule first
         return None
     if request is None or not run:
-        return Fired(schedule, None, None)
-    return Fired(schedule, latest, _enqueue(conn, schedule, request, now))
+        return Changed(Fired(schedule, None, None))
+    enqueued = _enqueue(conn, schedule, request, now)
+    return Changed(Fired(schedule, latest, enqueued.value), enqueued.effects)

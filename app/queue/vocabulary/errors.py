@@ -3,6 +3,11 @@ fields (``errors``, empty unless the input was invalid); its docstring is the pr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.queue.vocabulary.effects import Effects
+
 
 class QueueError(Exception):
     """The request cannot be carried out."""
@@ -11,6 +16,8 @@ class QueueError(Exception):
     # True when the request's transaction must still commit: the refusal reports a change the
     # server made in it (a timed-out attempt failed on its late report).
     keeps_transaction = False
+    # What such a refused request's transaction did all the same, for its waiters.
+    effects: Effects | None = None
 
     def __init__(self, detail: str, errors: dict[str, str] | None = None) -> None:
         super().__init__(detail)

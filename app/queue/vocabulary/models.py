@@ -256,6 +256,17 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Wanted:
+    """What a claim asks for: up to ``max_jobs`` jobs (of ``types``; None: any type), with a
+    lease of ``lease_seconds`` (None: the type's), waiting up to ``wait_seconds`` for one."""
+
+    max_jobs: int
+    types: tuple[str, ...] | None = None
+    lease_seconds: int | None = None
+    wait_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class Beat:
     """One heartbeat of a job the worker holds at ``attempt``."""
 

@@ -1,6 +1,6 @@
-"""Wake-ups by datagrams: each waiting process binds a unix datagram socket in a folder beside
-the database file, and after a commit the writer sends one datagram to every socket there. No
-polling: an idle waiter and an idle listener are blocked in the kernel."""
+"""Wake-ups by datagrams: each listening process binds a unix datagram socket in a folder beside
+the database file, and after a commit the writer sends one datagram to every other socket
+there. No polling: an idle listener is blocked in the kernel."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from app.storage.wakeup import MAX_MESSAGE, Hear, Wakeup
 
 
 class SocketWakeup(Wakeup):
-    """One unix datagram socket per waiting process in ``folder``."""
+    """One unix datagram socket per listening process in ``folder``."""
 
     def __init__(self, folder: Path, hear: Hear | None = None) -> None:
         super().__init__(hear)
@@ -57,23 +57,22 @@ class SocketWakeup(Wakeup):
             while data := receiver.recv(MAX_MESSAGE + 1):  # close() sends an empty datagram
                 self.hear("" if data == b"!" else data.decode("ascii", "replace"))
 
-    def after_commit(self, message: str = "") -> None:
-        self.hear(message)
+    def after_commit(self, message: str) -> None:
         own = self._name if self._pid == os.getpid() else ""
         try:
-            waiters = [name for name in os.listdir(self.folder) if name != own]
+            listeners = [name for name in os.listdir(self.folder) if name != own]
         except FileNotFoundError:
-            return  # no process has waited on this database yet
-        if not waiters:
-            return  # the common case: no claim is waiting, nothing to open
+            return  # no process has listened on this database yet
+        if not listeners:
+            return  # the common case: no other process listens, nothing to open
         with self._opened() as fd, socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
             sender.setblocking(False)
-            for name in waiters:
+            for name in listeners:
                 path = f"/proc/self/fd/{fd}/{name}"
                 try:
-                    sender.sendto(message.encode("ascii") or b"!", path)
+                    sender.sendto(message.encode("ascii", "replace") or b"!", path)
                 except BlockingIOError:
-                    pass  # its queue is full of wake-ups it has not read yet: it is awake anyway
+                    pass  # its queue is full of messages it has not read yet: it is awake anyway
                 except (ConnectionRefusedError, FileNotFoundError):
                     with contextlib.suppress(OSError):
                         os.unlink(path)  # left behind by a process that died

@@ -1,6 +1,6 @@
 """Wake-ups by ``NOTIFY``: the writing transaction notifies a channel (delivered only if it
-commits), and each process keeps one ``LISTEN`` connection that rings its bell, reconnecting
-after failures; while it is down, the process's waiters poll (``Wakeup.wait``)."""
+commits), and each process keeps one ``LISTEN`` connection that hears the others, reconnecting
+after failures; while it is down, the process's waiters look again now and then."""
 
 from __future__ import annotations
 
@@ -55,19 +55,10 @@ class NotifyWakeup(Wakeup):
                 failures += 1
                 self._stop.wait(delay)
 
-    def in_transaction(self, conn: Connection, message: str = "") -> None:
-        if message:
-            conn.exec_driver_sql(
-                "SELECT pg_notify(%(c)s, %(m)s)", {"c": self.channel, "m": message}
-            )
-        else:
-            conn.exec_driver_sql(f"NOTIFY {self.channel}")
-
-    def after_commit(self, message: str = "") -> None:
-        """The NOTIFY comes back to this process's listener, which rings the bell: ringing here
-        too would wake this process's waiters twice. Only while it is down (its waiters poll)."""
-        if not (self._pid == os.getpid() and self._ready.is_set()):
-            self.hear(message)
+    def in_transaction(self, conn: Connection, message: str) -> None:
+        # Delivered to every listener once the transaction commits, this process's own too
+        # (which ``received`` tells apart); nothing is sent if it rolls back.
+        conn.exec_driver_sql("SELECT pg_notify(%(c)s, %(m)s)", {"c": self.channel, "m": message})
 
     def close(self) -> None:
         self._stop.set()

@@ -80,7 +80,7 @@ def _report(
     """Report attempt 1 of ``job`` taking ``edge``, from ``worker`` (None: the server's
     time-out, whoever holds it)."""
     report = edges.Report(edge, job.id, 1, retry_count=job.retry_count, **values)
-    return edges.finish_many(conn, [report], worker=worker, now=LATER).get(job.id)
+    return edges.finish_many(conn, [report], worker=worker, now=LATER).value.get(job.id)
 
 
 Edge = Callable[[Connection, Job], Job | None]
@@ -91,11 +91,11 @@ MOVES: dict[str, Edge] = {
         c, j, states.Edge.FAIL_WITH_RETRY, run_at=LATER, error="boom"
     ),
     "fail_for_good": lambda c, j: _report(c, j, states.Edge.FAIL_FOR_GOOD, error="boom"),
-    "lease_expired_with_retry": lambda c, j: edges.lease_expired(
-        c, j, now=LATER, run_at=LATER, error="lease expired"
+    "lease_expired_with_retry": lambda c, j: (
+        edges.lease_expired(c, j, now=LATER, run_at=LATER, error="lease expired").value
     ),
-    "lease_expired_for_good": lambda c, j: edges.lease_expired(
-        c, j, now=LATER, run_at=None, error="lease expired"
+    "lease_expired_for_good": lambda c, j: (
+        edges.lease_expired(c, j, now=LATER, run_at=None, error="lease expired").value
     ),
     "timed_out_with_retry": lambda c, j: _report(
         c, j, states.Edge.TIMED_OUT_WITH_RETRY, worker=None, error="ran too long", run_at=LATER
@@ -103,9 +103,9 @@ MOVES: dict[str, Edge] = {
     "timed_out_for_good": lambda c, j: _report(
         c, j, states.Edge.TIMED_OUT_FOR_GOOD, worker=None, error="ran too long"
     ),
-    "release": lambda c, j: edges.release(c, j.id, worker="w", attempt=1, now=LATER),
-    "cancel": lambda c, j: edges.cancel(c, j, now=LATER, actor="admin"),
-    "retry": lambda c, j: edges.retry(c, j, now=LATER, actor="admin"),
+    "release": lambda c, j: edges.release(c, j.id, worker="w", attempt=1, now=LATER).value,
+    "cancel": lambda c, j: edges.cancel(c, j, now=LATER, actor="admin").value,
+    "retry": lambda c, j: edges.retry(c, j, now=LATER, actor="admin").value,
 }
 
 
@@ -150,15 +150,17 @@ def test_holder_expectations_fence_a_transition(app: Flask, backend: str) -> Non
     with db.transaction(app) as conn:
         for worker, attempt in [("someone-else", 1), ("w", 2)]:
             report = edges.Report(states.Edge.COMPLETE, job.id, attempt)
-            assert edges.finish_many(conn, [report], worker=worker, now=LATER) == {}
-            assert edges.release(conn, job.id, worker=worker, attempt=attempt, now=LATER) is None
+            assert edges.finish_many(conn, [report], worker=worker, now=LATER).value == {}
+            assert (
+                edges.release(conn, job.id, worker=worker, attempt=attempt, now=LATER).value is None
+            )
         assert _events(conn, job.id)[-1]["kind"] == EventKind.ENQUEUED
 
 
 def test_release_keeps_the_retry_count_and_is_due_at_once(app: Flask, backend: str) -> None:
     job = _job_in(app, JobStatus.RUNNING)
     with db.transaction(app) as conn:
-        released = edges.release(conn, job.id, worker="w", attempt=1, now=LATER)
+        released = edges.release(conn, job.id, worker="w", attempt=1, now=LATER).value
     assert released is not None
     assert (released.status, released.retry_count, released.attempts) == ("pending", 0, 1)
     assert (released.run_at, released.worker_id, released.lease_expires_at) == (LATER, None, None)

@@ -15,10 +15,10 @@ from sqlalchemy import delete, func, insert, select
 
 from app import create_app
 from app.config import ConfigError
-from app.infra import db
+from app.infra import db, housekeeper
 from app.queue.rules import retention
 from app.queue.rules.retention import DAY, Retention
-from app.queue.usecases import claiming, housekeeping, job_actions, reports
+from app.queue.usecases import claiming, job_actions, reports
 from app.queue.vocabulary.models import Actor, QueueSettings
 from app.queue.vocabulary.states import JobStatus
 from app.queue.vocabulary.timeutil import utcnow
@@ -88,7 +88,7 @@ def _finished(app: Flask, producer: Actor, worker: Actor, status: str, at: datet
     with db.transaction(app) as conn:
         job = make_job(conn, producer, settings, now=at, max_retries=0)
         if status == "cancelled":
-            return job_actions.cancel(conn, producer, job.id, now=at).id
+            return job_actions.cancel(conn, producer, job.id, now=at).value.id
         claimed = claiming.claim(conn, worker, now=at, settings=settings)
         assert claimed is not None and claimed.id == job.id
         if status == "completed":
@@ -134,7 +134,7 @@ def test_the_tick_prunes_by_status_and_age_with_events_and_exact_counts(
         ])  # fmt: skip
     before = _everyone(app)
     with counted(app) as sent:
-        pruned = housekeeping.prune(NOW, app)
+        pruned = housekeeper.housekeeping(app).prune(NOW)
     assert pruned.jobs == {"cancelled": 1, "completed": 4}
     assert pruned.events == 4 * 3 + 2 and pruned.audit_events == 1
     kept = {young_done, old_failed, young_cancelled, pending.id}
@@ -150,20 +150,22 @@ def test_the_tick_prunes_by_status_and_age_with_events_and_exact_counts(
     assert len([s for s in sent if s.lstrip().upper().startswith("DELETE FROM JOBS")]) == 3
     assert last is not None and (last.at, last.pruned) == (NOW, pruned)
     assert not (set(old_done) | {old_cancelled}) & _ids(app)
-    again = housekeeping.prune(NOW, app)  # nothing left: nothing recorded over the last prune
+    again = housekeeper.housekeeping(app).prune(
+        NOW
+    )  # nothing left: nothing recorded over the last prune
     assert again.nothing
     with db.read(app) as conn:
         assert retention.last_prune(conn) == last
 
 
-def test_the_claim_path_runs_one_bounded_batch(app: Flask, backend: str) -> None:
+def test_a_background_tick_runs_one_bounded_batch(app: Flask, backend: str) -> None:
     producer = make_user(app, "p", "producer").actor()
     worker = make_user(app, "w", "worker").actor()
     for _ in range(5):
         _finished(app, producer, worker, "completed", utcnow() - timedelta(days=3))
-    with app.test_request_context():
-        housekeeping.on_claim()
-        housekeeping.on_claim()  # within RETENTION_TICK_SECONDS: no second batch
+    keeping = housekeeper.housekeeping(app)
+    keeping.tick(utcnow(), with_retention=True)
+    keeping.tick(utcnow(), with_retention=False)  # within RETENTION_TICK_SECONDS: no batch
     assert len(_ids(app)) == 2  # one batch of PRUNE_BATCH_SIZE (3) went
     with db.read(app) as conn:
         rules = QueueSettings.from_config(app.config).retention

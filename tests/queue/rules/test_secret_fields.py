@@ -34,7 +34,7 @@ def _enqueue(queue: Queue, **fields: Any) -> Job:
     body = {"type": "email.send", "secrets": SECRETS, **fields}
     request = EnqueueBody.parse(body, queue.settings, secrets_box=BOX).to_request(BOX)
     with queue.tx() as conn:
-        job, _ = enqueueing.enqueue(conn, queue.producer, request, now=T0)
+        job, _ = enqueueing.enqueue(conn, queue.producer, request, now=T0).value
     return job
 
 

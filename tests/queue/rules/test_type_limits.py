@@ -39,13 +39,13 @@ def claim_many(queue: Queue, max_jobs: int, now: Any = T0, **options: Any) -> li
     with queue.tx() as conn:
         return claiming.claim_many(
             conn, queue.worker, now=now, settings=queue.settings, max_jobs=max_jobs, **options
-        )
+        ).jobs
 
 
 def change(queue: Queue, job_type: str, **fields: Any) -> job_types.TypeView:
     request = TypeChange.parse(fields, queue.settings)
     with queue.tx() as conn:
-        return job_types.change(conn, queue.admin, queue.settings, job_type, request, now=T0)
+        return job_types.change(conn, queue.admin, queue.settings, job_type, request, now=T0).value
 
 
 def complete(queue: Queue, job: Job) -> None:

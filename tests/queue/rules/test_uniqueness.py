@@ -26,7 +26,7 @@ def enqueue(queue: Queue, now: Any = T0, **fields: Any) -> tuple[Job, bool, bool
     """(job, created, duplicate) of one enqueue by the producer."""
     request = EnqueueBody.parse({"type": "email.send", **fields}, queue.settings).to_request()
     with queue.tx() as conn:
-        job, created = enqueueing.enqueue(conn, queue.producer, request, now=now)
+        job, created = enqueueing.enqueue(conn, queue.producer, request, now=now).value
     return job, created, uniqueness.is_duplicate(request, job, created)
 
 

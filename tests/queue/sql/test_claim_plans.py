@@ -82,7 +82,7 @@ def test_a_claim_after_a_burst_finds_its_jobs_by_key(app: Flask) -> None:
     with app.app_context(), recorded(app) as statements, db.transaction() as conn:
         claimed = claiming.claim_many(
             conn, worker, now=utcnow(), settings=settings, max_jobs=CLAIMED
-        )
+        ).jobs
     assert len(claimed) == CLAIMED
     # The same statement again, measured: it claims the next jobs.
     top = _measured_plan(

@@ -59,7 +59,7 @@ def test_every_edge_keeps_the_counts_exact(queue: Queue, backend: str) -> None:
     with queue.tx() as conn:
         held = claiming.claim_many(
             conn, queue.worker, now=at[2], settings=queue.settings, max_jobs=2
-        )
+        ).jobs
     _exact(queue, at[2])
     with queue.tx() as conn:
         reports.complete(conn, queue.worker, held[0].id, now=at[3])
@@ -76,7 +76,9 @@ def test_every_edge_keeps_the_counts_exact(queue: Queue, backend: str) -> None:
     lapsed = queue.claim(now=at[6])
     assert lapsed is not None
     with queue.tx() as conn:  # its lease runs out: recovered as a failed attempt
-        assert claiming.recover_expired(conn, now=at[9], settings=queue.settings, limit=10) == 1
+        assert (
+            claiming.recover_expired(conn, now=at[9], settings=queue.settings, limit=10).value == 1
+        )
     released = queue.claim(now=at[10])
     assert released is not None
     with queue.tx() as conn:
@@ -92,7 +94,7 @@ def test_every_edge_keeps_the_counts_exact(queue: Queue, backend: str) -> None:
     with queue.tx() as conn:  # a new holder of a job that failed sees that failure too
         taken = claiming.claim_many(
             conn, queue.admin, now=at[16], settings=queue.settings, max_jobs=20
-        )
+        ).jobs
     assert again.id in {job.id for job in taken}
     _exact(queue, at[16])
     with db.read(queue.app) as conn:

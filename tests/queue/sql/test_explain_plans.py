@@ -7,10 +7,10 @@ from datetime import timedelta
 
 from flask import Flask
 
-from app.infra import db
+from app.infra import db, housekeeper
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.schedules import ScheduleCreate, parse
-from app.queue.usecases import explain, housekeeping, schedules
+from app.queue.usecases import explain, schedules
 from app.queue.vocabulary.timeutil import utcnow
 from tests.queue.sql.test_query_plans import recorded, seed
 
@@ -79,9 +79,13 @@ def test_a_tick_reads_indexes_only(app: Flask) -> None:
                     settings,
                 )
                 schedules.create(conn, admin, request, now=utcnow())
-        lines = plans(app, lambda: housekeeping.fire_due(utcnow() + timedelta(minutes=2)))
+        lines = plans(
+            app, lambda: housekeeper.housekeeping().fire_due(utcnow() + timedelta(minutes=2))
+        )
         assert any("ix_schedules_next_run_at" in line for line in lines), lines
         assert table_scans(lines) == [], lines
-        idle = plans(app, lambda: housekeeping.fire_due(utcnow()))  # nothing due: one index probe
+        idle = plans(
+            app, lambda: housekeeper.housekeeping().fire_due(utcnow())
+        )  # nothing due: one index probe
         reads = [line for line in idle if "schedules" in line]
         assert reads == ["SEARCH schedules USING INDEX ix_schedules_next_run_at (next_run_at<?)"]

@@ -270,7 +270,7 @@ def test_typed_claims_of_many_jobs_read_indexes_only(app: Flask) -> None:
                     settings=queue_settings(),
                     max_jobs=5,
                     types=("email.send", "report.build"),
-                )
+                ).jobs
 
         with recorded(app) as statements:
             claimed = claim()
@@ -322,7 +322,7 @@ def test_claims_with_limits_and_pauses_read_indexes_only(app: Flask) -> None:
                 with db.transaction() as conn:
                     return claiming.claim_many(
                         conn, worker, now=utcnow(), settings=settings, **options
-                    )
+                    ).jobs
 
             with recorded(app) as statements:
                 claimed = claim()
@@ -361,7 +361,7 @@ def test_unique_enqueue_probes_its_partial_index(app: Flask) -> None:
                 request = EnqueueBody.parse(
                     {"type": "email.send", "unique_key": "digest-7", "unique_for": 60}, settings
                 ).to_request()
-                return enqueueing.enqueue(conn, producer, request, now=utcnow())
+                return enqueueing.enqueue(conn, producer, request, now=utcnow()).value
 
         enqueue()
         with recorded(app) as statements:
@@ -434,9 +434,11 @@ def test_batch_enqueue_and_finish_read_indexes_only(app: Flask) -> None:
             enqueueing.enqueue_many(
                 conn, producer, [r.to_request() for r in requests], now=utcnow()
             )
-            claimed = claiming.claim_many(conn, worker, now=utcnow(), settings=settings, max_jobs=3)
+            claimed = claiming.claim_many(
+                conn, worker, now=utcnow(), settings=settings, max_jobs=3
+            ).jobs
             outcomes = [Outcome(job.id, job.attempts, True, {"n": 1}) for job in claimed]
-            finished = reports.finish(conn, worker, outcomes, now=utcnow(), settings=settings)
+            finished = reports.finish(conn, worker, outcomes, now=utcnow(), settings=settings).value
         assert [job.status for job in finished] == ["completed"] * 3  # type: ignore[union-attr]
         assert table_scans(app, statements) == []
         moves = [

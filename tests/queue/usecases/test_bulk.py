@@ -52,7 +52,9 @@ def failed_job(queue: Queue) -> Job:
     job = queue.enqueue(max_retries=0)
     assert queue.claim() is not None
     with queue.tx() as conn:
-        return reports.fail(conn, queue.worker, job.id, now=T0, settings=queue.settings, error="x")
+        return reports.fail(
+            conn, queue.worker, job.id, now=T0, settings=queue.settings, error="x"
+        ).value
 
 
 def test_jobs_added_after_the_set_or_leaving_the_filter_are_left_alone(queue: Queue) -> None:

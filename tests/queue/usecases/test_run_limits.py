@@ -13,10 +13,10 @@ from flask import Flask
 from flask.testing import FlaskCliRunner
 from sqlalchemy import select
 
-from app.infra import db
+from app.infra import db, housekeeper
 from app.queue.contract.response_builders import job_out
 from app.queue.sql import jobs as jobs_sql
-from app.queue.usecases import claiming, finishing, housekeeping, reports
+from app.queue.usecases import claiming, finishing, reports
 from app.queue.vocabulary.errors import AttemptTimedOut, Conflict
 from app.queue.vocabulary.models import Actor, Job, QueueSettings
 from app.queue.vocabulary.timeutil import utcnow
@@ -83,7 +83,7 @@ def test_a_heartbeat_past_the_deadline_is_refused_and_the_attempt_retried(
     with db.transaction(app) as conn:  # on time: the lease moves on
         beat = reports.heartbeat(
             conn, worker, job.id, now=T0 + timedelta(seconds=59), settings=settings
-        )
+        ).value
     assert beat.status == "running"
     late = T0 + timedelta(seconds=LIMIT)
     with pytest.raises(AttemptTimedOut) as refused, db.transaction(app) as conn:
@@ -143,11 +143,11 @@ def test_the_sweep_times_out_every_overdue_attempt_in_one_statement_per_edge(
         assert (
             finishing.sweep_overdue(
                 conn, now=T0 + timedelta(seconds=30), settings=settings, limit=100
-            )
+            ).value
             == 0
         )
     with counted(app) as sent, db.transaction(app) as conn:
-        moved = finishing.sweep_overdue(conn, now=late, settings=settings, limit=100)
+        moved = finishing.sweep_overdue(conn, now=late, settings=settings, limit=100).value
     assert moved == len(claimed)
     updates = [s for s in sent if s.lstrip().upper().startswith("UPDATE JOBS")]
     assert len(updates) == 2  # one per edge: retried and failed for good
@@ -169,8 +169,8 @@ def test_the_tick_and_flask_jobs_tick_time_out_what_nobody_reports(
         assert claimed is not None
         jobs_.append(claimed)
     with app.app_context():
-        assert housekeeping.time_out_overdue(utcnow(), app, batches=1) == 2
-        assert housekeeping.time_out_overdue(utcnow(), app) == 0
+        assert housekeeper.housekeeping(app).time_out_overdue(utcnow(), batches=1) == 2
+        assert housekeeper.housekeeping(app).time_out_overdue(utcnow()) == 0
     assert {_job(app, job.id).status for job in jobs_} == {"pending"}
     result = runner.invoke(args=["jobs", "tick"])
     assert result.exit_code == 0, result.output

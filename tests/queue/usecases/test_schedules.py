@@ -71,7 +71,9 @@ class Desk:
 
     def tick(self, now: datetime, settings: QueueSettings | None = None) -> list[Job]:
         with self.tx() as conn:
-            fired = schedules.tick(conn, now=now, settings=settings or self.settings, grace=GRACE)
+            fired = schedules.tick(
+                conn, now=now, settings=settings or self.settings, grace=GRACE
+            ).value
         return [f.job for f in fired if f.job is not None]
 
     def get(self, schedule_id: int) -> Schedule:
@@ -196,7 +198,7 @@ def test_run_now_enqueues_one_job_and_leaves_the_slots(desk: Desk) -> None:
     with desk.tx() as conn:
         job = schedules.run_now(
             conn, desk.admin, schedule.id, now=at(9, 40), settings=desk.settings
-        )
+        ).value
     assert job.status == "pending" and job.run_at == at(9, 40)
     after = desk.get(schedule.id)
     assert (after.last_run_at, after.next_run_at) == (at(9, 40), None)
@@ -222,7 +224,9 @@ def test_only_admins_manage_schedules(desk: Desk, role: str) -> None:
         lambda conn: schedules.get(conn, actor, schedule.id),
         lambda conn: schedules.update(conn, actor, schedule.id, request, now=T0),
         lambda conn: schedules.delete(conn, actor, schedule.id),
-        lambda conn: schedules.run_now(conn, actor, schedule.id, now=T0, settings=desk.settings),
+        lambda conn: (
+            schedules.run_now(conn, actor, schedule.id, now=T0, settings=desk.settings).value
+        ),
     ]
     for call in calls:
         with pytest.raises(Forbidden), desk.tx() as conn:

@@ -48,10 +48,10 @@ def test_roles_are_refused_before_anything_is_read(
 ) -> None:
     actor = getattr(queue, role)
     calls = {
-        "enqueue": lambda conn: enqueueing.enqueue(conn, actor, None, now=T0),  # type: ignore[arg-type]
+        "enqueue": lambda conn: enqueueing.enqueue(conn, actor, None, now=T0).value,  # type: ignore[arg-type]
         "claim": lambda conn: claiming.claim(conn, actor, now=T0, settings=queue.settings),
-        "cancel": lambda conn: job_actions.cancel(conn, actor, 424242, now=T0),
-        "retry": lambda conn: job_actions.retry(conn, actor, 424242, now=T0),
+        "cancel": lambda conn: job_actions.cancel(conn, actor, 424242, now=T0).value,
+        "retry": lambda conn: job_actions.retry(conn, actor, 424242, now=T0).value,
     }
     with pytest.raises(Forbidden, match=f"the {role} role may not"), queue.tx() as conn:
         calls[use_case](conn)
@@ -80,7 +80,9 @@ def test_complete_is_one_compare_and_set_with_its_event(queue: Queue, backend: s
     job = queue.enqueue()
     queue.claim()
     with queue.tx() as conn:
-        done = reports.complete(conn, queue.worker, job.id, now=T0, result={"n": 1}, attempt=1)
+        done = reports.complete(
+            conn, queue.worker, job.id, now=T0, result={"n": 1}, attempt=1
+        ).value
     assert (done.status, done.result, done.progress) == ("completed", {"n": 1}, 100)
     assert [e.kind for e in queue.events(job.id)][-1] == EventKind.COMPLETED
 
@@ -95,6 +97,6 @@ def test_fail_picks_the_edge_by_the_retry_budget(queue: Queue, backend: str) -> 
         with queue.tx() as conn:
             failed = reports.fail(
                 conn, queue.worker, job.id, now=now, settings=queue.settings, error="boom"
-            )
+            ).value
         assert failed.status == expected
         assert queue.events(job.id)[-1].kind == kind

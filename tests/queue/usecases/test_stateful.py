@@ -260,15 +260,17 @@ class QueueMachine(RuleBasedStateMachine):
         problem = self._holder_problem(actor, m, attempt)
         self._run(
             problem,
-            lambda conn: reports.heartbeat(
-                conn,
-                actor,
-                m.id,
-                now=self.now,
-                settings=SETTINGS,
-                progress=progress,
-                message="working",
-                attempt=attempt,
+            lambda conn: (
+                reports.heartbeat(
+                    conn,
+                    actor,
+                    m.id,
+                    now=self.now,
+                    settings=SETTINGS,
+                    progress=progress,
+                    message="working",
+                    attempt=attempt,
+                ).value
             ),
         )
         if problem is None:
@@ -286,8 +288,10 @@ class QueueMachine(RuleBasedStateMachine):
         problem = self._holder_problem(actor, m, attempt)
         self._run(
             problem,
-            lambda conn: reports.complete(
-                conn, actor, m.id, now=self.now, result={"n": m.id}, attempt=attempt
+            lambda conn: (
+                reports.complete(
+                    conn, actor, m.id, now=self.now, result={"n": m.id}, attempt=attempt
+                ).value
             ),
         )
         if problem is None:
@@ -308,17 +312,19 @@ class QueueMachine(RuleBasedStateMachine):
         problem = self._holder_problem(actor, m, attempt)
         self._run(
             problem,
-            lambda conn: reports.fail(
-                conn,
-                actor,
-                m.id,
-                now=self.now,
-                settings=SETTINGS,
-                error="password=hunter2 boom",
-                attempt=attempt,
-                retry_in=retry_in,
-                retryable=retryable,
-                uniform=top_of_window,
+            lambda conn: (
+                reports.fail(
+                    conn,
+                    actor,
+                    m.id,
+                    now=self.now,
+                    settings=SETTINGS,
+                    error="password=hunter2 boom",
+                    attempt=attempt,
+                    retry_in=retry_in,
+                    retryable=retryable,
+                    uniform=top_of_window,
+                ).value
             ),
         )
         if problem is None:
@@ -339,7 +345,7 @@ class QueueMachine(RuleBasedStateMachine):
             problem = NotFound
         elif m.status not in allowed:
             problem = Conflict
-        self._run(problem, lambda conn: job_actions.cancel(conn, actor, m.id, now=self.now))
+        self._run(problem, lambda conn: job_actions.cancel(conn, actor, m.id, now=self.now).value)
         if problem is None:
             m.status, m.lease_expires_at = JobStatus.CANCELLED, None
             m.history.append(("cancelled", "cancelled"))
@@ -353,7 +359,7 @@ class QueueMachine(RuleBasedStateMachine):
             problem = Forbidden
         elif m.status not in ("failed", "cancelled"):
             problem = Conflict
-        self._run(problem, lambda conn: job_actions.retry(conn, actor, m.id, now=self.now))
+        self._run(problem, lambda conn: job_actions.retry(conn, actor, m.id, now=self.now).value)
         if problem is None:
             m.status, m.retry_count, m.run_at = JobStatus.PENDING, 0, self.now
             m.worker, m.lease_expires_at = None, None
@@ -364,8 +370,10 @@ class QueueMachine(RuleBasedStateMachine):
     def reap(self) -> None:
         recovered = self._run(
             None,
-            lambda conn: claiming.recover_expired(
-                conn, now=self.now, settings=SETTINGS, limit=1000, uniform=top_of_window
+            lambda conn: (
+                claiming.recover_expired(
+                    conn, now=self.now, settings=SETTINGS, limit=1000, uniform=top_of_window
+                ).value
             ),
         )
         before = sum(1 for m in self.model.values() if m.status == "running")

@@ -1,0 +1,117 @@
+"""Claims for the API's routes (``POST /jobs/claim`` and the claim of ``POST /jobs/finish``): a
+look in the request's own transaction, then, when nothing was due and the caller waits, a
+wait for this process's dispatcher to serve it (``app.api.dispatcher``), holding nothing.
+
+A request skips its own look when the dispatcher knows it would find nothing (no ring since
+the last look for that filter): the look that finds nothing costs as much as one that finds a
+job, and a steady stream of workers asking for their next job would pay it once per job.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import NamedTuple
+
+from flask import current_app
+from sqlalchemy import Connection
+
+from app.api import auth
+from app.api.admission import admission
+from app.api.dispatcher import LOOKS, Waiter, dispatcher_of, wants
+from app.infra import db
+from app.infra.queue_settings import queue_settings
+from app.infra.secretbox import current_box
+from app.queue.rules import secret_fields
+from app.queue.rules.secret_fields import Secrets
+from app.queue.usecases import claiming
+from app.queue.vocabulary.effects import NOTHING, Effects
+from app.queue.vocabulary.models import Actor, Job, Wanted
+from app.queue.vocabulary.timeutil import utcnow
+from app.storage.transactions import announce
+
+
+class Claim(NamedTuple):
+    """What a claim got (the jobs, and the secrets of those that have some, by job id); when it
+    found nothing, when to look again (``next_due``); whether it was refused a wait."""
+
+    jobs: list[Job]
+    secrets: dict[int, Secrets]
+    refused_wait: bool = False
+    next_due: datetime | None = None
+
+
+def ring() -> int:
+    """The dispatcher's rings so far: read before deciding whether to look (``wait``)."""
+    return dispatcher_of(current_app._get_current_object()).generation()  # type: ignore[attr-defined]
+
+
+def worth_a_look(wanted: Wanted, effects: Effects) -> bool:
+    """Whether a look may find a job: not when the caller would wait anyway and the dispatcher
+    knows nothing is due for its types, unless ``effects`` (this request's own commit) made
+    some of them claimable."""
+    if not wanted.wait_seconds:
+        return True
+    if effects.any_due or (effects.due and wants(wanted.types, effects.due)):
+        return True
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    return not dispatcher_of(app).nothing_due(wanted.types)
+
+
+def look(conn: Connection, actor: Actor, wanted: Wanted) -> Claim:
+    """One claim in the caller's transaction, the jobs' secrets opened in it (a failure to open
+    them rolls the claim back); what recovering expired leases did is announced. When it found
+    nothing and the caller waits, also when the clock next makes a job claimable."""
+    now = utcnow()
+    claimed = claiming.claim_many(
+        conn,
+        actor,
+        now=now,
+        settings=queue_settings(),
+        max_jobs=wanted.max_jobs,
+        lease_seconds=wanted.lease_seconds,
+        types=wanted.types,
+    )
+    secrets = secret_fields.for_holder(conn, claimed.jobs, actor.name, current_box())
+    announce(claimed.effects)
+    LOOKS.labels("request", "yes" if claimed.jobs else "no").inc()
+    if claimed.jobs or not wanted.wait_seconds:
+        return Claim(claimed.jobs, secrets)
+    instants = [t for t in (claiming.next_due_at(conn, now), claimed.held_back_until) if t]
+    return Claim([], {}, next_due=min(instants) if instants else None)
+
+
+def wait(wanted: Wanted, seen: int, looked: Claim | None) -> Claim:
+    """Wait up to ``wanted.wait_seconds`` for the dispatcher to claim for the caller, holding
+    no transaction; only when admitted (``app.api.admission``), else refused at once.
+    ``looked``: the caller's own look, which found nothing (None: it skipped it)."""
+    actor = auth.current_actor()
+    with admission().waiting(auth.caller_key()) as admitted:
+        if not admitted:
+            return Claim([], {}, refused_wait=True)
+        waiter = Waiter(
+            actor=actor,
+            token_hash=auth.caller_key(),
+            types=wanted.types,
+            max_jobs=wanted.max_jobs,
+            lease_seconds=wanted.lease_seconds,
+            deadline=time.monotonic() + wanted.wait_seconds,
+        )
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
+        if looked is not None:
+            dispatcher_of(app).learned(wanted.types, looked.next_due, seen)
+        served = dispatcher_of(app).wait(waiter, seen)
+        return Claim(served.jobs, served.secrets)
+
+
+def claim(wanted: Wanted) -> Claim:
+    """``POST /jobs/claim``: a look in a transaction of its own (skipped when nothing is due
+    for the caller, who waits anyway), then, if the caller waits, the wait."""
+    seen = ring() if wanted.wait_seconds else 0
+    found = None
+    if worth_a_look(wanted, NOTHING):
+        with db.transaction() as conn:
+            found = look(conn, auth.current_actor(), wanted)
+        if found.jobs or not wanted.wait_seconds:
+            return found
+    return wait(wanted, seen, found) if wanted.wait_seconds else Claim([], {})
