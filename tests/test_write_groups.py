@@ -62,7 +62,7 @@ def run_behind_a_holder(
 ) -> tuple[dict[str, BaseException | None], dict[str, set[str]]]:
     """``first`` writes and keeps its turn until every other writer waits for one; then all
     finish. Returns each writer's error and the committed rows each saw once it returned."""
-    turns: WriterTurns = app.extensions[db.WRITERS_KEY]
+    turns: WriterTurns = db.transactions(app).writers
     holding, others_wait = threading.Event(), threading.Event()
     errors: dict[str, BaseException | None] = {}
     seen: dict[str, set[str]] = {}
@@ -178,7 +178,7 @@ def test_a_transaction_handed_to_no_one_is_committed_by_the_writer_that_handed_i
 ) -> None:
     """A waiter counted as the turn is handed over may give up at that moment (its busy
     timeout passed): the writer that handed the transaction over then commits it itself."""
-    turns: WriterTurns = app.extensions[db.WRITERS_KEY]
+    turns: WriterTurns = db.transactions(app).writers
     turns._waiting += 1  # that waiter, which no thread can be made to be on cue
     started = time.monotonic()
     try:

@@ -54,12 +54,6 @@ class Watch:
         with self._condition:
             return self._seen(job_id)
 
-    def heard(self, message: str) -> None:
-        """A message of the ``done`` topic from another process (``finished`` for this one's)."""
-        body = wakeup.received(message)
-        if body is not None:
-            self.finished(body)
-
     def finished(self, body: str) -> None:
         """Jobs finished: ``body`` lists their ids, comma-separated ("" for any job)."""
         ids = [int(part) for part in body.split(",") if part.isascii() and part.isdigit()]
@@ -91,12 +85,17 @@ class Outcomes:
 
     def __init__(self, database: Database) -> None:
         self.watch = Watch()
-        self.transport = database.wakeup(TOPIC, self.watch.heard)
+        self.transport = database.wakeup(TOPIC, self._heard)
+
+    def _heard(self, message: str) -> None:
+        body = self.transport.received(message)
+        if body is not None:
+            self.watch.finished(body)
 
     def before_commit(self, conn: Connection, job_ids: Collection[int]) -> str:
         """Tell the other processes that ``job_ids`` finish with this transaction; the message,
         for ``after_commit``."""
-        sent = wakeup.addressed(message(job_ids))
+        sent = self.transport.addressed(message(job_ids))
         self.transport.in_transaction(conn, sent)
         return sent
 

@@ -22,7 +22,7 @@ from typing import Protocol
 from sqlalchemy import Connection, Engine
 
 from app.queue.vocabulary.effects import NOTHING, Effects
-from app.storage import databases, wakeup
+from app.storage import databases
 from app.storage.databases.write_groups import WriterTurns
 from app.storage.outcomes import Outcomes
 
@@ -102,7 +102,7 @@ class Announcer:
         self.wake = database.wakeup("wake", self._heard)
 
     def _heard(self, message: str) -> None:
-        body = wakeup.received(message)
+        body = self.wake.received(message)
         if body is not None:
             self.waiters.serve(decode(body))
 
@@ -116,7 +116,7 @@ class Announcer:
     def before_commit(self, conn: Connection, effects: Effects) -> tuple[str, str]:
         """Send what must go inside the transaction; the messages, for ``after_commit``."""
         others = self.for_others(effects)
-        wake = wakeup.addressed(encode(others)) if others else ""
+        wake = self.wake.addressed(encode(others)) if others else ""
         if wake:
             self.wake.in_transaction(conn, wake)
         done = self.outcomes.before_commit(conn, effects.finished) if effects.finished else ""

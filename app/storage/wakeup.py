@@ -25,30 +25,6 @@ Hear = Callable[[str], None]
 # While a listener is down, waiters look again this often so nothing due is missed for long.
 FALLBACK_POLL_SECONDS = 0.5
 _SEPARATOR = "|"
-_process: tuple[int, str] = (0, "")
-
-
-def process_name() -> str:
-    """This process's name in the messages it sends: its pid and a random part, anew after a
-    fork (pids are reused across hosts and restarts, the random part is not)."""
-    global _process
-    if _process[0] != os.getpid():
-        _process = (os.getpid(), f"{os.getpid()}.{secrets.token_hex(4)}")
-    return _process[1]
-
-
-def addressed(body: str) -> str:
-    """``body`` as this process sends it ("" when too long: it then means "anything")."""
-    message = f"{process_name()}{_SEPARATOR}{body}"
-    return message if len(message) <= MAX_MESSAGE else f"{process_name()}{_SEPARATOR}"
-
-
-def received(message: str) -> str | None:
-    """The body of a message another process sent (None for this process's own)."""
-    sender, separator, body = message.partition(_SEPARATOR)
-    if not separator:
-        return ""  # a bare ring (a listener that reconnected says "anything may have happened")
-    return None if sender == process_name() else body
 
 
 def body_of(message: str) -> str:
@@ -62,6 +38,27 @@ class Wakeup:
 
     def __init__(self, hear: Hear | None = None) -> None:
         self.hear: Hear = hear or (lambda _message: None)
+        self._sender = (0, "")
+
+    @property
+    def name(self) -> str:
+        """Who sends this one's messages: its process and a random part, anew after a fork (an
+        app server on the same database, even in the same process, has its own)."""
+        if self._sender[0] != os.getpid():
+            self._sender = (os.getpid(), f"{os.getpid()}.{secrets.token_hex(4)}")
+        return self._sender[1]
+
+    def addressed(self, body: str) -> str:
+        """``body`` as this one sends it ("" when too long: it then means "anything")."""
+        message = f"{self.name}{_SEPARATOR}{body}"
+        return message if len(message) <= MAX_MESSAGE else f"{self.name}{_SEPARATOR}"
+
+    def received(self, message: str) -> str | None:
+        """The body of a message another sent (None for this one's own)."""
+        sender, separator, body = message.partition(_SEPARATOR)
+        if not separator:
+            return ""  # a bare ring (a listener that reconnected says "anything may have happened")
+        return None if sender == self.name else body
 
     def listening(self) -> bool:
         """Start this process's listener if needed; True when no message can be missed."""
