@@ -1,0 +1,90 @@
+"""Which names hold secrets (``DB_PASSWORD``, ``apiKey``, ``sig``) and which values say nothing."""
+
+from __future__ import annotations
+
+import re
+
+from detect_secrets.plugins.keyword import DENYLIST
+
+# detect-secrets' keyword list (password, passwd, pwd, secret, api_?key, private_?key, ...)
+# anywhere in a name, and the words it leaves out.
+_STRONG = re.compile(
+    "|".join(
+        (
+            *DENYLIST,
+            r"passphrase|passcode|credential|access_?key|shared_?access|signing_?key",
+            r"encryption_?key|master_?key|access_?token|refresh_?token|auth_?token",
+        )
+    )
+)
+# A name ending in one of these words holds a secret: db_pass, GH_TOKEN, x-api-key, sig.
+_LAST_WORDS = frozenset(
+    {"token", "key", "pass", "pwd", "pw", "sig", "signature", "auth", "authorization", "cookie"}
+)
+# Unless the word before says what kind of (non-secret) key or token it is.
+_HARMLESS_QUALIFIERS = frozenset(
+    {
+        "unique", "idempotency", "sort", "primary", "foreign", "cache", "partition", "routing",
+        "public", "object", "s3", "row", "hash", "range", "dedup", "lookup", "map", "dict",
+        "group", "shard", "index", "sequence", "natural", "composite", "translation", "message",
+        "cursor", "page", "next", "continuation", "pagination", "sync", "resume", "field",
+        "column", "label", "by", "bypass", "compass", "surpass", "max", "num", "total",
+    }
+)  # fmt: skip
+# ... or a last word saying the value is about the secret, not the secret: a file, a length.
+_HARMLESS_LAST_WORDS = frozenset(
+    {
+        "file", "path", "dir", "stdin", "env", "fd", "prompt", "cmd", "command", "helper",
+        "length", "len", "policy", "count", "type", "name", "expiry", "expires", "expiration",
+        "ttl", "algorithm", "format", "version", "enabled", "required", "error", "errors",
+        "kind", "mode", "store", "manager", "provider", "backend", "pattern", "regex",
+    }
+)  # fmt: skip
+# Words of a name: "dbPassword" -> db, password; "X-Api-Key" -> x, api, key.
+_WORDS = re.compile(r"[A-Z]{2,}(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+# A shell's working directory, not a password.
+_DIRECTORY_NAMES = frozenset({"pwd", "oldpwd"})
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a value named ``name`` (a variable, key, header, flag or attribute) is a secret."""
+    words = [word.lower() for word in _WORDS.findall(name)]
+    while words and words[-1].isdigit():  # X-Hub-Signature-256, password2
+        words.pop()
+    if not words or words[-1] in _HARMLESS_LAST_WORDS:
+        return False
+    if _STRONG.search("_".join(words)) or _STRONG.search(name.lower()):
+        return True
+    last = words[-1]
+    if last in _LAST_WORDS or any(
+        last.endswith(end) for end in ("pass", "token", "sessid", "sessionid")
+    ):
+        before = words[-2] if len(words) > 1 else ""
+        return (
+            before not in _HARMLESS_QUALIFIERS
+            and last not in _HARMLESS_QUALIFIERS
+            and (last != "key" or bool(before))
+        )
+    return False
+
+
+def is_directory_name(name: str) -> bool:
+    """``PWD`` and ``OLDPWD`` name the shell's working directories."""
+    return name.lower() in _DIRECTORY_NAMES
+
+
+def is_authorization_name(name: str) -> bool:
+    """Authorization and cookie headers: their value runs to the end of the line."""
+    compact = re.sub(r"[^a-z]", "", name.lower())
+    return compact.endswith(("authorization", "cookie"))
+
+
+_PLACEHOLDER = re.compile(
+    r"(?i)none|null|nil|true|false|undefined|empty|\?|%s|\*+|x{3,}|•+|\[redacted\]|\[path\]"
+    r"|<[a-z _-]{1,32}>|\$\{?\w{1,64}\}?|%\(\w{1,64}\)s|\{\{[^}]{0,64}\}\}|:\w{1,64}"
+)
+
+
+def is_placeholder(value: str) -> bool:
+    """Values that reveal nothing: ``None``, ``***``, ``${DB_PASSWORD}``, ``%s``, ``[REDACTED]``."""
+    return value.strip("\"'`\\") == "" or bool(_PLACEHOLDER.fullmatch(value.strip("\"'`\\")))
