@@ -68,6 +68,12 @@ def is_secret_name(name: str) -> bool:
     return False
 
 
+def is_password_name(name: str) -> bool:
+    """Names that stand before a quoted password in SQL and prose (``PASSWORD 'x'``)."""
+    words = _WORDS.findall(name)
+    return bool(words) and words[-1].lower() in ("password", "passwd", "passphrase", "pwd")
+
+
 def is_directory_name(name: str) -> bool:
     """``PWD`` and ``OLDPWD`` name the shell's working directories."""
     return name.lower() in _DIRECTORY_NAMES
@@ -80,11 +86,16 @@ def is_authorization_name(name: str) -> bool:
 
 
 _PLACEHOLDER = re.compile(
-    r"(?i)none|null|nil|true|false|undefined|empty|\?|%s|\*+|x{3,}|•+|\[redacted\]|\[path\]"
+    r"(?i)none|null|nil|true|false|yes|no|undefined|empty|\?|%s|\*+|x{3,}|•+|\[redacted\]|\[path\]"
     r"|<[a-z _-]{1,32}>|\$\{?\w{1,64}\}?|%\(\w{1,64}\)s|\{\{[^}]{0,64}\}\}|:\w{1,64}"
 )
+_CLOSING = re.compile(r"[),;.\]}]{0,8}")
 
 
 def is_placeholder(value: str) -> bool:
     """Values that reveal nothing: ``None``, ``***``, ``${DB_PASSWORD}``, ``%s``, ``[REDACTED]``."""
-    return value.strip("\"'`\\") == "" or bool(_PLACEHOLDER.fullmatch(value.strip("\"'`\\")))
+    bare = value.strip("\"'`\\")
+    if bare == "":
+        return True
+    word = _PLACEHOLDER.match(bare)
+    return word is not None and _CLOSING.fullmatch(bare, word.end()) is not None

@@ -7,11 +7,12 @@ Each notation is a pattern that ends where the value starts; the name decides (s
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from app.queue.domain.sanitize_names import (
     is_authorization_name,
     is_directory_name,
+    is_password_name,
     is_placeholder,
     is_secret_name,
 )
@@ -37,11 +38,11 @@ _QUOTE = r"(?:\\?[\"'`])"
 # $config['name'] = value (shell, Python, JS, Ruby, PHP, Go, YAML, JSON, TOML, INI, .env,
 # properties, query strings, HTTP headers)
 _ASSIGNMENT = re.compile(
-    rf"(?<![\w$@.\\])(?P<quote>{_QUOTE})?(?P<name>{_NAME}){_QUOTE}?\]?"
+    rf"(?<![\w$@.\\/-])(?P<quote>{_QUOTE})?(?P<name>{_NAME}){_QUOTE}?\]?"
     r"(?P<separator>[ \t]{0,5}+(?:=>|:=|={1,3}|!==?|:)[ \t]{0,5}+)"
 )
-# --password X, -storepass X (with "=", an assignment)
-_FLAG = re.compile(r"(?<![\w-])--?(?P<name>[A-Za-z][\w.-]{0,63}+)[ \t]{1,5}+(?!-)")
+# --password X, --password=X, -storepass X, -Dspring.datasource.password=X
+_FLAG = re.compile(r"(?<![\w-])--?(?P<name>[A-Za-z][\w.-]{0,63}+)(?:=|[ \t]{1,5}+(?!-))")
 # password 'X', PASSWORD "X" (SQL, prose), setPassword("X"), define('DB_PASSWORD', 'X'),
 # getenv("TOKEN", "X"), and aws configure set aws_secret_access_key X
 _SPACED = re.compile(rf"(?<![\w$@.-])(?P<name>{_NAME})[ \t]{{1,5}}+(?=[\"'`])")
@@ -66,7 +67,8 @@ _XML_PAIR = re.compile(
 _XML_TEXT = re.compile(r"[^<\n]{1,1024}+")
 # Flags that name no secret but carry one for these tools: mysql -pX, docker login -p X,
 # sshpass -p X, redis-cli -a X, ldapsearch -w X, sqlcmd -P X, curl -u user:X, smbclient -U
-# user%X, openssl -passin pass:X, and SQL's IDENTIFIED BY X.
+# user%X, openssl -passin pass:X, SQL's IDENTIFIED BY X and SET PASSWORD ... = X, and
+# .netrc's "machine host login user password X".
 _TOOL_FLAGS = re.compile(
     r"(?<![\w./-])(?:"
     r"(?:mysql\w{0,16}+|mariadb[\w-]{0,16}+|mycli)(?![\w-])[^\n]{0,512}?[ \t]-p(?=[^\s-])"
@@ -78,12 +80,15 @@ _TOOL_FLAGS = re.compile(
     r")|(?<![\w-])(?:(?:-u|--user|--proxy-user)(?:[ \t]{1,5}+|=)[\"']?[^\s:\"']{0,256}+:"
     r"|(?:-U|--user)(?:[ \t]{1,5}+|=)[\"']?[^\s%\"']{1,256}+%"
     r"|-pass(?:in|out)?[ \t]{1,5}+pass:"
-    r"|(?i:identified[ \t]{1,5}+(?:with[ \t]{1,5}+\w{1,64}+[ \t]{1,5}+)?by)[ \t]{1,5}+)"
+    r"|(?i:identified[ \t]{1,5}+(?:with[ \t]{1,5}+\w{1,64}+[ \t]{1,5}+)?by)[ \t]{1,5}+"
+    r"|(?i:set[ \t]{1,5}+password\b[^\n=]{0,128}+=)[ \t]{0,5}+"
+    r"|(?:machine|default)(?![\w-])[^\n]{0,256}?[ \t]password[ \t]{1,5}+)"
 )
 _HEADER_SCHEME = re.compile(
     r"(?i:basic|bearer|digest|token|ntlm|negotiate|oauth|aws4-hmac-sha256|ssws|apikey|key|jwt)"
     r"[ \t]{1,5}+(?=\S)"
 )
+_ANNOTATED = re.compile(rf"[ \t]{{0,5}}+=[ \t]{{0,5}}+(?P<value>{_QUOTED}|{_BARE})")
 _LINE_START = re.compile(r"[ \t]*(?:- |export |set )?[ \t]*")
 
 
@@ -92,9 +97,9 @@ def named_values(text: str) -> Iterator[Span]:
     yield from _assignments(text)
     for pattern in (_FLAG, _CONFIG_SET):
         yield from _values_after(text, pattern, _VALUE)
-    for pattern in (_SPACED, _PAIR):
-        yield from _values_after(text, pattern, _QUOTED_VALUE)
-    yield from _values_after(text, _CALL, _QUOTED_VALUE, setters_only=True)
+    yield from _values_after(text, _PAIR, _QUOTED_VALUE)
+    yield from _values_after(text, _SPACED, _QUOTED_VALUE, is_password_name)
+    yield from _values_after(text, _CALL, _QUOTED_VALUE, _is_setter)
     for pattern in (_XML_ELEMENT, _XML_NAMED_ELEMENT):
         yield from _values_after(text, pattern, _XML_TEXT)
     yield from _values_after(text, _XML_PAIR, _QUOTED_VALUE)
@@ -102,7 +107,10 @@ def named_values(text: str) -> Iterator[Span]:
 
 
 def _values_after(
-    text: str, pattern: re.Pattern[str], value: re.Pattern[str], setters_only: bool = False
+    text: str,
+    pattern: re.Pattern[str],
+    value: re.Pattern[str],
+    secret_name: Callable[[str], bool] = is_secret_name,
 ) -> Iterator[Span]:
     """Each value that ``value`` matches where ``pattern`` ends, if ``pattern``'s name (when
     it has one) is a secret's."""
@@ -110,7 +118,7 @@ def _values_after(
     while (match := pattern.search(text, position)) is not None:
         position = match.end()
         name = match.groupdict().get("name")
-        if name is not None and not _names_secret(name, setters_only):
+        if name is not None and not secret_name(name):
             continue
         found = value.match(text, match.end())
         if found is not None and not is_placeholder(found.group()):
@@ -118,11 +126,9 @@ def _values_after(
             yield found.span()
 
 
-def _names_secret(name: str, setters_only: bool) -> bool:
-    if not setters_only:
-        return is_secret_name(name)
-    # A call passes a secret to a setter or a builder (setPassword("x"), .password("x")),
-    # not to a function that checks or looks one up (verify_password("x")).
+def _is_setter(name: str) -> bool:
+    """A call passes a secret to a setter or a builder (``setPassword("x")``,
+    ``.password("x")``), not to a function that checks or looks one up (``verify_password``)."""
     setter = re.match(r"(?:set|with|use)(?=[A-Z_])|[a-z]+$", name.lstrip("_$"))
     return setter is not None and is_secret_name(name)
 
@@ -142,6 +148,11 @@ def _assignments(text: str) -> Iterator[Span]:
         if is_placeholder(found.group()) or (is_directory_name(name) and found.group()[0] in "/~["):
             continue
         if found.group()[0] not in "\"'`\\":
+            annotated = _ANNOTATED.match(text, end) if ":" in match.group("separator") else None
+            if annotated is not None:  # TypeScript, Kotlin: password: string = "x"
+                if is_placeholder(annotated.group("value")):
+                    continue
+                start, end = annotated.span("value")
             end = _bare_value_end(text, match, end)
             if is_authorization_name(name):
                 scheme = _HEADER_SCHEME.match(text, start)
@@ -151,8 +162,8 @@ def _assignments(text: str) -> Iterator[Span]:
 
 
 def _bare_value_end(text: str, match: re.Match[str], end: int) -> int:
-    """Where a bare value ends: a header's and a config line's run to the end of the line
-    (``Authorization: Basic x``, ``password = two words``), others at the first space."""
+    """Where a bare value ends: a header's and a password's on a config line run to the end
+    of the line (``Authorization: Basic x``, ``password = two words``), others at a space."""
     line_end = text.find("\n", match.end())
     line_end = len(text) if line_end == -1 else line_end
     quote = match.group("quote")
@@ -164,6 +175,7 @@ def _bare_value_end(text: str, match: re.Match[str], end: int) -> int:
     line_start = text.rfind("\n", 0, match.start()) + 1
     separator = match.group("separator")
     at_line_start = _LINE_START.fullmatch(text, line_start, match.start()) is not None
-    if at_line_start and (":" in separator or separator != separator.strip()):
+    spaced = ":" in separator or separator != separator.strip()
+    if at_line_start and spaced and is_password_name(match.group("name")):
         return max(end, len(text[:line_end].rstrip()))
     return end

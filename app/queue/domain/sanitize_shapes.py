@@ -84,6 +84,7 @@ _AFTER_PREFIX = [
     r"(?i:https://hooks\.slack\.com/)((?:services|workflows|triggers)/[\w/-]{1,512}+)",
     r"(?i:https://(?:\w{1,32}\.)?discord(?:app)?\.com/api/webhooks/)(\d{1,32}+/[\w-]{1,256}+)",
 ]
+_TOKEN_LIKE = re.compile(r"[\d._~+/=-]|.[A-Z]")
 _PREFIXED_SECRETS = re.compile(rf"(?<![A-Za-z0-9])(?:{'|'.join(_AFTER_PREFIX)})")
 # AWS secret access keys have no prefix: 40 characters of base64 standing alone. Requiring
 # upper case, lower case and a digit spares hex digests (git and SHA-1 hashes) of that length.
@@ -98,7 +99,10 @@ def provider_tokens(text: str) -> Iterator[Span]:
     for match in _TOKENS.finditer(text):
         yield match.span()
     for match in _PREFIXED_SECRETS.finditer(text):
-        yield next(match.span(group) for group in range(1, 4) if match.group(group))
+        group = next(group for group in range(1, 4) if match.group(group))
+        # "Bearer token missing": a bearer token holds a digit, a capital or punctuation.
+        if group > 1 or _TOKEN_LIKE.search(match.group(1)):
+            yield match.span(group)
     for match in _BARE_AWS_SECRET.finditer(text):
         key = match.group()
         if all(any(test(c) for c in key) for test in (str.isupper, str.islower, str.isdigit)):
