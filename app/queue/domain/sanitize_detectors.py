@@ -28,6 +28,8 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
+from app.queue.domain.sanitize_names import lines_with
+
 Span = tuple[int, int]
 
 # Plugins whose every pattern starts at a literal or a separator and reads a bounded stretch
@@ -71,7 +73,7 @@ _PATTERNS: tuple[re.Pattern[str], ...] = tuple(
 # Where a token found by a plugin may go on (the plugins' patterns may stop short of its end):
 # the whole secret goes, not a prefix.
 _TOKEN_TAIL = re.compile(r"(?:[\w\-+/]|\.(?=[\w-])){0,8192}+=*+")
-_KEYWORD = re.compile("|".join(DENYLIST), re.IGNORECASE)
+_KEYWORD = re.compile("|".join(DENYLIST))  # lower case, as lines_with reads
 # The keyword detector's patterns backtrack within a line: longer lines are left to
 # sanitize_notations, which reads every line.
 _KEYWORD_LINE_LIMIT = 512
@@ -105,11 +107,12 @@ def _trimmed(text: str, start: int, end: int) -> Span:
 def keyword_spans(text: str) -> Iterator[Span]:
     """Values that detect-secrets' keyword detector finds (``"x" == password``,
     ``secret("x")``, ``private_key "x";``), on the lines that hold one of its keywords."""
-    start = 0
-    for line in text.split("\n"):
-        if len(line) <= _KEYWORD_LINE_LIMIT and _KEYWORD.search(line):
-            for pattern, group in QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items():
-                match = pattern.search(line)
-                if match is not None and match.group(group):
-                    yield start + match.start(group), start + match.end(group)
-        start += len(line) + 1
+    for stretch_start, stretch_end in lines_with(text, _KEYWORD):
+        start = stretch_start
+        for line in text[stretch_start:stretch_end].split("\n"):
+            if len(line) <= _KEYWORD_LINE_LIMIT:
+                for pattern, group in QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items():
+                    match = pattern.search(line)
+                    if match is not None and match.group(group):
+                        yield start + match.start(group), start + match.end(group)
+            start += len(line) + 1

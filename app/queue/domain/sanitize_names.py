@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import string
+from collections.abc import Iterator
 
 from detect_secrets.plugins.keyword import DENYLIST
 
@@ -44,6 +46,36 @@ _HARMLESS_LAST_WORDS = frozenset(
 _WORDS = re.compile(r"[A-Z]{2,}(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 # A shell's working directory, not a password.
 _DIRECTORY_NAMES = frozenset({"pwd", "oldpwd"})
+
+
+# What every secret name and every tool flag of sanitize_notations holds, in lower case.
+HINTS = re.compile(
+    r"pass|pw|secret|token|key|auth|sig|cookie|sess|cred|contrase|mysql|maria|mycli|login"
+    r"|twine|mongo|redis|ldap|sqlcmd|bcp|isql|-u|--user|--proxy|identified|machine|default"
+)
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def lines_with(text: str, pattern: re.Pattern[str]) -> Iterator[tuple[int, int]]:
+    """The stretches of whole lines of ``text`` in which ``pattern`` (lower case) occurs.
+
+    Most lines of an error name no secret: the notations are read on the others only."""
+    lowered = text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
+    position = 0
+    stretch: tuple[int, int] | None = None
+    while (hit := pattern.search(lowered, position)) is not None:
+        line_start = text.rfind("\n", 0, hit.start()) + 1
+        line_end = text.find("\n", hit.end())
+        line_end = len(text) if line_end == -1 else line_end
+        if stretch is not None and line_start <= stretch[1] + 1:
+            stretch = (stretch[0], line_end)
+        else:
+            if stretch is not None:
+                yield stretch
+            stretch = (line_start, line_end)
+        position = line_end + 1
+    if stretch is not None:
+        yield stretch
 
 
 def is_secret_name(name: str) -> bool:

@@ -10,11 +10,13 @@ import re
 from collections.abc import Callable, Iterator
 
 from app.queue.domain.sanitize_names import (
+    HINTS,
     is_authorization_name,
     is_directory_name,
     is_password_name,
     is_placeholder,
     is_secret_name,
+    lines_with,
 )
 
 Span = tuple[int, int]
@@ -94,6 +96,13 @@ _LINE_START = re.compile(r"[ \t]*(?:- |export |set )?[ \t]*")
 
 def named_values(text: str) -> Iterator[Span]:
     """Spans of values whose name says they are secrets, in every notation above."""
+    for start, end in lines_with(text, HINTS):
+        for value_start, value_end in _named_values_in(text[start:end]):
+            yield start + value_start, start + value_end
+
+
+def _named_values_in(text: str) -> Iterator[Span]:
+    """named_values of lines that hold a hint (each notation lies within one line)."""
     yield from _assignments(text)
     for pattern in (_FLAG, _CONFIG_SET):
         yield from _values_after(text, pattern, _VALUE)
