@@ -11,7 +11,9 @@ do, so a noisy shared machine moves both together:
   same gunicorn configuration (``bench/http_calls.py``), then the same calls in one process,
   CPU time per call against the no-op app's (``bench/wsgi_calls.py``), then the HTTP path
   driven by wrk, ``make serve``'s server beside gunicorn (``bench/wrk_http.py``; section
-  ``wrk`` alone).
+  ``wrk`` alone);
+* the sanitizer's CPU time per 4 KiB error against one regular expression's pass over the same
+  text (``bench/sanitize.py``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from app.queue.domain.models import Actor
 from app.queue_settings import queue_settings
 from app.schema import jobs
 from app.timeutil import utcnow
-from bench import SECRET, e2e, http_calls, pg, retention, workflow, wrk_http, wsgi_calls
+from bench import SECRET, e2e, http_calls, pg, retention, sanitize, workflow, wrk_http, wsgi_calls
 from bench.scale import run_scale
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -324,6 +326,7 @@ SECTIONS = {
     "scale": scale_section,
     "retention": retention.run,
     "workflow": workflow.run,
+    "sanitize": sanitize.run,
 }
 
 
