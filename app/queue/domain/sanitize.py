@@ -60,10 +60,10 @@ def _redact(text: str) -> str:
             *provider_tokens(folded.text),
             *url_credentials(folded.text),
             *plugin_spans(folded.text),
-            *keyword_spans(folded.text),
             *named_values(folded.text),
         ]
     )
+    secrets = _merged([*secrets, *keyword_spans(folded.text, secrets)])
     paths = _merged(absolute_paths(folded.text))
     spans = _merged_marked(secrets, paths)
     parts: list[str] = []

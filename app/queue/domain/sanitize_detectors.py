@@ -8,6 +8,7 @@ verified against a provider, nothing leaves the process.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterator
 
@@ -104,13 +105,19 @@ def _trimmed(text: str, start: int, end: int) -> Span:
     return start, end
 
 
-def keyword_spans(text: str) -> Iterator[Span]:
+def keyword_spans(text: str, found: list[Span]) -> Iterator[Span]:
     """Values that detect-secrets' keyword detector finds (``"x" == password``,
-    ``secret("x")``, ``private_key "x";``), on the lines that hold one of its keywords."""
+    ``secret("x")``, ``private_key "x";``), on the lines that hold one of its keywords, a
+    quote (each of its patterns takes a quoted value) and none of the spans ``found`` already
+    (sorted): it reads what the other rules' notations leave out."""
+    starts = [start for start, _ in found]
     for stretch_start, stretch_end in lines_with(text, _KEYWORD):
         start = stretch_start
         for line in text[stretch_start:stretch_end].split("\n"):
-            if len(line) <= _KEYWORD_LINE_LIMIT:
+            index = bisect.bisect_left(starts, start)
+            untouched = index == len(starts) or starts[index] > start + len(line)
+            quoted = any(quote in line for quote in "\"'`")
+            if untouched and quoted and len(line) <= _KEYWORD_LINE_LIMIT:
                 for pattern, group in QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items():
                     match = pattern.search(line)
                     if match is not None and match.group(group):

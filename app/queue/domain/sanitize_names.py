@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Iterator
+from functools import lru_cache
 
 from detect_secrets.plugins.keyword import DENYLIST
 
@@ -78,6 +79,7 @@ def lines_with(text: str, pattern: re.Pattern[str]) -> Iterator[tuple[int, int]]
         yield stretch
 
 
+@lru_cache(maxsize=1024)
 def is_secret_name(name: str) -> bool:
     """Whether a value named ``name`` (a variable, key, header, flag or attribute) is a secret."""
     words = [word.lower() for word in _WORDS.findall(name)]
@@ -111,10 +113,10 @@ def is_directory_name(name: str) -> bool:
     return name.lower() in _DIRECTORY_NAMES
 
 
+@lru_cache(maxsize=1024)
 def is_authorization_name(name: str) -> bool:
     """Authorization and cookie headers: their value runs to the end of the line."""
-    compact = re.sub(r"[^a-z]", "", name.lower())
-    return compact.endswith(("authorization", "cookie"))
+    return name.lower().replace("-", "").replace("_", "").endswith(("authorization", "cookie"))
 
 
 _PLACEHOLDER = re.compile(
