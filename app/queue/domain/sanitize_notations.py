@@ -58,13 +58,12 @@ _CONFIG_SET = re.compile(
 )
 # <password>X</password>, <entry key="password">X</entry>, key="Password" value="X"
 _XML_ELEMENT = re.compile(r"<(?P<name>[\w.:-]{1,64}+)(?:[ \t][^<>\n]{0,256}+)?>(?=[^<\n])")
+_NAMING_ATTRIBUTE = r"(?:key|name)[ \t]{0,5}+=[ \t]{0,5}+[\"'](?P<name>[^\"'<>\n]{1,64}+)[\"']"
 _XML_NAMED_ELEMENT = re.compile(
-    r"<[\w.:-]{1,64}+[ \t]{1,5}+(?:key|name)[ \t]{0,5}+=[ \t]{0,5}+[\"']"
-    r"(?P<name>[^\"'<>\n]{1,64}+)[\"'][^<>\n]{0,256}+>(?=[^<\n])"
+    rf"<[\w.:-]{{1,64}}+[ \t]{{1,5}}+{_NAMING_ATTRIBUTE}[^<>\n]{{0,256}}+>(?=[^<\n])"
 )
 _XML_PAIR = re.compile(
-    r"(?:key|name)[ \t]{0,5}+=[ \t]{0,5}+[\"'](?P<name>[^\"'<>\n]{1,64}+)[\"'][ \t]{1,5}+"
-    r"value[ \t]{0,5}+=[ \t]{0,5}+(?=[\"'])"
+    rf"{_NAMING_ATTRIBUTE}[ \t]{{1,5}}+value[ \t]{{0,5}}+=[ \t]{{0,5}}+(?=[\"'])"
 )
 _XML_TEXT = re.compile(r"[^<\n]{1,1024}+")
 # Flags that name no secret but carry one for these tools: mysql -pX, docker login -p X,
