@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from app.queue.domain.sanitize import MARKER, PATH_MARKER, TRUNCATED, sanitize_error
+from app.queue.domain.sanitize import LOOKAHEAD, MARKER, PATH_MARKER, TRUNCATED, sanitize_error
 
 # (text, the secret in it): every leak reported so far, one row each. A new variant is a row.
 EARLIER = [
@@ -358,3 +358,16 @@ def test_new_patterns_keep_the_context_around_the_secret() -> None:
 )
 def test_lookalikes_of_the_new_patterns_are_unchanged(text: str) -> None:
     assert sanitize_error(text) == text
+
+
+def test_a_token_cut_where_reading_stops_is_dropped_not_kept() -> None:
+    # A long key block shrinks to a marker, which brings text from near the end of what is
+    # read into the kept 4 KiB: a token cut there is too short to be recognised.
+    block = "-----BEGIN PRIVATE KEY-----\n" + "A" * 17_000 + "\n-----END PRIVATE KEY-----"
+    head = f"start {block} middle "
+    filler = "y" * (4096 + LOOKAHEAD - len(head) - 12)
+    clean = sanitize_error(head + filler + " ghp_A1b2C3d4E5" + "A1b2C3d4E5" * 3 + " end")
+    assert "A1b2" not in clean
+    assert clean.startswith(f"start {MARKER} middle ")
+    assert clean.endswith(TRUNCATED)
+    assert len(clean.encode()) <= 4096
