@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask import Flask
+
+from tests.api.conftest import assert_problem, snapshot
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import Api
 
@@ -194,3 +197,36 @@ def test_a_callback_names_no_parents_keys_or_secrets(producer: Api, backend: str
         assert response.status_code == 422, (name, response.get_json())
         assert list(response.get_json()["errors"]) == [f"group.on_success.{name}"]
     assert producer.get("/jobs").get_json()["jobs"] == []  # nothing stored
+
+
+# Dependencies name jobs that existed before the request: no self-waits, no cycles.
+
+
+def _next_id(producer: Api) -> int:
+    """The id the next job will get (ids are handed out in order)."""
+    return int(producer.enqueue()["id"]) + 1
+
+
+def test_a_job_cannot_wait_for_itself(app: Flask, producer: Api, backend: str) -> None:
+    itself = _next_id(producer)
+    before = snapshot(app)
+    response = producer.post("/jobs", {"type": "email.send", "depends_on": [itself]})
+    body = assert_problem(response, 422)
+    assert body["errors"] == {"depends_on": f"job {itself} does not exist"}
+    batch = producer.post("/jobs/batch", {"jobs": [{"type": "email.send", "depends_on": [itself]}]})
+    assert assert_problem(batch, 422)["errors"] == {
+        "jobs[0].depends_on": f"job {itself} does not exist"
+    }
+    assert snapshot(app) == before
+
+
+def test_a_batch_cannot_write_a_cycle(app: Flask, producer: Api, backend: str) -> None:
+    first = _next_id(producer)
+    before = snapshot(app)
+    cycle = [
+        {"type": "email.send", "depends_on": [first + 1]},  # the next item's id
+        {"type": "email.send", "after_items": [0]},
+    ]
+    body = assert_problem(producer.post("/jobs/batch", {"jobs": cycle}), 422)
+    assert body["errors"] == {"jobs[0].depends_on": f"job {first + 1} does not exist"}
+    assert snapshot(app) == before

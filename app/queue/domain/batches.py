@@ -11,7 +11,15 @@ from sqlalchemy.exc import IntegrityError
 
 from app.queue.domain import finishing, service, uniqueness, workflow
 from app.queue.domain.errors import InvalidInput, QueueError
-from app.queue.domain.models import Actor, Beat, EnqueueRequest, Job, Outcome, QueueSettings
+from app.queue.domain.models import (
+    Actor,
+    Beat,
+    EnqueueRequest,
+    Job,
+    Outcome,
+    QueueSettings,
+    parent_of,
+)
 from app.queue.domain.policy import Action, require
 from app.queue.domain.visibility import visibility
 from app.queue.engines import batches as store_batches
@@ -34,8 +42,10 @@ def enqueue_many(
     group: workflow.GroupRequest | None = None,
 ) -> list[tuple[Job, bool]]:
     """``enqueue_jobs``, then the workflow of the new jobs: they form ``group`` (when given),
-    and each waits for the parents it names, jobs or earlier items (``workflow``). The jobs
-    come back as they are after that."""
+    and each waits for the parents it names, jobs that existed before the request or earlier
+    items (``workflow``). The jobs come back as they are after that."""
+    actor = require(actor, Action.ENQUEUE)
+    existing = workflow.existing_parents(conn, actor, requests)  # before the new jobs exist
     added = enqueue_jobs(conn, actor, requests, now=now)
     new = [(index, job) for index, (job, created) in enumerate(added) if created]
     if group is not None and new:
@@ -46,7 +56,7 @@ def enqueue_many(
         if requests[index].depends_on or requests[index].after_items
     ]
     if linked:
-        workflow.link(conn, actor, linked, [job.id for job, _ in added], now=now)
+        workflow.link(conn, linked, [job.id for job, _ in added], existing, now=now)
     if not linked and group is None:
         return added
     fresh = store_batches.jobs_by_ids(conn, [job.id for _, job in new], None)
@@ -60,18 +70,18 @@ def enqueue_jobs(
     included); returns ``(job, created)`` per request. The first refused item raises, naming
     it (``jobs[3]``), and the caller's transaction rolls the others back.
 
-    The rules are the single enqueue's; the SQL is batched: one lookup of the batch's keys and
-    one insert of its new jobs. Should another transaction commit one of the keys meanwhile
-    (the insert collides), the batch is redone item by item through ``service.enqueue``. So is
-    a batch with unique keys: each such item looks for its active job after the ones before it."""
+    The rules are the single enqueue's; the SQL is batched: one lookup of the batch's keys (in
+    the items' namespace, ``service.keyed_jobs``) and one insert of its new jobs. Should another
+    transaction commit one of the keys meanwhile (the insert collides), the batch is redone
+    item by item through ``service.enqueue``. So is a batch with unique keys: each such item
+    looks for its active job after the ones before it."""
     actor = require(actor, Action.ENQUEUE)
     if any(request.unique_key is not None for request in requests):
         uniqueness.wait_for_turns(conn, actor.id, requests)  # every unique key, in one order
         return _one_by_one(conn, actor, requests, now=now)
     keys = {r.idempotency_key for r in requests if r.idempotency_key is not None}
-    stored = {
-        j.idempotency_key: j for j in store_batches.jobs_by_idempotency_keys(conn, actor.id, keys)
-    }
+    keyed = service.keyed_jobs(conn, actor, parent_of(requests), keys)
+    stored = {job.idempotency_key: job for job in keyed}
     first_with: dict[str, int] = {}  # the new item a key came with first in this batch
     plan: list[Job | int] = []  # per item: the stored job it replays, or the new item it is
     fresh: list[int] = []  # the new items, in order

@@ -8,6 +8,7 @@ owns the transaction (nothing here commits); the clock is the ``now`` argument.
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,6 +35,7 @@ from app.queue.domain.retry import Uniform
 from app.queue.domain.states import TERMINAL
 from app.queue.domain.visibility import viewer, visibility
 from app.queue.engines import batches as store_batches
+from app.queue.engines import children as store_children
 from app.queue.engines import jobs as store
 from app.queue.engines import moves as store_transitions
 
@@ -46,10 +48,12 @@ def enqueue(
 ) -> tuple[Job, bool]:
     """Add a job; returns ``(job, created)``. A repeated idempotency key returns the original;
     then a unique key returns its active job (``uniqueness``), and nothing is added. A new job
-    with parents waits for them (``workflow``)."""
+    with parents waits for them (``workflow``): jobs that existed before it."""
+    actor = require(actor, Action.ENQUEUE)
+    existing = workflow.existing_parents(conn, actor, [request])  # before the job exists
     job, created = enqueue_one(conn, actor, request, now=now)
     if created and request.depends_on:
-        workflow.link(conn, actor, [workflow.Added(job, request)], [], now=now)
+        workflow.link(conn, [workflow.Added(job, request)], [], existing, now=now)
         job = store.get_job(conn, job.id) or job
     return job, created
 
@@ -63,7 +67,7 @@ def enqueue_one(
     if request.unique_key is not None:  # before any look, so concurrent enqueues take turns
         uniqueness.wait_for_turns(conn, actor.id, [request])
     if request.idempotency_key is not None:
-        existing = store.find_by_idempotency_key(conn, actor.id, request.idempotency_key)
+        existing = _keyed(conn, actor, request)
         if existing is not None:
             return replay(existing, request), False
     if request.unique_key is not None:
@@ -72,12 +76,29 @@ def enqueue_one(
             return active, False
     job = store.insert_job(conn, new_job_row(actor, request, now=now), actor=actor.name)
     if job is None:  # a concurrent request with the same key won the insert
-        assert request.idempotency_key is not None
-        winner = store.find_by_idempotency_key(conn, actor.id, request.idempotency_key)
+        winner = _keyed(conn, actor, request)
         if winner is None:
             raise Conflict("a concurrent request with this idempotency key did not finish")
         return replay(winner, request), False
     return job, True
+
+
+def keyed_jobs(
+    conn: Connection, actor: Actor, parent_id: int | None, keys: Collection[str]
+) -> list[Job]:
+    """The jobs enqueued with any of ``keys`` in their namespace: the actor's own jobs, or
+    with ``parent_id`` that job's children (whose keys never meet their producer's)."""
+    if parent_id is None:
+        return store_batches.jobs_by_idempotency_keys(conn, actor.id, keys)
+    return store_children.keyed_children(conn, parent_id, keys)
+
+
+def _keyed(conn: Connection, actor: Actor, request: EnqueueRequest) -> Job | None:
+    """The job enqueued with the request's idempotency key in its namespace, if any."""
+    assert request.idempotency_key is not None
+    if request.parent_id is None:  # the hot single enqueue: its own prepared lookup
+        return store.find_by_idempotency_key(conn, actor.id, request.idempotency_key)
+    return next(iter(keyed_jobs(conn, actor, request.parent_id, [request.idempotency_key])), None)
 
 
 def admit(actor: Actor, request: EnqueueRequest) -> None:
@@ -93,14 +114,19 @@ def new_job_row(actor: Actor, request: EnqueueRequest, *, now: datetime) -> dict
         "payload": request.payload,
         "priority": request.priority,
         "max_retries": request.max_retries,
-        "idempotency_key": request.idempotency_key,
+        # A child's key is its parent's, apart from its producer's (``keyed_jobs``).
+        "idempotency_key": request.idempotency_key if request.parent_id is None else None,
         "request_fingerprint": request.fingerprint,
         "created_by": actor.id,
         "run_at": request.run_at or now + timedelta(seconds=request.delay_seconds or 0),
         "created_at": now,
         "updated_at": now,
         **({"unique_key": request.unique_key} if request.unique_key is not None else {}),
-        **({"parent_id": request.parent_id} if request.parent_id is not None else {}),
+        **(
+            {"parent_id": request.parent_id, "child_key": request.idempotency_key}
+            if request.parent_id is not None
+            else {}
+        ),
         **(
             {"traceparent": request.trace.traceparent, "tracestate": request.trace.tracestate}
             if request.trace is not None

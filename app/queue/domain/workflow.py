@@ -6,7 +6,7 @@ a group's last member enqueues the group's callbacks."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,11 +15,12 @@ from sqlalchemy import Connection
 
 from app import wakeup
 from app.queue.domain.errors import Forbidden, InvalidInput, NotFound
-from app.queue.domain.models import Actor, EnqueueRequest, Job
+from app.queue.domain.models import Actor, EnqueueRequest, Job, parent_of
 from app.queue.domain.policy import sees_group
 from app.queue.domain.states import TERMINAL, EventKind, JobStatus
 from app.queue.domain.visibility import visibility
 from app.queue.engines import batches as store_batches
+from app.queue.engines import children as store_children
 from app.queue.engines import jobs as store
 from app.queue.engines import workflow as sql
 from app.queue.engines.jobs import append_events, event_row
@@ -98,20 +99,38 @@ class Added:
         return name if self.index is None else f"jobs[{self.index}].{name}"
 
 
+def existing_parents(
+    conn: Connection, actor: Actor, requests: Sequence[EnqueueRequest]
+) -> set[int]:
+    """The jobs that ``requests`` name in ``depends_on`` and may wait for, read before any of
+    them is stored: a job never waits for itself or a later job, so no cycle can be written.
+    A producer's jobs may wait for the jobs it can see; children (``parent_of``) for their
+    parent and its other children only. One read, none when no request names a parent."""
+    named = {parent for request in requests for parent in request.depends_on}
+    if not named:
+        return set()
+    parent = parent_of(requests)
+    allowed = visibility(actor) if parent is None else store_children.family(parent)
+    found = store_batches.jobs_by_ids(conn, named, allowed)
+    return {job_id for job_id, (_, may) in found.items() if may}
+
+
 def link(
-    conn: Connection, actor: Actor, added: Sequence[Added], ids: Sequence[int], *, now: datetime
+    conn: Connection,
+    added: Sequence[Added],
+    ids: Sequence[int],
+    existing: Collection[int],
+    *,
+    now: datetime,
 ) -> None:
     """Record the parents of jobs just enqueued (``ids``: the batch's job ids by index, for
-    ``after_items``): a parent the caller cannot see is refused as if it did not exist. A
-    job waits for its unfinished parents; one with a parent already failed or cancelled is
-    cancelled at once unless it asked to run anyway."""
-    named = {p for item in added for p in item.request.depends_on}
-    found = store_batches.jobs_by_ids(conn, named, _visible(actor))
+    ``after_items``); a job named that is not in ``existing`` (``existing_parents``) is
+    refused as if it did not exist. A job waits for its unfinished parents; one with a parent
+    already failed or cancelled is cancelled at once unless it asked to run anyway."""
     for item in added:
         for parent in item.request.depends_on:
-            if not found.get(parent, (None, False))[1]:
-                message = f"job {parent} does not exist"
-                raise InvalidInput({item.field("depends_on"): message}, message)
+            if parent not in existing:
+                raise _missing(item, parent)
     parents = {
         item.job.id: list(
             dict.fromkeys([*item.request.depends_on, *(ids[i] for i in item.request.after_items)])
@@ -119,6 +138,10 @@ def link(
         for item in added
     }
     statuses = sql.mark_parents(conn, {p for listed in parents.values() for p in listed})
+    for item in added:  # a parent deleted (pruned) since it was read is gone all the same
+        for parent in parents[item.job.id]:
+            if parent not in statuses:
+                raise _missing(item, parent)
     edges, rows, doomed = [], [], {}
     for item in added:
         policy = item.request.on_dependency_failure
@@ -133,6 +156,12 @@ def link(
     sql.add_edges(conn, edges)
     sql.set_parents(conn, rows)
     settle(conn, cancel_children(conn, doomed, statuses, now=now), now=now)
+
+
+def _missing(item: Added, parent: int) -> InvalidInput:
+    """The refusal of a parent that does not exist, or that the item may not wait for."""
+    message = f"job {parent} does not exist"
+    return InvalidInput({item.field("depends_on"): message}, message)
 
 
 def _visible(actor: Actor) -> Any:
