@@ -7,10 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Flask
+from flask.testing import FlaskClient
 
-from tests.api.conftest import assert_problem, snapshot
+from app import db
+from app.accounts import service as accounts
+from app.queue.domain.models import Actor
+from app.queue.domain.states import Role
+from tests.api.conftest import assert_problem, job_count, snapshot
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
-from tests.builders import Api
+from tests.builders import Api, make_api
+
+ROOT = Actor(id=0, name="root", role=Role.ADMIN)
 
 
 def _batch(api: Api, jobs: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -146,6 +153,7 @@ def test_a_group_enqueues_its_callbacks_once(producer: Api, worker: Api, backend
         "counts": {"pending": 2, "running": 0, "completed": 0, "failed": 0, "cancelled": 0},
         "finished": False,
         "callbacks": {"on_complete": None, "on_success": None},
+        "callbacks_refused": {},
     }
     for _ in range(2):
         _finish(worker, worker.claim() or {})
@@ -230,3 +238,62 @@ def test_a_batch_cannot_write_a_cycle(app: Flask, producer: Api, backend: str) -
     body = assert_problem(producer.post("/jobs/batch", {"jobs": cycle}), 422)
     assert body["errors"] == {"jobs[0].depends_on": f"job {first + 1} does not exist"}
     assert snapshot(app) == before
+
+
+# A group's callbacks are enqueued only if their producer may still enqueue them.
+
+
+def _audit(admin: Api, action: str) -> list[dict[str, Any]]:
+    events = admin.get(f"/audit?action={action}").get_json()["events"]
+    return events  # type: ignore[no-any-return]
+
+
+def _high_producer(app: Flask, client: FlaskClient) -> Api:
+    return make_api(app, client, "high-producer", "producer", max_priority="high")
+
+
+def test_a_disabled_producers_callbacks_are_refused(
+    app: Flask, client: FlaskClient, worker: Api, admin: Api, backend: str
+) -> None:
+    producer = _high_producer(app, client)
+    callback = {"type": "email.send", "priority": "high"}
+    group = {"name": "g", "on_complete": callback, "on_success": callback}
+    group_id = _batch(producer, [{"type": "report.build"}], group=group)["group_id"]
+    with app.app_context(), db.transaction() as conn:
+        accounts.set_disabled(conn, ROOT, "high-producer", disabled=True)
+    count = job_count(app)
+    _finish(worker, worker.claim() or {})
+    assert job_count(app) == count  # neither callback was enqueued
+    shown = admin.get(f"/groups/{group_id}").get_json()
+    assert shown["finished"] and shown["callbacks"] == {"on_complete": None, "on_success": None}
+    reason = "the group's producer may no longer enqueue jobs"
+    assert shown["callbacks_refused"] == {"on_complete": reason, "on_success": reason}
+    events = _audit(admin, "group_callback_refused")
+    assert [(e["actor"], e["target"], e["details"]) for e in events] == [
+        ("system:groups", f"group:{group_id}", {"callback": which, "reason": reason})
+        for which in ("on_success", "on_complete")  # newest first
+    ]
+
+
+def test_a_callback_above_a_lowered_cap_is_refused(
+    app: Flask, client: FlaskClient, worker: Api, admin: Api, backend: str
+) -> None:
+    producer = _high_producer(app, client)
+    group = {
+        "name": "g",
+        "on_complete": {"type": "email.send", "priority": "high"},
+        "on_success": {"type": "email.send", "priority": "low"},
+    }
+    group_id = _batch(producer, [{"type": "report.build"}], group=group)["group_id"]
+    with app.app_context(), db.transaction() as conn:
+        accounts.update_user(conn, ROOT, "high-producer", role="producer", max_priority="low")
+    _finish(worker, worker.claim() or {})
+    shown = producer.get(f"/groups/{group_id}").get_json()
+    assert shown["callbacks"]["on_complete"] is None
+    assert shown["callbacks_refused"] == {
+        "on_complete": "priority high is above the producer's cap (low)"
+    }
+    low = producer.get(f"/jobs/{shown['callbacks']['on_success']}").get_json()
+    assert low["priority"] == "low" and low["group_id"] == group_id  # within the cap: enqueued
+    (event,) = _audit(admin, "group_callback_refused")
+    assert event["details"]["callback"] == "on_complete"

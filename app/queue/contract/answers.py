@@ -34,6 +34,7 @@ from app.queue.contract.responses import (
     GroupOut,
     JobOut,
     JobPage,
+    RefusedCallbacks,
     ResponseModel,
     TraceOut,
 )
@@ -48,6 +49,7 @@ from app.queue.domain.workflow import GroupView
 from app.timeutil import iso
 
 Item = TypeVar("Item", bound=ResponseModel)
+CALLBACKS = ("on_complete", "on_success")  # a group's callbacks, in the answers' order
 
 
 def job_out(
@@ -228,6 +230,9 @@ def group_out(group: GroupView) -> GroupOut:
             "counts": group.counts,
             "finished": group.finished,
             "callbacks": callbacks,
+            "callbacks_refused": RefusedCallbacks.built(
+                {k: group.callbacks_refused[k] for k in CALLBACKS if k in group.callbacks_refused}
+            ),
         }
     )
 

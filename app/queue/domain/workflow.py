@@ -14,10 +14,12 @@ from typing import Any
 from sqlalchemy import Connection
 
 from app import wakeup
+from app.audit import store as audit
+from app.audit.actions import GROUPS_ACTOR, AuditAction
 from app.queue.domain.errors import Forbidden, InvalidInput, NotFound
 from app.queue.domain.models import Actor, EnqueueRequest, Job, parent_of
-from app.queue.domain.policy import sees_group
-from app.queue.domain.states import TERMINAL, EventKind, JobStatus
+from app.queue.domain.policy import sees_group, still_enqueues
+from app.queue.domain.states import TERMINAL, EventKind, JobStatus, priority_label
 from app.queue.domain.visibility import visibility
 from app.queue.engines import batches as store_batches
 from app.queue.engines import children as store_children
@@ -239,29 +241,68 @@ def _count_in_groups(conn: Connection, jobs: Sequence[Job], *, now: datetime, si
 
 
 def _fire(conn: Connection, group: sql.Group, *, now: datetime) -> None:
-    """Enqueue the callbacks of a group whose members have all finished, each at most once."""
+    """Enqueue the callbacks of a group whose members have all finished, each at most once,
+    if its producer may still enqueue them: else the group records why (once) and the audit
+    log says so."""
     due = [("on_complete", group.on_complete, group.on_complete_id)]
     if group.unsuccessful == 0:
         due.append(("on_success", group.on_success, group.on_success_id))
-    for which, spec, done in due:
-        if spec is None or done is not None:
+    refused = dict(group.callbacks_refused or {})
+    waiting = [(w, spec) for w, spec, done in due if spec and done is None and w not in refused]
+    if not waiting:
+        return
+    owner = store_children.producer(conn, group.created_by)
+    for which, spec in waiting:
+        reason = _refusal(owner, spec["priority"])
+        if reason is None:
+            _enqueue_callback(conn, group, which, spec, now=now)
             continue
-        delay = timedelta(seconds=spec.get("delay_seconds") or 0)
-        run_at = datetime.fromisoformat(spec["run_at"]) if spec.get("run_at") else now + delay
-        row = {
-            "type": spec["type"],
-            "payload": spec["payload"],
-            "priority": spec["priority"],
-            "max_retries": spec["max_retries"],
-            "created_by": group.created_by,
-            "run_at": run_at,
-            "created_at": now,
-            "updated_at": now,
-            "callback_of": group.id,
-        }
-        job = store.insert_job(conn, row, actor=f"group {group.id}")
-        assert job is not None  # no idempotency key: nothing to collide on
-        sql.set_callback(conn, group.id, which, job.id)
+        refused[which] = reason
+        audit.append(
+            conn,
+            at=now,
+            actor=GROUPS_ACTOR,
+            action=AuditAction.GROUP_CALLBACK_REFUSED,
+            target=f"group:{group.id}",
+            details={"callback": which, "reason": reason},
+        )
+    if refused != (group.callbacks_refused or {}):
+        sql.refuse_callbacks(conn, group.id, refused)
+
+
+def _refusal(owner: tuple[Actor, bool] | None, priority: int) -> str | None:
+    """Why a group's producer (and whether disabled) may not enqueue a callback of
+    ``priority`` now, or None: the rules a job's children and schedules obey, at the moment
+    the group finishes (its producer may have been disabled or capped lower since)."""
+    if owner is None or not still_enqueues(owner[0], disabled=owner[1]):
+        return "the group's producer may no longer enqueue jobs"
+    cap = owner[0].priority_cap()
+    if priority > cap:
+        label, cap_label = priority_label(priority), priority_label(cap)
+        return f"priority {label} is above the producer's cap ({cap_label})"
+    return None
+
+
+def _enqueue_callback(
+    conn: Connection, group: sql.Group, which: str, spec: Mapping[str, Any], *, now: datetime
+) -> None:
+    """Enqueue the group's ``which`` callback from the description it keeps (``spec``)."""
+    delay = timedelta(seconds=spec.get("delay_seconds") or 0)
+    run_at = datetime.fromisoformat(spec["run_at"]) if spec.get("run_at") else now + delay
+    row = {
+        "type": spec["type"],
+        "payload": spec["payload"],
+        "priority": spec["priority"],
+        "max_retries": spec["max_retries"],
+        "created_by": group.created_by,
+        "run_at": run_at,
+        "created_at": now,
+        "updated_at": now,
+        "callback_of": group.id,
+    }
+    job = store.insert_job(conn, row, actor=f"group {group.id}")
+    assert job is not None  # no idempotency key: nothing to collide on
+    sql.set_callback(conn, group.id, which, job.id)
 
 
 @dataclass(frozen=True)
@@ -276,6 +317,7 @@ class GroupView:
     on_complete: int | None
     on_success: int | None
     created_by: int
+    callbacks_refused: dict[str, str]  # why a callback was not enqueued, by which
 
     @property
     def done(self) -> int:
@@ -299,6 +341,7 @@ def get_group(conn: Connection, actor: Actor, group_id: int) -> GroupView:
         on_complete=row.on_complete_id,
         on_success=row.on_success_id,
         created_by=row.created_by,
+        callbacks_refused=row.callbacks_refused or {},
     )
 
 
