@@ -13,7 +13,7 @@ from app import db
 from app.accounts import service as accounts
 from app.queue.domain.models import Actor
 from app.queue.domain.states import Role
-from tests.api.conftest import assert_problem, job_count, snapshot
+from tests.api.conftest import assert_problem, finish, job_count, snapshot
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import Api, make_api
 
@@ -24,14 +24,6 @@ def _batch(api: Api, jobs: list[dict[str, Any]], **extra: Any) -> dict[str, Any]
     response = api.post("/jobs/batch", {"jobs": jobs, **extra})
     assert response.status_code == 201, response.get_json()
     return response.get_json()  # type: ignore[no-any-return]
-
-
-def _finish(worker: Api, job: dict[str, Any], outcome: str = "completed") -> None:
-    item: dict[str, Any] = {"id": job["id"], "attempt": job["attempt"], "outcome": outcome}
-    if outcome == "failed":
-        item |= {"error": "boom", "retryable": False}
-    answer = worker.post("/jobs/finish", {"results": [item]}).get_json()
-    assert answer["results"][0]["status"] == 200, answer
 
 
 def _get(api: Api, job_id: int) -> dict[str, Any]:
@@ -46,7 +38,7 @@ def test_a_child_waits_until_its_parent_completes(producer: Api, worker: Api, ba
     claimed = worker.claim()
     assert claimed is not None and claimed["id"] == parent["id"]
     assert worker.claim() is None  # the child is not handed out while its parent runs
-    _finish(worker, claimed)
+    finish(worker, claimed)
     assert _get(producer, child["id"])["waiting_for"] == []
     again = worker.claim()
     assert again is not None and again["id"] == child["id"]
@@ -59,7 +51,7 @@ def test_a_failed_parent_cancels_its_children_unless_they_run_anyway(
     doomed = producer.enqueue(depends_on=[parent["id"]])
     grandchild = producer.enqueue(depends_on=[doomed["id"]])
     runs = producer.enqueue(depends_on=[parent["id"]], on_dependency_failure="run")
-    _finish(worker, worker.claim() or {}, "failed")
+    finish(worker, worker.claim() or {}, "failed")
     assert _get(producer, doomed["id"])["status"] == "cancelled"
     assert _get(producer, grandchild["id"])["status"] == "cancelled"
     events = producer.get(f"/jobs/{doomed['id']}/events").get_json()["events"]
@@ -94,7 +86,7 @@ def test_a_graph_in_one_batch_runs_in_order(producer: Api, worker: Api, backend:
     order = []
     while (claimed := worker.claim()) is not None:
         order.append(claimed["id"])
-        _finish(worker, claimed)
+        finish(worker, claimed)
     assert order == ids
 
 
@@ -122,9 +114,9 @@ def test_after_items_must_name_earlier_items(producer: Api, backend: str) -> Non
 
 def test_a_child_of_a_finished_parent(producer: Api, worker: Api, backend: str) -> None:
     done = producer.enqueue()
-    _finish(worker, worker.claim() or {})
+    finish(worker, worker.claim() or {})
     broken = producer.enqueue(max_retries=0)
-    _finish(worker, worker.claim() or {}, "failed")
+    finish(worker, worker.claim() or {}, "failed")
     ready = producer.enqueue(depends_on=[done["id"]])
     assert ready["waiting_for"] == [] and ready["status"] == "pending"
     cancelled = producer.enqueue(depends_on=[done["id"], broken["id"]])
@@ -156,7 +148,7 @@ def test_a_group_enqueues_its_callbacks_once(producer: Api, worker: Api, backend
         "callbacks_refused": {},
     }
     for _ in range(2):
-        _finish(worker, worker.claim() or {})
+        finish(worker, worker.claim() or {})
     group = producer.get(f"/groups/{group_id}").get_json()
     assert group["finished"] and group["counts"]["completed"] == 2
     callbacks = group["callbacks"]
@@ -176,7 +168,7 @@ def test_a_failed_member_skips_on_success(producer: Api, worker: Api, backend: s
             "on_success": {"type": "email.send"},
         },
     )
-    _finish(worker, worker.claim() or {}, "failed")
+    finish(worker, worker.claim() or {}, "failed")
     callbacks = producer.get(f"/groups/{answer['group_id']}").get_json()["callbacks"]
     assert callbacks["on_complete"] is not None and callbacks["on_success"] is None
 
@@ -262,7 +254,7 @@ def test_a_disabled_producers_callbacks_are_refused(
     with app.app_context(), db.transaction() as conn:
         accounts.set_disabled(conn, ROOT, "high-producer", disabled=True)
     count = job_count(app)
-    _finish(worker, worker.claim() or {})
+    finish(worker, worker.claim() or {})
     assert job_count(app) == count  # neither callback was enqueued
     shown = admin.get(f"/groups/{group_id}").get_json()
     assert shown["finished"] and shown["callbacks"] == {"on_complete": None, "on_success": None}
@@ -287,7 +279,7 @@ def test_a_callback_above_a_lowered_cap_is_refused(
     group_id = _batch(producer, [{"type": "report.build"}], group=group)["group_id"]
     with app.app_context(), db.transaction() as conn:
         accounts.update_user(conn, ROOT, "high-producer", role="producer", max_priority="low")
-    _finish(worker, worker.claim() or {})
+    finish(worker, worker.claim() or {})
     shown = producer.get(f"/groups/{group_id}").get_json()
     assert shown["callbacks"]["on_complete"] is None
     assert shown["callbacks_refused"] == {
