@@ -54,6 +54,9 @@ DEFAULTS: dict[str, Any] = {
     # Most items in one batch request (POST /jobs/batch, /jobs/finish, /jobs/heartbeat): one
     # transaction each, so this bounds how long a batch holds the write lock.
     "MAX_BATCH": 1_000,
+    # Most children one job may spawn in all (POST /jobs/{id}/children), whichever attempts
+    # and workers made them: a held job cannot flood its producer's queue.
+    "MAX_CHILDREN_PER_JOB": 1_000,
     # Size limits of the JSON API.
     "MAX_PAYLOAD_BYTES": 65_536,
     "MAX_CONTENT_LENGTH": 1_048_576,
@@ -205,6 +208,7 @@ POSITIVE_SETTINGS = (
     "SCHEDULE_GRACE_SECONDS",
     "EXPLAIN_IDLE_WORKER_SECONDS",
     "MAX_BATCH",
+    "MAX_CHILDREN_PER_JOB",
     "BULK_BATCH_SIZE",
     "BULK_MAX_JOBS",
     "LONG_POLL_PER_TOKEN",

@@ -11,7 +11,9 @@ do, so a noisy shared machine moves both together:
   same gunicorn configuration (``bench/http_calls.py``), then the same calls in one process,
   CPU time per call against the no-op app's (``bench/wsgi_calls.py``), then the HTTP path
   driven by wrk, ``make serve``'s server beside gunicorn (``bench/wrk_http.py``; section
-  ``wrk`` alone).
+  ``wrk`` alone);
+* the sanitizer's CPU time per 4 KiB error against one regular expression's pass over the same
+  text (``bench/sanitize.py``).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from app.queue.vocabulary.timeutil import utcnow
 from app.storage import migrate
 from app.storage.databases import sqlite
 from app.storage.schema import jobs
-from bench import SECRET, e2e, http_calls, pg, retention, workflow, wrk_http, wsgi_calls
+from bench import SECRET, e2e, http_calls, pg, retention, sanitize, workflow, wrk_http, wsgi_calls
 from bench.scale import run_scale
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -326,6 +328,7 @@ SECTIONS = {
     "scale": scale_section,
     "retention": retention.run,
     "workflow": workflow.run,
+    "sanitize": sanitize.run,
 }
 
 

@@ -69,6 +69,7 @@ def test_production_starts_with_a_strong_key(tmp_path: Path) -> None:
         ("LEASE_SECONDS", 10**6),
         ("JOB_TYPE_SETTINGS", {"report.build": {"lease_seconds": 10**6}}),
         ("LONG_POLL_PER_TOKEN", 0),
+        ("MAX_CHILDREN_PER_JOB", 0),
         ("SERVER_THREADS", 0),
     ],
 )

@@ -82,7 +82,11 @@ def _created(answer: CreatedJobs, added: list[tuple[Job, bool]]) -> Response:
         description="Only the worker holding `attempt` of the job may: anyone else gets the "
         "404 or 409 a finish of the job would get. The children carry `parent_id`, belong to "
         "the job's producer (its priority cap: 403 naming an item above it) and are answered "
-        "as a batch enqueue is (all or nothing).",
+        "as a batch enqueue is (all or nothing). Their idempotency and unique keys live in the "
+        "job's namespace (its children's, across attempts), their `depends_on` may name the "
+        "job and its other children only (else 422 as for a job that does not exist), and a "
+        "child that already existed is shown as its enqueue made it, never as it ran since. "
+        "A job has at most MAX_CHILDREN_PER_JOB children in all: beyond, 422.",
         body=ChildrenBody,
         headers=TRACE_HEADERS,
         responses={
@@ -101,7 +105,15 @@ def spawn_children(job_id: int) -> Response:
     trace = request_trace()
     requests = [item.to_request(box, trace=trace) for item in body.jobs]
     with db.transaction() as conn:
-        spawned = children.spawn(conn, g.actor, job_id, body.attempt, requests, now=utcnow())
+        spawned = children.spawn(
+            conn,
+            g.actor,
+            job_id,
+            body.attempt,
+            requests,
+            now=utcnow(),
+            max_children=queue_settings().max_children,
+        )
         announce(spawned.effects)
     added = spawned.value
     answer = response_builders.created_out(requests, added, include_error=g.actor.sees_errors)

@@ -33,6 +33,15 @@ class AuditAction(StrEnum):
     JOB_BULK = "job_bulk"  # bulk cancel / retry / delete
     TYPE_CHANGE = "type_change"  # runtime overrides of a job type
     SCHEDULE_CHANGE = "schedule_change"  # schedules created, changed or deleted
+    # A group finished but its callback was not enqueued: its producer may no longer enqueue
+    # (disabled, or no longer a producer) or the callback is above the producer's cap now.
+    GROUP_CALLBACK_REFUSED = "group_callback_refused"
+
+
+# The actor of a group's decisions, made in the transaction of whatever ended the group (often
+# a worker's finish): the group's rules acted, not that worker. No user is named so (user names
+# have no colon).
+GROUPS_ACTOR = "system:groups"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    func,
     text,
 )
 
@@ -156,6 +157,9 @@ jobs = Table(
     Column("parent_id", BigId, nullable=True),
     Column("traceparent", String(55), nullable=True),
     Column("tracestate", String(TRACESTATE_MAX), nullable=True),
+    # A spawned job's idempotency key, in its parent's namespace (``idempotency_key`` holds
+    # the keys its producer enqueued with itself; a job has one of the two at most).
+    Column("child_key", String(255), nullable=True),
     one_of("status", JobStatus, name="status"),
     one_of("priority", PRIORITIES.values(), name="priority"),
     CheckConstraint("max_retries BETWEEN 0 AND 25", name="max_retries"),
@@ -168,6 +172,8 @@ jobs = Table(
     UniqueConstraint("created_by", "idempotency_key"),
     sqlite_autoincrement=True,
 )
+# A job's idempotency key as the code reads it, in whichever namespace.
+JOB_KEY = func.coalesce(jobs.c.idempotency_key, jobs.c.child_key).label("idempotency_key")
 
 
 # The claim order, served by a partial index so a claim reads the head of the queue only
@@ -230,12 +236,13 @@ partial_index(
     where=jobs.c.idempotency_key.is_not(None),
 )
 
-# The active job holding a uniqueness key: one probe per enqueue with ``unique_key``.
+# The active job holding a uniqueness key, in its producer's namespace or its parent's.
 partial_index(
     "ix_jobs_unique",
     jobs.c.created_by,
     jobs.c.type,
     jobs.c.unique_key,
+    jobs.c.parent_id,
     where=text("unique_key IS NOT NULL AND status IN ('pending', 'running')"),
 )
 
@@ -256,7 +263,7 @@ job_dependencies = Table(
 # Groups of jobs enqueued by one batch. ``unfinished`` and ``unsuccessful`` count
 # members, moved in the transaction of each member's finish (and of an admin retry), so the one
 # that finishes the last member sees ``unfinished`` reach 0 and enqueues the callbacks; the
-# ``*_id`` columns are set once, so each callback is enqueued at most once.
+# ``*_id`` columns are set once, so each callback is enqueued at most once (or refused once).
 job_groups = Table(
     "job_groups",
     metadata,
@@ -272,11 +279,21 @@ job_groups = Table(
     Column("on_success_id", BigInteger, nullable=True),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("finished_at", UTCDateTime(), nullable=True),
+    # Why a callback was not enqueued (its producer could not enqueue it): {which: reason}.
+    Column("callbacks_refused", NullableDocument, nullable=True),
     CheckConstraint("unfinished >= 0 AND unsuccessful >= 0", name="counters"),
     sqlite_autoincrement=True,
 )
 # A job's children (its page lists them): only spawned jobs have an entry.
 partial_index("ix_jobs_parent", jobs.c.parent_id, jobs.c.id, where=jobs.c.parent_id.is_not(None))
+# A child's idempotency key, unique among its parent's children (ix_jobs_unique: both namespaces).
+partial_index(
+    "uq_jobs_child_key",
+    jobs.c.parent_id,
+    jobs.c.child_key,
+    where=jobs.c.child_key.is_not(None),
+    unique=True,
+)
 
 # Flask-Limiter's counters (see app/infra/ratelimit.py), shared by every process.
 rate_limits = Table(

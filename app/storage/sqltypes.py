@@ -74,9 +74,10 @@ NullableDocument = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True)
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 
-def partial_index(name: str, *columns: Any, where: Any) -> Index:
-    """An index of the rows matching ``where`` only, on both engines."""
-    return Index(name, *columns, sqlite_where=where, postgresql_where=where)
+def partial_index(name: str, *columns: Any, where: Any, unique: bool = False) -> Index:
+    """An index of the rows matching ``where`` only, on both engines (``unique``: no two of
+    those rows share its columns' values)."""
+    return Index(name, *columns, unique=unique, sqlite_where=where, postgresql_where=where)
 
 
 def one_of(column: str, values: Iterable[object], name: str) -> CheckConstraint:

@@ -16,6 +16,7 @@ from werkzeug.test import TestResponse
 from app.infra import db
 from app.storage.schema import job_events, jobs
 from tests.backends import every_backend  # noqa: F401 (every API test runs on both engines)
+from tests.builders import Api
 
 
 def job_count(app: Flask) -> int:
@@ -59,6 +60,15 @@ def assert_problem(response: TestResponse, status: int) -> dict[str, Any]:
         assert isinstance(body["errors"], dict) and body["errors"]
         assert all(isinstance(v, str) and v for v in body["errors"].values())
     return body  # type: ignore[no-any-return]
+
+
+def finish(worker: Api, job: dict[str, Any], outcome: str = "completed") -> None:
+    """Report ``job``'s attempt ``completed`` or ``failed`` for good, through ``worker``."""
+    item: dict[str, Any] = {"id": job["id"], "attempt": job["attempt"], "outcome": outcome}
+    if outcome == "failed":
+        item |= {"error": "boom", "retryable": False}
+    answer = worker.post("/jobs/finish", {"results": [item]}).get_json()
+    assert answer["results"][0]["status"] == 200, answer
 
 
 @dataclass

@@ -6,22 +6,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask import Flask
+from flask.testing import FlaskClient
+
+from app.accounts import service as accounts
+from app.infra import db
+from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.states import Role
+from tests.api.conftest import assert_problem, finish, job_count, snapshot
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
-from tests.builders import Api
+from tests.builders import Api, make_api
+
+ROOT = Actor(id=0, name="root", role=Role.ADMIN)
 
 
 def _batch(api: Api, jobs: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     response = api.post("/jobs/batch", {"jobs": jobs, **extra})
     assert response.status_code == 201, response.get_json()
     return response.get_json()  # type: ignore[no-any-return]
-
-
-def _finish(worker: Api, job: dict[str, Any], outcome: str = "completed") -> None:
-    item: dict[str, Any] = {"id": job["id"], "attempt": job["attempt"], "outcome": outcome}
-    if outcome == "failed":
-        item |= {"error": "boom", "retryable": False}
-    answer = worker.post("/jobs/finish", {"results": [item]}).get_json()
-    assert answer["results"][0]["status"] == 200, answer
 
 
 def _get(api: Api, job_id: int) -> dict[str, Any]:
@@ -36,7 +38,7 @@ def test_a_child_waits_until_its_parent_completes(producer: Api, worker: Api, ba
     claimed = worker.claim()
     assert claimed is not None and claimed["id"] == parent["id"]
     assert worker.claim() is None  # the child is not handed out while its parent runs
-    _finish(worker, claimed)
+    finish(worker, claimed)
     assert _get(producer, child["id"])["waiting_for"] == []
     again = worker.claim()
     assert again is not None and again["id"] == child["id"]
@@ -49,7 +51,7 @@ def test_a_failed_parent_cancels_its_children_unless_they_run_anyway(
     doomed = producer.enqueue(depends_on=[parent["id"]])
     grandchild = producer.enqueue(depends_on=[doomed["id"]])
     runs = producer.enqueue(depends_on=[parent["id"]], on_dependency_failure="run")
-    _finish(worker, worker.claim() or {}, "failed")
+    finish(worker, worker.claim() or {}, "failed")
     assert _get(producer, doomed["id"])["status"] == "cancelled"
     assert _get(producer, grandchild["id"])["status"] == "cancelled"
     events = producer.get(f"/jobs/{doomed['id']}/events").get_json()["events"]
@@ -84,7 +86,7 @@ def test_a_graph_in_one_batch_runs_in_order(producer: Api, worker: Api, backend:
     order = []
     while (claimed := worker.claim()) is not None:
         order.append(claimed["id"])
-        _finish(worker, claimed)
+        finish(worker, claimed)
     assert order == ids
 
 
@@ -112,9 +114,9 @@ def test_after_items_must_name_earlier_items(producer: Api, backend: str) -> Non
 
 def test_a_child_of_a_finished_parent(producer: Api, worker: Api, backend: str) -> None:
     done = producer.enqueue()
-    _finish(worker, worker.claim() or {})
+    finish(worker, worker.claim() or {})
     broken = producer.enqueue(max_retries=0)
-    _finish(worker, worker.claim() or {}, "failed")
+    finish(worker, worker.claim() or {}, "failed")
     ready = producer.enqueue(depends_on=[done["id"]])
     assert ready["waiting_for"] == [] and ready["status"] == "pending"
     cancelled = producer.enqueue(depends_on=[done["id"], broken["id"]])
@@ -143,9 +145,10 @@ def test_a_group_enqueues_its_callbacks_once(producer: Api, worker: Api, backend
         "counts": {"pending": 2, "running": 0, "completed": 0, "failed": 0, "cancelled": 0},
         "finished": False,
         "callbacks": {"on_complete": None, "on_success": None},
+        "callbacks_refused": {},
     }
     for _ in range(2):
-        _finish(worker, worker.claim() or {})
+        finish(worker, worker.claim() or {})
     group = producer.get(f"/groups/{group_id}").get_json()
     assert group["finished"] and group["counts"]["completed"] == 2
     callbacks = group["callbacks"]
@@ -165,7 +168,7 @@ def test_a_failed_member_skips_on_success(producer: Api, worker: Api, backend: s
             "on_success": {"type": "email.send"},
         },
     )
-    _finish(worker, worker.claim() or {}, "failed")
+    finish(worker, worker.claim() or {}, "failed")
     callbacks = producer.get(f"/groups/{answer['group_id']}").get_json()["callbacks"]
     assert callbacks["on_complete"] is not None and callbacks["on_success"] is None
 
@@ -194,3 +197,95 @@ def test_a_callback_names_no_parents_keys_or_secrets(producer: Api, backend: str
         assert response.status_code == 422, (name, response.get_json())
         assert list(response.get_json()["errors"]) == [f"group.on_success.{name}"]
     assert producer.get("/jobs").get_json()["jobs"] == []  # nothing stored
+
+
+# Dependencies name jobs that existed before the request: no self-waits, no cycles.
+
+
+def _next_id(producer: Api) -> int:
+    """The id the next job will get (ids are handed out in order)."""
+    return int(producer.enqueue()["id"]) + 1
+
+
+def test_a_job_cannot_wait_for_itself(app: Flask, producer: Api, backend: str) -> None:
+    itself = _next_id(producer)
+    before = snapshot(app)
+    response = producer.post("/jobs", {"type": "email.send", "depends_on": [itself]})
+    body = assert_problem(response, 422)
+    assert body["errors"] == {"depends_on": f"job {itself} does not exist"}
+    batch = producer.post("/jobs/batch", {"jobs": [{"type": "email.send", "depends_on": [itself]}]})
+    assert assert_problem(batch, 422)["errors"] == {
+        "jobs[0].depends_on": f"job {itself} does not exist"
+    }
+    assert snapshot(app) == before
+
+
+def test_a_batch_cannot_write_a_cycle(app: Flask, producer: Api, backend: str) -> None:
+    first = _next_id(producer)
+    before = snapshot(app)
+    cycle = [
+        {"type": "email.send", "depends_on": [first + 1]},  # the next item's id
+        {"type": "email.send", "after_items": [0]},
+    ]
+    body = assert_problem(producer.post("/jobs/batch", {"jobs": cycle}), 422)
+    assert body["errors"] == {"jobs[0].depends_on": f"job {first + 1} does not exist"}
+    assert snapshot(app) == before
+
+
+# A group's callbacks are enqueued only if their producer may still enqueue them.
+
+
+def _audit(admin: Api, action: str) -> list[dict[str, Any]]:
+    events = admin.get(f"/audit?action={action}").get_json()["events"]
+    return events  # type: ignore[no-any-return]
+
+
+def _high_producer(app: Flask, client: FlaskClient) -> Api:
+    return make_api(app, client, "high-producer", "producer", max_priority="high")
+
+
+def test_a_disabled_producers_callbacks_are_refused(
+    app: Flask, client: FlaskClient, worker: Api, admin: Api, backend: str
+) -> None:
+    producer = _high_producer(app, client)
+    callback = {"type": "email.send", "priority": "high"}
+    group = {"name": "g", "on_complete": callback, "on_success": callback}
+    group_id = _batch(producer, [{"type": "report.build"}], group=group)["group_id"]
+    with app.app_context(), db.transaction() as conn:
+        accounts.set_disabled(conn, ROOT, "high-producer", disabled=True)
+    count = job_count(app)
+    finish(worker, worker.claim() or {})
+    assert job_count(app) == count  # neither callback was enqueued
+    shown = admin.get(f"/groups/{group_id}").get_json()
+    assert shown["finished"] and shown["callbacks"] == {"on_complete": None, "on_success": None}
+    reason = "the group's producer may no longer enqueue jobs"
+    assert shown["callbacks_refused"] == {"on_complete": reason, "on_success": reason}
+    events = _audit(admin, "group_callback_refused")
+    assert [(e["actor"], e["target"], e["details"]) for e in events] == [
+        ("system:groups", f"group:{group_id}", {"callback": which, "reason": reason})
+        for which in ("on_success", "on_complete")  # newest first
+    ]
+
+
+def test_a_callback_above_a_lowered_cap_is_refused(
+    app: Flask, client: FlaskClient, worker: Api, admin: Api, backend: str
+) -> None:
+    producer = _high_producer(app, client)
+    group = {
+        "name": "g",
+        "on_complete": {"type": "email.send", "priority": "high"},
+        "on_success": {"type": "email.send", "priority": "low"},
+    }
+    group_id = _batch(producer, [{"type": "report.build"}], group=group)["group_id"]
+    with app.app_context(), db.transaction() as conn:
+        accounts.update_user(conn, ROOT, "high-producer", role="producer", max_priority="low")
+    finish(worker, worker.claim() or {})
+    shown = producer.get(f"/groups/{group_id}").get_json()
+    assert shown["callbacks"]["on_complete"] is None
+    assert shown["callbacks_refused"] == {
+        "on_complete": "priority high is above the producer's cap (low)"
+    }
+    low = producer.get(f"/jobs/{shown['callbacks']['on_success']}").get_json()
+    assert low["priority"] == "low" and low["group_id"] == group_id  # within the cap: enqueued
+    (event,) = _audit(admin, "group_callback_refused")
+    assert event["details"]["callback"] == "on_complete"

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask import Flask
+
+from app.accounts import service as accounts
+from app.accounts.service import OPERATOR
+from app.infra import db
 from tests.web.conftest import Team, soup
 from tests.web.test_forms import enqueue_form
 
@@ -67,3 +72,18 @@ def test_the_dashboard_counts_waiting_jobs_apart(team: Team) -> None:
     team.producer.enqueue(depends_on=[parent["id"]])
     text = soup(team.person("prod").get("/ui/")).select_one("#waiting-count").get_text()
     assert "Of the 2 pending, 1 wait for parent jobs and 1 are due or scheduled." in text
+
+
+def test_the_group_page_says_why_a_callback_was_refused(app: Flask, team: Team) -> None:
+    callbacks = {"on_complete": {"type": "email.send", "priority": "medium"}}
+    body = {"jobs": [{"type": "email.send"}], "group": {"name": "nightly", **callbacks}}
+    group_id = team.producer.post("/jobs/batch", body).get_json()["group_id"]
+    with app.app_context(), db.transaction() as conn:
+        accounts.update_user(conn, OPERATOR, "prod", role="producer", max_priority="low")
+    job = team.worker.claim()
+    assert job is not None
+    team.worker.post(f"/jobs/{job['id']}/complete", {"attempt": job["attempt"]})
+    page = soup(team.person("prod").get(f"/ui/groups/{group_id}"))
+    refused = page.select_one("#group-on_complete").get_text(" ", strip=True)
+    assert refused == "refused: priority medium is above the producer's cap (low)"
+    assert page.select_one("#group-on_success").get_text(strip=True) == "none yet"

@@ -317,7 +317,10 @@ Parents = Annotated[
     list[JobId],
     Field(max_length=MAX_PARENTS),
     says(f"must be a list of at most {MAX_PARENTS} job ids"),
-    Field(description="Jobs the caller can see that must finish first (at most 100)."),
+    Field(
+        description="Jobs that must finish first (at most 100): jobs the caller can see that "
+        "existed before this request (a child: its parent and the parent's other children)."
+    ),
 ]
 DependencyFailure = Annotated[
     Literal["cancel", "run"],

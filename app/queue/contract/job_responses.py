@@ -171,6 +171,15 @@ class GroupCallbacks(ResponseModel):
     on_success: int | None
 
 
+class RefusedCallbacks(ResponseModel):
+    """Why a group's callback was not enqueued when the group finished: its producer could no
+    longer enqueue it then (disabled, or its priority above the producer's cap). A callback
+    that was not refused is absent."""
+
+    on_complete: str | None = None
+    on_success: str | None = None
+
+
 class GroupOut(ResponseModel):
     """A group of jobs: its members per status and its callbacks."""
 
@@ -182,6 +191,7 @@ class GroupOut(ResponseModel):
     counts: dict[StatusLabel, Annotated[int, Field(ge=0)]]
     finished: Annotated[bool, Field(description="Every member has finished.")]
     callbacks: GroupCallbacks
+    callbacks_refused: RefusedCallbacks
 
 
 class ClaimedJobs(ResponseModel):

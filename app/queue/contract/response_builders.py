@@ -34,6 +34,7 @@ from app.queue.contract.job_responses import (
     GroupOut,
     JobList,
     JobOut,
+    RefusedCallbacks,
     ResponseModel,
     TraceOut,
 )
@@ -55,6 +56,7 @@ from app.queue.vocabulary.models import (
 from app.queue.vocabulary.timeutil import iso
 
 Item = TypeVar("Item", bound=ResponseModel)
+CALLBACKS = ("on_complete", "on_success")  # a group's callbacks, in the answers' order
 
 
 def job_out(
@@ -248,6 +250,9 @@ def group_out(group: GroupView) -> GroupOut:
             "counts": group.counts,
             "finished": group.finished,
             "callbacks": callbacks,
+            "callbacks_refused": RefusedCallbacks.built(
+                {k: group.callbacks_refused[k] for k in CALLBACKS if k in group.callbacks_refused}
+            ),
         }
     )
 

@@ -181,11 +181,18 @@ def holds(actor: Caller, job: Held, attempt: int | None = None) -> bool:
     )
 
 
+def still_enqueues(owner: Caller, *, disabled: bool) -> bool:
+    """Whether jobs may still be enqueued in ``owner``'s name by someone else (a job's
+    children, a group's callbacks): not once the account is disabled or its role no longer
+    enqueues."""
+    return not disabled and owner.role in ROLES[Action.ENQUEUE]
+
+
 def children_owner(owner: CallerT, *, disabled: bool) -> CallerT:
     """The producer a job's children belong to (its own producer), cleared to enqueue them:
     the worker spawns them on its behalf, within its priority cap. A producer since disabled,
     or whose role no longer enqueues, gets no new jobs (403)."""
-    if disabled or owner.role not in ROLES[Action.ENQUEUE]:
+    if not still_enqueues(owner, disabled=disabled):
         raise Forbidden("the job's producer may no longer enqueue jobs")
     return replace(owner, cleared=owner.cleared | {Action.ENQUEUE})
 

@@ -1,6 +1,7 @@
 """Uniqueness while active: an enqueue with a ``unique_key`` answers its producer's pending or
 running job of the same type and key (enqueued within ``unique_for`` seconds, when given)
-instead of adding another.
+instead of adding another. A child's key lives in its parent's namespace: it answers only
+another child of the same parent, and a producer's key never answers a child.
 
 Exact under concurrent enqueues: an enqueue first holds a transaction-level lock on its (producer,
 type, key) (``uniqueness_sql.take_turns``: an advisory lock where writers run at once, nothing where
@@ -22,10 +23,13 @@ from app.queue.vocabulary.models import EnqueueRequest, Job
 _EVER = datetime(1970, 1, 1, tzinfo=UTC)  # without unique_for, any active job counts
 
 
-def _lock_key(owner_id: int, job_type: str, key: str) -> int:
-    """A signed 64-bit advisory lock key for (producer, type, key); a collision only makes two
-    unrelated enqueues take turns."""
-    digest = hashlib.sha256(f"unique\0{owner_id}\0{job_type}\0{key}".encode()).digest()
+def _lock_key(owner_id: int, request: EnqueueRequest) -> int:
+    """A signed 64-bit advisory lock key for (producer, type, key, parent); a collision only
+    makes two unrelated enqueues take turns."""
+    name = f"unique\0{owner_id}\0{request.type}\0{request.unique_key}"
+    if request.parent_id is not None:
+        name += f"\0{request.parent_id}"
+    digest = hashlib.sha256(name.encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
@@ -33,11 +37,7 @@ def wait_for_turns(conn: Connection, owner_id: int, requests: Iterable[EnqueueRe
     """Wait until no other transaction is enqueuing with the same (producer, type, unique key)
     as one of ``requests``, and hold that until this one ends. The locks are taken in key
     order, so two batches never wait on each other in a circle; taking one again is free."""
-    keys = {
-        _lock_key(owner_id, request.type, request.unique_key)
-        for request in requests
-        if request.unique_key is not None
-    }
+    keys = {_lock_key(owner_id, request) for request in requests if request.unique_key is not None}
     uniqueness_sql.take_turns(conn, keys)
 
 
@@ -45,10 +45,12 @@ def active_job(
     conn: Connection, owner_id: int, request: EnqueueRequest, *, now: datetime
 ) -> Job | None:
     """The producer's newest pending or running job of the request's type and unique key
-    (enqueued within ``unique_for`` seconds, when given), if any."""
+    (enqueued within ``unique_for`` seconds, when given) in the request's namespace, if any."""
     assert request.unique_key is not None
     since = now - timedelta(seconds=request.unique_for) if request.unique_for else _EVER
-    return uniqueness_sql.newest_active(conn, owner_id, request.type, request.unique_key, since)
+    return uniqueness_sql.newest_active(
+        conn, owner_id, request.type, request.unique_key, since, request.parent_id
+    )
 
 
 def is_duplicate(request: EnqueueRequest, job: Job, created: bool) -> bool:

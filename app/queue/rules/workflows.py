@@ -6,23 +6,26 @@ a group's last member enqueues the group's callbacks."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection
 
-from app.queue.rules.policy import sees_group
+from app.audit import store as audit_store
+from app.audit.actions import GROUPS_ACTOR, AuditAction
+from app.queue.rules.policy import sees_group, still_enqueues
 from app.queue.rules.visibility import visibility
 from app.queue.sql import batches as batches_sql
+from app.queue.sql import children as children_sql
 from app.queue.sql import jobs as jobs_sql
 from app.queue.sql import workflows as workflows_sql
 from app.queue.sql.jobs import append_events, event_row
 from app.queue.vocabulary.effects import NOTHING, Effects
 from app.queue.vocabulary.errors import Forbidden, InvalidInput, NotFound
-from app.queue.vocabulary.models import Actor, EnqueueRequest, Job
-from app.queue.vocabulary.states import TERMINAL, EventKind, JobStatus
+from app.queue.vocabulary.models import Actor, EnqueueRequest, Job, parent_of
+from app.queue.vocabulary.states import TERMINAL, EventKind, JobStatus, priority_label
 
 _BROKEN = {JobStatus.FAILED: "failed", JobStatus.CANCELLED: "was cancelled"}
 
@@ -105,20 +108,39 @@ class Added:
         return name if self.index is None else f"jobs[{self.index}].{name}"
 
 
+def existing_parents(
+    conn: Connection, actor: Actor, requests: Sequence[EnqueueRequest]
+) -> set[int]:
+    """The jobs that ``requests`` name in ``depends_on`` and may wait for, read before any of
+    them is stored: a job never waits for itself or a later job, so no cycle can be written.
+    A producer's jobs may wait for the jobs it can see; children (``parent_of``) for their
+    parent and its other children only. One read, none when no request names a parent."""
+    named = {parent for request in requests for parent in request.depends_on}
+    if not named:
+        return set()
+    parent = parent_of(requests)
+    allowed = visibility(actor) if parent is None else children_sql.family(parent)
+    found = batches_sql.jobs_by_ids(conn, named, allowed)
+    return {job_id for job_id, (_, may) in found.items() if may}
+
+
 def link(
-    conn: Connection, actor: Actor, added: Sequence[Added], ids: Sequence[int], *, now: datetime
+    conn: Connection,
+    added: Sequence[Added],
+    ids: Sequence[int],
+    existing: Collection[int],
+    *,
+    now: datetime,
 ) -> Effects:
     """Record the parents of jobs just enqueued (``ids``: the batch's job ids by index, for
-    ``after_items``): a parent the caller cannot see is refused as if it did not exist. A
-    job waits for its unfinished parents; one with a parent already failed or cancelled is
-    cancelled at once unless it asked to run anyway. What the cancellations did."""
-    named = {p for item in added for p in item.request.depends_on}
-    found = batches_sql.jobs_by_ids(conn, named, _visible(actor))
+    ``after_items``); a job named that is not in ``existing`` (``existing_parents``) is
+    refused as if it did not exist. A job waits for its unfinished parents; one with a parent
+    already failed or cancelled is cancelled at once unless it asked to run anyway. What the
+    cancellations did."""
     for item in added:
         for parent in item.request.depends_on:
-            if not found.get(parent, (None, False))[1]:
-                message = f"job {parent} does not exist"
-                raise InvalidInput({item.field("depends_on"): message}, message)
+            if parent not in existing:
+                raise _missing(item, parent)
     parents = {
         item.job.id: list(
             dict.fromkeys([*item.request.depends_on, *(ids[i] for i in item.request.after_items)])
@@ -126,6 +148,10 @@ def link(
         for item in added
     }
     statuses = workflows_sql.mark_parents(conn, {p for listed in parents.values() for p in listed})
+    for item in added:  # a parent deleted (pruned) since it was read is gone all the same
+        for parent in parents[item.job.id]:
+            if parent not in statuses:
+                raise _missing(item, parent)
     edges, rows, doomed = [], [], {}
     for item in added:
         policy = item.request.on_dependency_failure
@@ -141,6 +167,12 @@ def link(
     workflows_sql.set_parents(conn, rows)
     cancelled = cancel_children(conn, doomed, statuses, now=now)
     return Effects.of(cancelled, now) | settle(conn, cancelled, now=now)
+
+
+def _missing(item: Added, parent: int) -> InvalidInput:
+    """The refusal of a parent that does not exist, or that the item may not wait for."""
+    message = f"job {parent} does not exist"
+    return InvalidInput({item.field("depends_on"): message}, message)
 
 
 def _visible(actor: Actor) -> Any:
@@ -220,33 +252,76 @@ def _count_in_groups(conn: Connection, jobs: Sequence[Job], *, now: datetime, si
 
 
 def _fire(conn: Connection, group: workflows_sql.Group, *, now: datetime) -> list[Job]:
-    """Enqueue the callbacks of a group whose members have all finished, each at most once;
-    the callbacks enqueued."""
+    """Enqueue the callbacks of a group whose members have all finished, each at most once,
+    if its producer may still enqueue them: else the group records why (once) and the audit
+    log says so. The callbacks enqueued."""
     due = [("on_complete", group.on_complete, group.on_complete_id)]
     if group.unsuccessful == 0:
         due.append(("on_success", group.on_success, group.on_success_id))
+    refused = dict(group.callbacks_refused or {})
+    waiting = [(w, spec) for w, spec, done in due if spec and done is None and w not in refused]
+    if not waiting:
+        return []
+    owner = children_sql.producer(conn, group.created_by)
     enqueued = []
-    for which, spec, done in due:
-        if spec is None or done is not None:
+    for which, spec in waiting:
+        reason = _refusal(owner, spec["priority"])
+        if reason is None:
+            enqueued.append(_enqueue_callback(conn, group, which, spec, now=now))
             continue
-        delay = timedelta(seconds=spec.get("delay_seconds") or 0)
-        run_at = datetime.fromisoformat(spec["run_at"]) if spec.get("run_at") else now + delay
-        row = {
-            "type": spec["type"],
-            "payload": spec["payload"],
-            "priority": spec["priority"],
-            "max_retries": spec["max_retries"],
-            "created_by": group.created_by,
-            "run_at": run_at,
-            "created_at": now,
-            "updated_at": now,
-            "callback_of": group.id,
-        }
-        job = jobs_sql.insert_job(conn, row, actor=f"group {group.id}")
-        assert job is not None  # no idempotency key: nothing to collide on
-        workflows_sql.set_callback(conn, group.id, which, job.id)
-        enqueued.append(job)
+        refused[which] = reason
+        audit_store.append(
+            conn,
+            at=now,
+            actor=GROUPS_ACTOR,
+            action=AuditAction.GROUP_CALLBACK_REFUSED,
+            target=f"group:{group.id}",
+            details={"callback": which, "reason": reason},
+        )
+    if refused != (group.callbacks_refused or {}):
+        workflows_sql.refuse_callbacks(conn, group.id, refused)
     return enqueued
+
+
+def _refusal(owner: tuple[Actor, bool] | None, priority: int) -> str | None:
+    """Why a group's producer (and whether disabled) may not enqueue a callback of
+    ``priority`` now, or None: the rules a job's children and schedules obey, at the moment
+    the group finishes (its producer may have been disabled or capped lower since)."""
+    if owner is None or not still_enqueues(owner[0], disabled=owner[1]):
+        return "the group's producer may no longer enqueue jobs"
+    cap = owner[0].priority_cap()
+    if priority > cap:
+        label, cap_label = priority_label(priority), priority_label(cap)
+        return f"priority {label} is above the producer's cap ({cap_label})"
+    return None
+
+
+def _enqueue_callback(
+    conn: Connection,
+    group: workflows_sql.Group,
+    which: str,
+    spec: Mapping[str, Any],
+    *,
+    now: datetime,
+) -> Job:
+    """Enqueue the group's ``which`` callback from the description it keeps (``spec``)."""
+    delay = timedelta(seconds=spec.get("delay_seconds") or 0)
+    run_at = datetime.fromisoformat(spec["run_at"]) if spec.get("run_at") else now + delay
+    row = {
+        "type": spec["type"],
+        "payload": spec["payload"],
+        "priority": spec["priority"],
+        "max_retries": spec["max_retries"],
+        "created_by": group.created_by,
+        "run_at": run_at,
+        "created_at": now,
+        "updated_at": now,
+        "callback_of": group.id,
+    }
+    job = jobs_sql.insert_job(conn, row, actor=f"group {group.id}")
+    assert job is not None  # no idempotency key: nothing to collide on
+    workflows_sql.set_callback(conn, group.id, which, job.id)
+    return job
 
 
 @dataclass(frozen=True)
@@ -261,6 +336,7 @@ class GroupView:
     on_complete: int | None
     on_success: int | None
     created_by: int
+    callbacks_refused: dict[str, str]  # why a callback was not enqueued, by which
 
     @property
     def done(self) -> int:
@@ -284,6 +360,7 @@ def get_group(conn: Connection, actor: Actor, group_id: int) -> GroupView:
         on_complete=row.on_complete_id,
         on_success=row.on_success_id,
         created_by=row.created_by,
+        callbacks_refused=row.callbacks_refused or {},
     )
 
 

@@ -50,13 +50,14 @@ _NEW_JOB: Columns = (
     ("secret_names", Kind.TEXT),
     ("secrets_sealed", Kind.TEXT),
     ("parent_id", Kind.BIGINT),
+    ("child_key", Kind.TEXT),
     ("traceparent", Kind.TEXT),
     ("tracestate", Kind.TEXT),
 )
 # The columns an enqueue sets only for some jobs (NULL for the others).
 _OPTIONAL = {
     "unique_key": None, "secret_names": None, "secrets_sealed": None,
-    "parent_id": None, "traceparent": None, "tracestate": None,
+    "parent_id": None, "child_key": None, "traceparent": None, "tracestate": None,
 }  # fmt: skip
 _INSERT_JOBS = {
     dialect: Prepared(rows_sql.insert_rows(dialect, jobs, _NEW_JOB).returning(*JOB_COLUMNS))
@@ -78,8 +79,8 @@ def jobs_by_idempotency_keys(conn: Connection, owner_id: int, keys: Collection[s
 
 def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: str) -> list[Job]:
     """Insert ``rows`` and their ``enqueued`` events; the jobs come back in the rows' order.
-    Raises ``IntegrityError`` when an (owner, idempotency key) exists: the caller's savepoint
-    decides what then."""
+    Raises ``IntegrityError`` when an idempotency key is taken (an owner's, or a parent's for
+    a child): the caller's savepoint decides what then."""
     if not rows:
         return []
     # One statement assigns ids in the order of its rows, whatever order RETURNING uses.

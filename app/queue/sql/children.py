@@ -1,8 +1,11 @@
-"""SQL of a job's children: the jobs its workers spawned, read through ``ix_jobs_parent``."""
+"""SQL of a job's children: the jobs its workers spawned, read through ``ix_jobs_parent``, and
+their idempotency keys, which live in the parent's namespace (``uq_jobs_child_key``)."""
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, Connection, select
+from collections.abc import Collection
+
+from sqlalchemy import ColumnElement, Connection, bindparam, func, or_, select
 
 from app.queue.sql.jobs import JOB_COLUMNS, job_of
 from app.queue.vocabulary.models import Actor, Job
@@ -20,6 +23,31 @@ def children(
         conditions.append(visible)
     query = select(*JOB_COLUMNS).where(*conditions).order_by(jobs.c.id).limit(limit)
     return [job_of(row) for row in conn.execute(query)]
+
+
+def family(parent_id: int) -> ColumnElement[bool]:
+    """The job ``parent_id`` and its children (by ``ix_jobs_parent``)."""
+    return or_(jobs.c.id == parent_id, jobs.c.parent_id == parent_id)
+
+
+_BY_KEYS = select(*JOB_COLUMNS).where(
+    jobs.c.parent_id == bindparam("parent"),
+    jobs.c.child_key.in_(bindparam("keys", expanding=True)),
+)
+
+
+def keyed_children(conn: Connection, parent_id: int, keys: Collection[str]) -> list[Job]:
+    """The children of ``parent_id`` spawned with any of ``keys`` (one probe of
+    ``uq_jobs_child_key`` per key)."""
+    if not keys:
+        return []
+    return [job_of(row) for row in conn.execute(_BY_KEYS, {"parent": parent_id, "keys": [*keys]})]
+
+
+def count(conn: Connection, parent_id: int) -> int:
+    """How many children ``parent_id`` has (its entries in ``ix_jobs_parent``)."""
+    query = select(func.count()).where(jobs.c.parent_id == parent_id)
+    return int(conn.execute(query).scalar_one())
 
 
 def producer(conn: Connection, user_id: int) -> tuple[Actor, bool] | None:

@@ -32,11 +32,11 @@ from app.queue.sql.counts import EVERYONE
 from app.queue.sql.prepared import Prepared
 from app.queue.vocabulary.models import Event, Job, JobFilters
 from app.queue.vocabulary.states import PRIORITIES, EventKind
-from app.storage.schema import job_events, jobs
+from app.storage.schema import JOB_KEY, job_events, jobs
 from app.storage.schema_figures import job_holders
 from app.storage.sqltypes import UTCDateTime
 
-JOB_COLUMNS = [jobs.c[name] for name in Job.__dataclass_fields__]
+JOB_COLUMNS = [JOB_KEY if f == "idempotency_key" else jobs.c[f] for f in Job.__dataclass_fields__]
 EVENT_COLUMNS = [job_events.c[name] for name in Event.__dataclass_fields__]
 
 
@@ -76,9 +76,9 @@ _EVENTS = Prepared(
 
 
 def insert_job(conn: Connection, values: Mapping[str, Any], *, actor: str) -> Job | None:
-    """Insert a job and its ``enqueued`` event; None when its (owner, idempotency key) exists."""
+    """Insert a job and its ``enqueued`` event; None when its idempotency key is taken."""
     statement = _insert_job(tuple(sorted(values)))
-    if values.get("idempotency_key") is None:  # nothing to collide on: no savepoint needed
+    if values.get("idempotency_key") is None and values.get("child_key") is None:  # no savepoint
         row = statement.row(conn, values)
     else:
         try:

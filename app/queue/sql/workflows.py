@@ -265,6 +265,7 @@ class Group:
     on_success_id: int | None
     created_at: datetime
     finished_at: datetime | None
+    callbacks_refused: dict[str, str] | None
 
 
 _GROUP_COLUMNS = [job_groups.c[name] for name in Group.__dataclass_fields__]
@@ -290,6 +291,12 @@ def set_callback(conn: Connection, group_id: int, which: str, job_id: int) -> bo
         .values({column: job_id})
     )
     return conn.execute(query).rowcount == 1
+
+
+def refuse_callbacks(conn: Connection, group_id: int, refused: Mapping[str, str]) -> None:
+    """Record why the group's callbacks of ``refused`` (which: reason) were not enqueued."""
+    query = update(job_groups).where(job_groups.c.id == group_id)
+    conn.execute(query.values(callbacks_refused=dict(refused)))
 
 
 def get_group(conn: Connection, group_id: int) -> Group | None:

@@ -3,7 +3,7 @@ its parents; the caller owns the transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from app.queue.rules import uniqueness, workflows
 from app.queue.rules.policy import Action, require
 from app.queue.sql import batches as batches_sql
+from app.queue.sql import children as children_sql
 from app.queue.sql import jobs as jobs_sql
 from app.queue.vocabulary.effects import NOTHING, Changed, Effects
 from app.queue.vocabulary.errors import (
@@ -21,11 +22,7 @@ from app.queue.vocabulary.errors import (
     InvalidInput,
     QueueError,
 )
-from app.queue.vocabulary.models import (
-    Actor,
-    EnqueueRequest,
-    Job,
-)
+from app.queue.vocabulary.models import Actor, EnqueueRequest, Job, parent_of
 
 
 def enqueue(
@@ -33,13 +30,15 @@ def enqueue(
 ) -> Changed[tuple[Job, bool]]:
     """Add a job; returns ``(job, created)``. A repeated idempotency key returns the original;
     then a unique key returns its active job (``uniqueness``), and nothing is added. A new job
-    with parents waits for them (``workflows``)."""
+    with parents waits for them (``workflows``): jobs that existed before it."""
+    actor = require(actor, Action.ENQUEUE)
+    existing = workflows.existing_parents(conn, actor, [request])  # before the job exists
     job, created = enqueue_one(conn, actor, request, now=now)
     if not created:
         return Changed((job, False))
     linked = NOTHING
     if request.depends_on:
-        linked = workflows.link(conn, actor, [workflows.Added(job, request)], [], now=now)
+        linked = workflows.link(conn, [workflows.Added(job, request)], [], existing, now=now)
         job = jobs_sql.get_job(conn, job.id) or job
     return Changed((job, True), Effects.of([job], now) | linked)
 
@@ -53,7 +52,7 @@ def enqueue_one(
     if request.unique_key is not None:  # before any look, so concurrent enqueues take turns
         uniqueness.wait_for_turns(conn, actor.id, [request])
     if request.idempotency_key is not None:
-        existing = jobs_sql.find_by_idempotency_key(conn, actor.id, request.idempotency_key)
+        existing = _keyed(conn, actor, request)
         if existing is not None:
             return replay(existing, request), False
     if request.unique_key is not None:
@@ -62,12 +61,29 @@ def enqueue_one(
             return active, False
     job = jobs_sql.insert_job(conn, new_job_row(actor, request, now=now), actor=actor.name)
     if job is None:  # a concurrent request with the same key won the insert
-        assert request.idempotency_key is not None
-        winner = jobs_sql.find_by_idempotency_key(conn, actor.id, request.idempotency_key)
+        winner = _keyed(conn, actor, request)
         if winner is None:
             raise Conflict("a concurrent request with this idempotency key did not finish")
         return replay(winner, request), False
     return job, True
+
+
+def keyed_jobs(
+    conn: Connection, actor: Actor, parent_id: int | None, keys: Collection[str]
+) -> list[Job]:
+    """The jobs enqueued with any of ``keys`` in their namespace: the actor's own jobs, or
+    with ``parent_id`` that job's children (whose keys never meet their producer's)."""
+    if parent_id is None:
+        return batches_sql.jobs_by_idempotency_keys(conn, actor.id, keys)
+    return children_sql.keyed_children(conn, parent_id, keys)
+
+
+def _keyed(conn: Connection, actor: Actor, request: EnqueueRequest) -> Job | None:
+    """The job enqueued with the request's idempotency key in its namespace, if any."""
+    assert request.idempotency_key is not None
+    if request.parent_id is None:  # the hot single enqueue: its own prepared lookup
+        return jobs_sql.find_by_idempotency_key(conn, actor.id, request.idempotency_key)
+    return next(iter(keyed_jobs(conn, actor, request.parent_id, [request.idempotency_key])), None)
 
 
 def admit(actor: Actor, request: EnqueueRequest) -> None:
@@ -83,14 +99,19 @@ def new_job_row(actor: Actor, request: EnqueueRequest, *, now: datetime) -> dict
         "payload": request.payload,
         "priority": request.priority,
         "max_retries": request.max_retries,
-        "idempotency_key": request.idempotency_key,
+        # A child's key is its parent's, apart from its producer's (``keyed_jobs``).
+        "idempotency_key": request.idempotency_key if request.parent_id is None else None,
         "request_fingerprint": request.fingerprint,
         "created_by": actor.id,
         "run_at": request.run_at or now + timedelta(seconds=request.delay_seconds or 0),
         "created_at": now,
         "updated_at": now,
         **({"unique_key": request.unique_key} if request.unique_key is not None else {}),
-        **({"parent_id": request.parent_id} if request.parent_id is not None else {}),
+        **(
+            {"parent_id": request.parent_id, "child_key": request.idempotency_key}
+            if request.parent_id is not None
+            else {}
+        ),
         **(
             {"traceparent": request.trace.traceparent, "tracestate": request.trace.tracestate}
             if request.trace is not None
@@ -143,8 +164,10 @@ def enqueue_many(
     group: workflows.GroupRequest | None = None,
 ) -> Changed[list[tuple[Job, bool]]]:
     """``enqueue_jobs``, then the workflow of the new jobs: they form ``group`` (when given),
-    and each waits for the parents it names, jobs or earlier items (``workflows``). The jobs
-    come back as they are after that."""
+    and each waits for the parents it names, jobs that existed before the request or earlier
+    items (``workflows``). The jobs come back as they are after that."""
+    actor = require(actor, Action.ENQUEUE)
+    existing = workflows.existing_parents(conn, actor, requests)  # before the new jobs exist
     added = enqueue_jobs(conn, actor, requests, now=now)
     new = [(index, job) for index, (job, created) in enumerate(added) if created]
     if group is not None and new:
@@ -156,7 +179,7 @@ def enqueue_many(
     ]
     effects = NOTHING
     if linked:
-        effects = workflows.link(conn, actor, linked, [job.id for job, _ in added], now=now)
+        effects = workflows.link(conn, linked, [job.id for job, _ in added], existing, now=now)
     if linked or group is not None:
         fresh = batches_sql.jobs_by_ids(conn, [job.id for _, job in new], None)
         added = [(fresh[job.id][0] if created else job, created) for job, created in added]
@@ -170,18 +193,18 @@ def enqueue_jobs(
     included); returns ``(job, created)`` per request. The first refused item raises, naming
     it (``jobs[3]``), and the caller's transaction rolls the others back.
 
-    The rules are the single enqueue's; the SQL is batched: one lookup of the batch's keys and
-    one insert of its new jobs. Should another transaction commit one of the keys meanwhile
-    (the insert collides), the batch is redone item by item through ``enqueue``. So is
-    a batch with unique keys: each such item looks for its active job after the ones before it."""
+    The rules are the single enqueue's; the SQL is batched: one lookup of the batch's keys (in
+    the items' namespace, ``keyed_jobs``) and one insert of its new jobs. Should another
+    transaction commit one of the keys meanwhile (the insert collides), the batch is redone
+    item by item through ``enqueue``. So is a batch with unique keys: each such item looks for
+    its active job after the ones before it."""
     actor = require(actor, Action.ENQUEUE)
     if any(request.unique_key is not None for request in requests):
         uniqueness.wait_for_turns(conn, actor.id, requests)  # every unique key, in one order
         return _one_by_one(conn, actor, requests, now=now)
     keys = {r.idempotency_key for r in requests if r.idempotency_key is not None}
-    stored = {
-        j.idempotency_key: j for j in batches_sql.jobs_by_idempotency_keys(conn, actor.id, keys)
-    }
+    keyed = keyed_jobs(conn, actor, parent_of(requests), keys)
+    stored = {job.idempotency_key: job for job in keyed}
     first_with: dict[str, int] = {}  # the new item a key came with first in this batch
     plan: list[Job | int] = []  # per item: the stored job it replays, or the new item it is
     fresh: list[int] = []  # the new items, in order

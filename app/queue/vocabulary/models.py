@@ -66,6 +66,7 @@ class QueueSettings:
     max_error_bytes: int
     recover_batch: int
     max_batch: int
+    max_children: int  # children one job may spawn in all (MAX_CHILDREN_PER_JOB)
     # Flow control from JOB_TYPE_SETTINGS (max_running, rate_limit, paused): the defaults that
     # admins' overrides in the database replace (``type_limits.effective``).
     flow: Mapping[str, TypeLimits] = field(default_factory=dict)
@@ -103,6 +104,7 @@ class QueueSettings:
             max_error_bytes=int(config["MAX_ERROR_BYTES"]),
             recover_batch=int(config["RECOVER_BATCH"]),
             max_batch=int(config["MAX_BATCH"]),
+            max_children=int(config["MAX_CHILDREN_PER_JOB"]),
             flow={
                 name: limits
                 for name, over in dict(config.get("JOB_TYPE_SETTINGS") or {}).items()
@@ -239,6 +241,14 @@ class EnqueueRequest:
     # Set by the front end, not the body: the spawning job and the request's trace headers.
     parent_id: int | None = None
     trace: Trace | None = None
+
+
+def parent_of(requests: Sequence[EnqueueRequest]) -> int | None:
+    """The job whose children ``requests`` are (a spawn's items share their parent), or None:
+    the namespace of their idempotency and unique keys and of the parents they may name."""
+    parents = {request.parent_id for request in requests}
+    assert len(parents) <= 1, "a batch's items are children of one job, or of none"
+    return next(iter(parents), None)
 
 
 @dataclass(frozen=True)

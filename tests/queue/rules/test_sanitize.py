@@ -6,12 +6,7 @@ import time
 
 import pytest
 
-from app.queue.rules.sanitize import (
-    MARKER,
-    PATH_MARKER,
-    TRUNCATED,
-    sanitize_error,
-)
+from app.queue.rules.sanitize import LOOKAHEAD, MARKER, PATH_MARKER, TRUNCATED, sanitize_error
 
 # (text, the secret in it): every leak reported so far, one row each. A new variant is a row.
 EARLIER = [
@@ -83,9 +78,37 @@ THIRD_PASS = [
     ("g\u200fhp_" + "A1b2C3d4E5" * 4, "A1b2C3d4E5"),
     ("key AKIA\u061cIOSFODNN7EXAMPLE denied", "IOSFODNN7EXAMPLE"),
 ]
+PGP_BLOCK = (
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGX1pgpSECRETbody0Zx9\n=Ab1c\n"
+    "-----END PGP PRIVATE KEY BLOCK-----"
+)
+# Issue #41 (security, fourth pass): notations the patterns above missed.
+FOURTH_PASS = [
+    (PGP_BLOCK, "pgpSECRETbody"),
+    ('user = {:password=>"rubySecretPW", :name=>"bob"}', "rubySecretPW"),
+    ("$db = ['password' => 'phpSecretPW', 'host' => 'db'];", "phpSecretPW"),
+    ("docker login --password dockerSecretPW registry.example.com", "dockerSecretPW"),
+    ("mysql -u root -pmysqlSecretPW -h db prod", "mysqlSecretPW"),
+    (
+        "GET https://a.blob.core.windows.net/c/b?sv=2022-11-02&sp=r&sig=azSasSig%2BSecret%3D",
+        "azSasSig",
+    ),
+    (
+        "SG.abcdefghijklmnopqrstuv.ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopq rejected",
+        "ABCDEFGHIJKLMNOP",
+    ),
+    ("token ya29.a0AfH6SMBgoogleSecretToken0123456789 expired", "a0AfH6SMBgoogle"),
+    (
+        "auth SK0123456789abcdef0123456789abcdef:twilioSecretAbCdEfGhIjKlMnOpQrSt failed",
+        "twilioSecret",
+    ),
+    ("GPG_PASSPHRASE=gpgSecretPW gpg --batch", "gpgSecretPW"),
+    ("SECRET_KEY_BASE=railsSecretPW rails s", "railsSecretPW"),
+    ("password\uff1dfullWidthSecretPW rejected", "fullWidthSecretPW"),
+]
 
 
-@pytest.mark.parametrize(("text", "secret"), [*EARLIER, *THIRD_PASS])
+@pytest.mark.parametrize(("text", "secret"), [*EARLIER, *THIRD_PASS, *FOURTH_PASS])
 def test_secrets_are_redacted(text: str, secret: str) -> None:
     clean = sanitize_error(text)
     assert secret not in clean
@@ -191,6 +214,29 @@ HOSTILE = {
     "base64 runs": "Ab1/" * 250_000,
     "forty char words": ("Ab1" + "x" * 37 + " ") * 25_000,
     "new token prefixes": "sk-proj- glpat- npm_ pypi- " * 37_000,
+    "armour begins": "-----BEGIN PGP PRIVATE KEY BLOCK-----" * 27_000,
+    "public armour": "-----BEGIN CERTIFICATE-----" * 37_000,
+    "putty": "PuTTY-User-Key-File-3:\n" * 43_000,
+    "ruby arrows": ":password=>" * 91_000,
+    "php arrows": "'password' => " * 72_000,
+    "flags": "--password " * 91_000,
+    "mysql flags": "mysql -p" * 125_000,
+    "mysql no flag": "mysql " + "a " * 500_000,
+    "tool logins": "docker login " * 77_000,
+    "names without values": "db_password " * 84_000,
+    "spaced names": "password " * 112_000,
+    "calls": "setPassword(" * 84_000,
+    "pairs": "('password', " * 77_000,
+    "xml elements": "<password>" * 100_000,
+    "xml pairs": 'name="password" value=' * 46_000,
+    "escaped json": '\\"password\\":\\"' * 62_000,
+    "full-width": "password\uff1d" * 111_000,
+    "look-alikes": "p\u0430ssw\u043erd\ua789" * 111_000,
+    "one long line of keywords": "passwordsecrettokenkey" * 46_000,
+    "keyword lines": ("password " * 56 + "\n") * 2_000,
+    "authorization lines": "Authorization: " + "Basic " * 166_000,
+    "config set": "config set " * 91_000,
+    "eyJ runs": "eyJhbGciOi" * 100_000,
 }
 # Hostile text may cost a few times what plain text of the same size costs, never more: a
 # quadratic pattern would take hundreds of times longer on a megabyte. Costs are this thread's
@@ -312,3 +358,16 @@ def test_new_patterns_keep_the_context_around_the_secret() -> None:
 )
 def test_lookalikes_of_the_new_patterns_are_unchanged(text: str) -> None:
     assert sanitize_error(text) == text
+
+
+def test_a_token_cut_where_reading_stops_is_dropped_not_kept() -> None:
+    # A long key block shrinks to a marker, which brings text from near the end of what is
+    # read into the kept 4 KiB: a token cut there is too short to be recognised.
+    block = "-----BEGIN PRIVATE KEY-----\n" + "A" * 17_000 + "\n-----END PRIVATE KEY-----"
+    head = f"start {block} middle "
+    filler = "y" * (4096 + LOOKAHEAD - len(head) - 12)
+    clean = sanitize_error(head + filler + " ghp_A1b2C3d4E5" + "A1b2C3d4E5" * 3 + " end")
+    assert "A1b2" not in clean
+    assert clean.startswith(f"start {MARKER} middle ")
+    assert clean.endswith(TRUNCATED)
+    assert len(clean.encode()) <= 4096
