@@ -47,11 +47,11 @@ def _checkout(tmp_path: Path) -> Path:
 
 def _tools() -> set[str]:
     """The distributions the test, lint and bench extras name (the ones `make run` skips)."""
-    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"
-    ]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
     pinned = (r for name in ("test", "lint", "bench") for r in extras[name])
-    return {_normal(re.split(r"[=<>\[; ]", requirement, maxsplit=1)[0]) for requirement in pinned}
+    names = {_normal(re.split(r"[=<>\[; ]", requirement, maxsplit=1)[0]) for requirement in pinned}
+    return names - {project["name"]}  # an extra may include the others: queuelog[test]
 
 
 def _normal(name: str) -> str:
