@@ -132,6 +132,26 @@ def test_cancel_is_resent_only_when_it_cannot_have_happened(scripted: Scripted) 
     assert len(scripted.received) == 5  # neither the 502 nor the dropped cancel was resent
 
 
+def test_a_fenced_report_whose_connection_the_server_closed_goes_again_at_once(
+    scripted: Scripted,
+) -> None:
+    """The server closes a kept-alive connection as a heartbeat goes out: the worker's reports
+    (sent without retries, the worker keeps them itself) go once more on a new connection."""
+    answer = {"results": [{"id": 7, "status": 200}]}
+    scripted.script += [Answer(200, answer), Answer(drop=True), Answer(200, answer)]
+    slept: list[float] = []
+    with Client(scripted.url, "t") as client:
+        client.transport.sleep = slept.append
+        beat = [{"id": 7, "attempt": 1}]
+        assert client.heartbeat(beat, retries=0) == answer["results"]
+        assert client.heartbeat(beat, retries=0) == answer["results"]
+        assert slept == []  # at once: a closed connection is no failure of the server
+        scripted.script += [Answer(drop=True), Answer(drop=True)]
+        with pytest.raises(Unreachable):  # but only once: a server that drops every request
+            client.heartbeat(beat, retries=0)
+    assert len(scripted.received) == 5
+
+
 def test_retry_after_is_honoured(scripted: Scripted) -> None:
     scripted.script += [busy(429, after="1"), Answer(200, JOB)]
     with Client(scripted.url, "t") as client:
