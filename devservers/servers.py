@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
+from devservers.keepalive import KeepAlive
+
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "reliability-secret-key-Vb7Kq2Lx9-Rm4Tz0Wc6Np1Hs8Fy3Dj5Ga"
 JOB_TYPES = ["email.send", "report.build", "webhook.deliver"]
@@ -237,14 +239,15 @@ def running(server: ServerT) -> Iterator[ServerT]:
 
 
 class Client:
-    """A tiny JSON client over one keep-alive connection (http.client, no extra packages)."""
+    """A tiny JSON client over one kept-alive connection (http.client, no extra packages; what
+    is safe to send again after the server closed it: ``devservers.keepalive``)."""
 
     def __init__(self, host: str, token: str, timeout: float = 20.0) -> None:
         self.host, _, port = host.partition(":")
         self.port = int(port)
         self.token = token
         self.timeout = timeout
-        self._conn: http.client.HTTPConnection | None = None
+        self._conn: KeepAlive | None = None
 
     def request(
         self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None
@@ -256,16 +259,8 @@ class Client:
             data = json.dumps(body).encode()
             all_headers["Content-Type"] = "application/json"
         if self._conn is None:
-            self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
-        try:
-            self._conn.request(method, path, body=data, headers=all_headers)
-            response = self._conn.getresponse()
-            raw = response.read()
-        except (OSError, http.client.HTTPException):
-            self.close()
-            raise
-        if response.getheader("Connection", "").lower() == "close":
-            self.close()
+            self._conn = KeepAlive(self.host, self.port, self.timeout)
+        response, raw = self._conn.exchange(method, path, data, all_headers)
         decoded = json.loads(raw) if raw else None
         return response.status, decoded, {k.lower(): v for k, v in response.getheaders()}
 
@@ -274,6 +269,10 @@ class Client:
 
     def get(self, path: str) -> tuple[int, Any, dict[str, str]]:
         return self.request("GET", path)
+
+    def closed_by_server(self, wait: float = 0.0) -> bool:
+        """Whether the server has closed the kept connection, waiting up to ``wait`` seconds."""
+        return self._conn is not None and self._conn.closed_by_server(wait)
 
     def close(self) -> None:
         if self._conn is not None:
