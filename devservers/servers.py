@@ -142,7 +142,7 @@ class Server:
                 start_new_session=True,  # its own process group: kill_9 takes the workers too
             )
             log.close()
-            if self._wait_ready():
+            if self.answers():
                 return self
             self.stop()
         raise RuntimeError(f"{self.name} did not start; see {self.log_dir}\n{self.log_tail()}")
@@ -153,7 +153,8 @@ class Server:
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
         return [int(pid) for pid in children.read_text().split()]
 
-    def _wait_ready(self) -> bool:
+    def answers(self) -> bool:
+        """Wait (bounded) until the app answers HTTP here; False if the server exited first."""
         deadline = time.monotonic() + START_TIMEOUT
         assert self.process is not None
         while time.monotonic() < deadline:
@@ -314,6 +315,13 @@ def http_request(method: str, path: str, token: str, body: Any = None) -> bytes:
 def read_status(sock: socket.socket, timeout: float) -> tuple[int, dict[str, str]] | None:
     """The status and headers of the response arriving on ``sock`` within ``timeout`` seconds;
     None when the server closed the connection without answering."""
+    answer = read_answer(sock, timeout)
+    return None if answer is None else answer[:2]
+
+
+def read_answer(sock: socket.socket, timeout: float) -> tuple[int, dict[str, str], bytes] | None:
+    """The status, headers and body of the response arriving on ``sock`` within ``timeout``
+    seconds; None when the server closed the connection without answering."""
     sock.settimeout(timeout)
     received = b""
     while b"\r\n\r\n" not in received:
@@ -321,6 +329,37 @@ def read_status(sock: socket.socket, timeout: float) -> tuple[int, dict[str, str
         if not chunk:
             return None
         received += chunk
-    lines = received.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-    headers = dict(line.split(":", 1) for line in lines[1:])
-    return int(lines[0].split()[1]), {k.strip().lower(): v.strip() for k, v in headers.items()}
+    head, body = received.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    fields = (line.split(":", 1) for line in lines[1:])
+    headers = {name.strip().lower(): value.strip() for name, value in fields}
+    while len(body) < int(headers.get("content-length", 0)):
+        chunk = sock.recv(4096)
+        if not chunk:
+            return None
+        body += chunk
+    return int(lines[0].split()[1]), headers, body
+
+
+def wait_until_read(sockets: list[socket.socket], timeout: float) -> None:
+    """Wait (at most ``timeout`` seconds) until the server has accepted the connection of each
+    of ``sockets`` and read what was sent on it: its end of the connection belongs to a
+    process (an inode in ``/proc/net/tcp``) and has nothing left to read. The requests are in
+    the server's hands then, whatever happens to its listening socket after."""
+    ends = {(s.getpeername()[1], s.getsockname()[1]) for s in sockets}
+    deadline = time.monotonic() + timeout
+    while (pending := ends - _read_ends()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not pending, f"the server did not read {len(pending)} of {len(ends)} requests"
+
+
+def _read_ends() -> set[tuple[int, int]]:
+    """(local port, remote port) of the 127.0.0.1 connection ends that a process holds and
+    has read everything of."""
+    ends = set()
+    for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = row.split()
+        local, remote, queues, inode = fields[1], fields[2], fields[4], fields[9]
+        if inode != "0" and queues.endswith(":00000000"):
+            ends.add((int(local.split(":")[1], 16), int(remote.split(":")[1], 16)))
+    return ends
