@@ -353,13 +353,43 @@ def wait_until_read(sockets: list[socket.socket], timeout: float) -> None:
     assert not pending, f"the server did not read {len(pending)} of {len(ends)} requests"
 
 
-def _read_ends() -> set[tuple[int, int]]:
-    """(local port, remote port) of the 127.0.0.1 connection ends that a process holds and
-    has read everything of."""
-    ends = set()
+def wait_until_read_from(pid: int, port: int, timeout: float) -> None:
+    """Wait (at most ``timeout`` seconds) until process ``pid`` has connections to
+    127.0.0.1:``port`` and the server has read what came on them (as ``wait_until_read``): a
+    worker's first request, its claim, is in the server's hands."""
+    deadline = time.monotonic() + timeout
+    while True:
+        inodes = set()
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):  # closed meanwhile
+                inodes.add(os.readlink(fd).removeprefix("socket:[").removesuffix("]"))
+        rows = _tcp()
+        ends = {
+            (port, local) for local, remote, _, inode in rows if inode in inodes and remote == port
+        }
+        if ends and ends <= _read_ends(rows):
+            return
+        assert time.monotonic() < deadline, f"process {pid} sent nothing port {port} read"
+        time.sleep(0.01)
+
+
+def _read_ends(rows: list[tuple[int, int, int, str]] | None = None) -> set[tuple[int, int]]:
+    """(local port, remote port) of the connection ends that a process holds and has read
+    everything of."""
+    return {
+        (local, remote)
+        for local, remote, unread, inode in rows or _tcp()
+        if inode != "0" and not unread
+    }
+
+
+def _tcp() -> list[tuple[int, int, int, str]]:
+    """The IPv4 TCP connection ends of this machine: local port, remote port, bytes received
+    and not yet read, socket inode ("0" when no process holds it yet)."""
+    rows = []
     for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         fields = row.split()
         local, remote, queues, inode = fields[1], fields[2], fields[4], fields[9]
-        if inode != "0" and queues.endswith(":00000000"):
-            ends.add((int(local.split(":")[1], 16), int(remote.split(":")[1], 16)))
-    return ends
+        port = (int(local.split(":")[1], 16), int(remote.split(":")[1], 16))
+        rows.append((*port, int(queues.split(":")[1], 16), inode))
+    return rows

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import os
+import re
+import select
 import shutil
 import signal
 import subprocess
@@ -16,6 +18,7 @@ import pytest
 from conftest import Server, statuses, transitions, wait_until
 
 import devservers.servers
+from devservers.servers import wait_until_read_from
 
 pytestmark = pytest.mark.slow
 
@@ -59,6 +62,7 @@ class Runner:
         self.log = directory / "executions.log"
         self.log.touch()
         self.process: subprocess.Popen[str] | None = None
+        self.logged = ""  # the worker's log lines read so far (by ``wait_for_log``)
 
     def start(self, *options: str, wrapper: tuple[str, ...] = ()) -> Runner:
         env = {**os.environ, "QUEUELOG_TOKEN": self.server.database.tokens["worker"]}
@@ -83,10 +87,22 @@ class Runner:
         assert self.process is not None
         self.process.send_signal(signum)
 
+    def wait_for_log(self, text: str, timeout: float) -> None:
+        """Read the worker's log until a line holds ``text``; fail after ``timeout`` seconds."""
+        assert self.process is not None and self.process.stderr is not None
+        pipe = self.process.stderr.fileno()  # read unbuffered: ``wait`` reads the rest
+        deadline = time.monotonic() + timeout
+        while text not in self.logged:
+            ready, _, _ = select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"the worker never logged {text!r}: {self.logged}"
+            chunk = os.read(pipe, 4096).decode()
+            assert chunk, f"the worker exited before it logged {text!r}: {self.logged}"
+            self.logged += chunk
+
     def wait(self, timeout: float) -> tuple[int, str]:
         assert self.process is not None
         _, err = self.process.communicate(timeout=timeout)
-        return self.process.returncode, err
+        return self.process.returncode, self.logged + err
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -198,7 +214,9 @@ def test_a_job_claimed_while_stopping_is_released_at_once(
     fresh_server: Server, runner: Runner
 ) -> None:
     runner.start("--concurrency", "1")
-    time.sleep(2.0)  # the worker is now in a long-poll claim (5 s) on an empty queue
+    runner.wait_for_log("worker started", 60)  # its signal handlers are in place
+    assert runner.process is not None
+    wait_until_read_from(runner.process.pid, fresh_server.gunicorn.port, 60)  # its claim waits
     runner.signal(signal.SIGTERM)
     with fresh_server.client("producer") as producer:
         job = producer.enqueue("report.build", {"seconds": 0})  # wakes the waiting claim
@@ -206,5 +224,5 @@ def test_a_job_claimed_while_stopping_is_released_at_once(
         assert code == 0, err
         again = producer.get(job.id)
         assert again.status == "pending" and again.retry_count == 0 and not runner.lines("start")
-        if "released unstarted" in err:  # the claim was still waiting when the job arrived
-            assert [e.kind for e in producer.events(job.id)][-1] == "released"
+        if not re.search(r"\b0 released unstarted", err):  # its claim's 5 s had not run out
+            assert [e.kind for e in producer.events(job.id)][-1] == "released", err
