@@ -85,6 +85,14 @@ def _terminal(database: Database, *args: str) -> Terminal:
     return Terminal([str(FLASK), "--app", "app", *args], server_env(database))
 
 
+def _answer(terminal: Terminal, password: str, again: str) -> None:
+    """Type ``password`` at the prompt for it, then ``again`` at the one that asks again."""
+    terminal.expect("Password: ")
+    terminal.type(password)
+    terminal.expect("Repeat for confirmation: ")
+    terminal.type(again)
+
+
 def _signs_in(database: Database, name: str, password: str) -> bool:
     app = create_app(app_settings(database))
     try:
@@ -97,14 +105,9 @@ def test_user_create_asks_twice_unechoed_and_again_when_they_differ(database: Da
     create = ["user", "create", "ada", "--role", "producer", "--password-stdin"]
     terminal = _terminal(database, *create)
     try:
-        terminal.expect("Password: ")
-        terminal.type(PASSWORD)
-        terminal.expect("Repeat for confirmation: ")
-        terminal.type("another long password")
-        assert "do not match" in terminal.expect("Password: ")
-        terminal.type(PASSWORD)
-        terminal.expect("Repeat for confirmation: ")
-        terminal.type(PASSWORD)
+        _answer(terminal, PASSWORD, "another long password")
+        terminal.expect("do not match")
+        _answer(terminal, PASSWORD, PASSWORD)
         terminal.expect("created user ada")
     finally:
         code = terminal.close()
@@ -116,10 +119,7 @@ def test_user_create_asks_twice_unechoed_and_again_when_they_differ(database: Da
 def test_set_password_asks_twice_unechoed(database: Database) -> None:
     terminal = _terminal(database, "user", "set-password", "eve")
     try:
-        terminal.expect("Password: ")
-        terminal.type(PASSWORD)
-        terminal.expect("Repeat for confirmation: ")
-        terminal.type(PASSWORD)
+        _answer(terminal, PASSWORD, PASSWORD)
         terminal.expect("password of eve changed")
     finally:
         code = terminal.close()

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import socket
 import socketserver
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from devservers.servers import Client, Served, prepare_database, running
+from devservers.sockets import serving
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
@@ -61,13 +61,8 @@ class _Handler(socketserver.StreamRequestHandler):
 
 @pytest.fixture(params=[False, True], ids=["closed-after-answering", "closed-as-the-next-came"])
 def closing(request: pytest.FixtureRequest) -> Iterator[Closing]:
-    server = Closing(wait_for_next=request.param)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with serving(Closing(wait_for_next=request.param)) as server:
+        yield server
 
 
 def test_a_get_whose_connection_the_server_closed_goes_on_a_new_one(closing: Closing) -> None:
@@ -80,19 +75,14 @@ def test_a_get_whose_connection_the_server_closed_goes_on_a_new_one(closing: Clo
 
 
 def test_a_post_that_may_have_arrived_is_not_sent_again() -> None:
-    closing = Closing(wait_for_next=True)  # it reads the second request, then closes
-    thread = threading.Thread(target=closing.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    client = Client(closing.host, "t", timeout=10)
-    try:
-        assert client.post("/jobs/claim")[0] == 200
-        with pytest.raises(ConnectionError):
-            client.post("/jobs/claim")
-    finally:
-        client.close()
-        closing.shutdown()
-        closing.server_close()
-        thread.join(5)
+    with serving(Closing(wait_for_next=True)) as closing:  # it reads the second, then closes
+        client = Client(closing.host, "t", timeout=10)
+        try:
+            assert client.post("/jobs/claim")[0] == 200
+            with pytest.raises(ConnectionError):
+                client.post("/jobs/claim")
+        finally:
+            client.close()
     assert closing.received == ["POST /jobs/claim HTTP/1.1"] * 2  # each once
 
 

@@ -18,7 +18,7 @@ import pytest
 from conftest import Server, statuses, transitions, wait_until
 
 import devservers.servers
-from devservers.servers import wait_until_read_from
+from devservers.sockets import wait_until_read_from
 
 pytestmark = pytest.mark.slow
 

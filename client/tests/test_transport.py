@@ -19,6 +19,7 @@ from conftest import Server, start_server
 from queuelog_client import Client, Conflict, ServerError, Unreachable
 
 from devservers.servers import free_port
+from devservers.sockets import serving
 
 AT = "2026-01-02T03:04:05Z"
 JOB = {
@@ -87,13 +88,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def scripted() -> Iterator[Scripted]:
-    httpd = Scripted([])
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(5)
+    with serving(Scripted([])) as httpd:
+        yield httpd
 
 
 def busy(status: int = 503, after: str = "0") -> Answer:

@@ -21,10 +21,9 @@ from devservers.servers import (
     Served,
     http_request,
     prepare_database,
-    read_answer,
     send_on_new_sockets,
-    wait_until_read,
 )
+from devservers.sockets import read_answer, wait_until_read
 from tests.reliability import fleet
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]

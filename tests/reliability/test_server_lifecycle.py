@@ -21,8 +21,8 @@ from devservers.servers import (
     read_status,
     running,
     send_on_new_sockets,
-    wait_until_read,
 )
+from devservers.sockets import wait_until_read
 
 pytestmark = pytest.mark.slow
 

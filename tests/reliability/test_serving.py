@@ -24,12 +24,11 @@ from devservers.servers import (
     app_settings,
     http_request,
     prepare_database,
-    read_answer,
     read_status,
     running,
     send_on_new_sockets,
-    wait_until_read,
 )
+from devservers.sockets import read_answer, wait_until_read
 from tests.backends import every_backend  # noqa: F401 (these tests run on both engines)
 
 pytestmark = pytest.mark.slow
