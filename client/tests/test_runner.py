@@ -152,7 +152,7 @@ def test_a_second_signal_exits_at_once(fresh_server: Server, runner: Runner) -> 
         runner.start("--grace", "120")
         wait_until(lambda: len(runner.lines("start")) == 1, 30, "the handler to start")
         runner.signal(signal.SIGTERM)
-        time.sleep(0.5)
+        runner.wait_for_log("SIGTERM: stopping", 60)  # the first is handled: the next is a second
         signalled = time.monotonic()
         runner.signal(signal.SIGINT)
         code, err = runner.wait(10)
@@ -168,18 +168,27 @@ def test_timeouts_doubled_sigterm_still_gives_the_grace(
 
     The two ``kill`` calls are microseconds apart, so Python usually merges them into one call
     of the handler; ``strace`` on ``timeout`` (not on the worker) slows its system calls enough
-    that the worker handles the first before the second arrives, every time."""
+    that the worker handles the first before the second arrives, every time. ``timeout``'s time
+    runs out (its SIGALRM) once the handler runs, however long the worker took to start."""
     if shutil.which("strace") is None or shutil.which("timeout") is None:
         pytest.skip("needs strace and GNU timeout (Debian packages strace, coreutils)")
     with fresh_server.client("producer") as producer:
         job = producer.enqueue("report.build", {"seconds": 4})
-        wrapper = ("strace", "-o", os.devnull, "timeout", "2")
+        wrapper = ("strace", "-o", os.devnull, "timeout", "600")
         runner.start("--grace", "30", wrapper=wrapper)
+        wait_until(lambda: runner.lines("start")[job.id] == 1, 60, "the handler to start")
+        assert runner.process is not None
+        (timeout,) = _children(runner.process.pid)  # strace's one child
+        os.kill(timeout, signal.SIGALRM)
         code, err = runner.wait(30)
         assert code == 124, err  # timeout's own code: it did send its signal
         assert "exiting now" not in err and "SIGTERM: stopping" in err, err
         assert runner.lines("end")[job.id] == 1  # the handler got its grace and finished
         assert producer.get(job.id).status == "completed"
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
 def test_the_worker_carries_on_when_the_server_is_killed_and_restarted(
