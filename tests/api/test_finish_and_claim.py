@@ -93,9 +93,7 @@ def test_the_claim_obeys_types_leases_and_fencing(producer: Api, worker: Api) ->
     assert answer["results"][0]["status"] == 409 and answer["jobs"] == []
 
 
-def test_a_finish_that_releases_children_claims_them_at_once(
-    producer: Api, worker: Api
-) -> None:
+def test_a_finish_that_releases_children_claims_them_at_once(producer: Api, worker: Api) -> None:
     parent = producer.enqueue()
     child = producer.enqueue(depends_on=[parent["id"]])
     held = worker.claim()
@@ -133,9 +131,7 @@ def app_config() -> dict[str, Any]:
     return {"LONG_POLL_PER_TOKEN": 1}
 
 
-def test_beyond_the_long_poll_admission_the_jobs_are_empty_at_once(
-    app: Flask, worker: Api
-) -> None:
+def test_beyond_the_long_poll_admission_the_jobs_are_empty_at_once(app: Flask, worker: Api) -> None:
     holder = threading.Thread(
         target=lambda: Api(app.test_client(), worker.token).claim(wait_seconds=2)
     )

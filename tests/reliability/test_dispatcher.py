@@ -112,7 +112,10 @@ def test_a_trickle_costs_one_claim_per_job_and_no_empty_looks(
 
     found = grew("queuelog_claim_looks_total", found="yes")
     empty = grew("queuelog_claim_looks_total", found="no")
-    by = {s: grew("queuelog_claim_looks_total", found="no", source=s) for s in ("request", "dispatcher")}
+    by = {
+        s: grew("queuelog_claim_looks_total", found="no", source=s)
+        for s in ("request", "dispatcher")
+    }
     print(f"\n{JOBS} jobs: {found:.0f} looks that found one, {empty:.0f} empty looks {by}")
     assert found == JOBS  # one claim statement per job
     # Empty looks: each claimer's first look, and the odd race between a ring and a new wait.
