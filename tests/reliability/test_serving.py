@@ -18,6 +18,7 @@ from app.infra.queue_settings import queue_settings
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.usecases import enqueueing
 from app.queue.vocabulary.timeutil import utcnow
+from app.storage.transactions import announce
 from devservers.servers import (
     Client,
     Database,
@@ -136,10 +137,10 @@ def test_long_polls_in_every_process_are_woken_by_an_enqueue_from_another_proces
                 assert found is not None
                 actor = found[1].actor()
                 for _ in range(6):
-                    enqueueing.enqueue(conn, actor, request, now=utcnow())
+                    announce(enqueueing.enqueue(conn, actor, request, now=utcnow()).effects)
             enqueued = time.monotonic()
     finally:
-        db.engine(app).dispose()
+        db.close(app)
     results = waiting()
     woken = time.monotonic()
     assert [r[0] for r in results] == [200] * 6, results
