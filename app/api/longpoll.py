@@ -18,6 +18,7 @@ from app.queue.domain.models import Job, QueueSettings
 from app.queue.domain.secret_fields import Secrets
 from app.queue.domain.states import TERMINAL
 from app.queue.engines import due
+from app.queue_settings import poll_notes
 from app.secretbox import current_box
 from app.timeutil import utcnow
 
@@ -106,6 +107,7 @@ def _try(
             max_jobs=max_jobs,
             lease_seconds=lease,
             types=types,
+            polls=poll_notes(),
         )
         secrets = secret_fields.for_holder(conn, claimed, g.actor.name, current_box())
         next_due = due.next_due_at(conn, now) if not claimed and waiting else None

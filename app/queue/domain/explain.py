@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from app.queue.domain import flow, service
+from app.queue.domain import flow, polls, service
 from app.queue.domain.flow import Override, TypeLimits
 from app.queue.domain.flow_claim import Turn
 from app.queue.domain.models import Actor, Job, QueueSettings
@@ -28,7 +28,6 @@ from app.queue.engines import jobs as store
 from app.timeutil import human_duration, iso
 
 QUEUE_COUNT_CAP = 10_000  # behind_in_queue counts this far and no further
-CLAIM_SCAN = 10_000  # no_worker_polling looks at this many of the latest claims at most
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,7 @@ class Context:
     conn: Connection
     job: Job
     now: datetime
-    idle_after: timedelta  # no claim of the type for this long: no worker is polling for it
+    idle_after: timedelta  # no worker asked for the type this long: nobody polls for it
     settings: QueueSettings
 
     @property
@@ -228,16 +227,16 @@ def behind_in_queue(ctx: Context) -> Reason | None:
 
 
 def no_worker_polling(ctx: Context) -> Reason | None:
-    """A due job of a type no worker has claimed lately (a paused type's are never claimed)."""
+    """A due job of a type no worker asked for lately, whether its claims found a job or not
+    (a paused type's jobs are never handed out: no point blaming workers)."""
     if not ctx.due or ctx.limits.paused:
         return None
-    since = ctx.now - ctx.idle_after
-    latest = explain_store.latest_claim_of_type(ctx.conn, ctx.job.type, since, CLAIM_SCAN)
-    if latest is not None:
+    polled = polls.last_poll(ctx.conn, ctx.job.type)
+    if polled is not None and polled >= ctx.now - ctx.idle_after:
         return None
     return Reason(
         "no_worker_polling",
-        f"No worker has claimed a job of type {ctx.job.type} in the last "
+        f"No worker has asked for jobs of type {ctx.job.type} in the last "
         f"{human_duration(ctx.idle_after)}: check that workers for this type are running.",
         {"window_seconds": ctx.idle_after.total_seconds(), "type": ctx.job.type},
     )

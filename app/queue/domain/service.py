@@ -17,6 +17,7 @@ from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.queue.contract.cursors import encode_cursor
 from app.queue.domain import finishing, flow_claim, retention, transitions, uniqueness, workflow
+from app.queue.domain import polls as poll_notes
 from app.queue.domain.errors import Conflict, Forbidden, InvalidInput, NotFound, QueueError
 from app.queue.domain.models import (
     Actor,
@@ -30,6 +31,7 @@ from app.queue.domain.models import (
     QueueSettings,
 )
 from app.queue.domain.policy import Action, can, require
+from app.queue.domain.polls import PollNotes
 from app.queue.domain.retry import Uniform
 from app.queue.domain.states import TERMINAL
 from app.queue.domain.visibility import viewer, visibility
@@ -171,6 +173,7 @@ def claim(
     lease_seconds: int | None = None,
     types: tuple[str, ...] | None = None,
     uniform: Uniform = _system_random.uniform,
+    polls: PollNotes | None = None,
 ) -> Job | None:
     """Give the caller the next due job (of ``types``, when given), or None."""
     claimed = claim_many(
@@ -182,6 +185,7 @@ def claim(
         lease_seconds=lease_seconds,
         types=types,
         uniform=uniform,
+        polls=polls,
     )
     return claimed[0] if claimed else None
 
@@ -196,13 +200,15 @@ def claim_many(
     lease_seconds: int | None = None,
     types: tuple[str, ...] | None = None,
     uniform: Uniform = _system_random.uniform,
+    polls: PollNotes | None = None,
 ) -> list[Job]:
     """Give the caller up to ``max_jobs`` due jobs (of ``types``, when given) in claim order,
     each with its own attempt and lease, recovering a batch of expired leases first. Paused
-    types and types at their limits wait (``flow_claim``)."""
+    types and types at their limits wait (``flow_claim``). Found or not, the types asked for
+    are noted as polled (``polls``: this process's memory of its last notes)."""
     actor = require(actor, Action.WORK)
     recover_expired(conn, now=now, settings=settings, limit=settings.recover_batch, uniform=uniform)
-    return flow_claim.claim(
+    claimed = flow_claim.claim(
         conn,
         settings=settings,
         worker=actor.name,
@@ -212,6 +218,9 @@ def claim_many(
         types=types,
         type_leases=() if lease_seconds else settings.type_leases,
     )
+    # After the claim's own writes: every claim takes its row locks in the same order.
+    poll_notes.note(conn, polls, types or settings.job_types, now)
+    return claimed
 
 
 def recover_expired(
