@@ -1,0 +1,62 @@
+"""What a newcomer met on the pages, in Debian's Chromium at 1280 and 375 px: explanations that
+tell the truth, formats that agree, messages that stay, and nothing cut off or scrolling
+sideways."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.web import test_browser
+from tests.web.conftest import LiveSite
+from tests.web.test_browser import sign_in
+
+pytestmark = pytest.mark.browser
+expect.set_options(timeout=15_000)
+people = test_browser.people  # the browser tests' fixtures: fresh users, a watched page
+watched = test_browser.watched
+expected_console = test_browser.expected_console
+expected_statuses = test_browser.expected_statuses
+WIDTHS = [1280, 375]
+CLEARED = {"max_running": None, "rate_limit": None, "paused": None}
+
+
+@pytest.fixture(params=WIDTHS, ids=[f"{w}px" for w in WIDTHS])
+def width(request: pytest.FixtureRequest, watched: Page) -> int:
+    """The window's width; the page is sized to it before the test opens anything."""
+    watched.set_viewport_size({"width": request.param, "height": 900})
+    return int(request.param)
+
+
+@pytest.fixture
+def admin_api(people: dict[str, Any]) -> Iterator[Any]:
+    """The live site is shared by every browser test: type overrides go back afterwards."""
+    api = people["admin_api"]
+    yield api
+    for job_type in ("webhook.deliver", "report.build"):
+        api.client.patch(f"/types/{job_type}", json=CLEARED, headers=api.headers())
+
+
+def no_sideways_scroll(page: Page, width: int) -> None:
+    """The document is no wider than the window."""
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+
+def test_the_dashboard_says_a_paused_types_jobs_are_paused(
+    watched: Page, live_site: LiveSite, people: dict[str, Any], admin_api: Any, width: int
+) -> None:
+    for _ in range(2):
+        people["producer_api"].enqueue("webhook.deliver")
+    paused = admin_api.client.patch(
+        "/types/webhook.deliver", json={"paused": True}, headers=admin_api.headers()
+    )
+    assert paused.status_code == 200
+    sign_in(watched, live_site, people["producer"])
+    why = watched.locator("#not-due")
+    expect(why).to_contain_text("2 are of a paused type (webhook.deliver)")
+    expect(why).not_to_contain_text("run time")
+    expect(watched.locator("main")).not_to_contain_text("None due yet")
+    no_sideways_scroll(watched, width)
