@@ -119,7 +119,9 @@ def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
         if job.depends_on or job.has_dependents:
             parents, dependents = workflow.relatives(conn, actor, job)
         spawned = children.children_of(conn, actor, job_id, limit=CHILDREN_SHOWN + 1)
+        spawned_by = children.parent_of(conn, actor, job)
     return {
+        "spawned_by": spawned_by,
         "parents": parents,
         "dependents": dependents,
         "children": spawned[:CHILDREN_SHOWN],

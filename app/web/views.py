@@ -10,6 +10,7 @@ from app import access
 from app.accounts.errors import AccountError
 from app.queue.domain.errors import QueueError
 from app.queue.domain.policy import Action
+from app.secretbox import HOW_TO_MAKE_A_KEY, current_box
 from app.timeutil import human_duration
 from app.web import account, admin, auth, bulk, operations, pages, schedules, second_factor, types
 from app.web.guard import current_actor
@@ -51,6 +52,13 @@ def permissions() -> dict[str, object]:
         return bool(current_user.is_authenticated) and current_actor().can(action, job)  # type: ignore[arg-type]
 
     return {"can": can, "Action": Action}
+
+
+@bp.app_context_processor
+def server() -> dict[str, object]:
+    """What the server can do, so pages offer only that: without SECRETS_KEY no second factor
+    can be stored (its page would answer 503), and the admins are told what is missing."""
+    return {"secrets_ready": current_box() is not None, "how_to_make_a_key": HOW_TO_MAKE_A_KEY}
 
 
 @bp.get("/")
