@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -22,9 +21,10 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
 from app import db
-from app.queue.contract.requests import EnqueueBody, ListQuery
+from app.queue.contract.list_pages import DEFAULT_PAGE_SIZE, PAGE_SIZES, PageQuery
+from app.queue.contract.requests import EnqueueBody
 from app.queue.contract.strictjson import MalformedJSON, decode_json
-from app.queue.domain import children, explain, job_types, service, stats, workflow
+from app.queue.domain import children, explain, job_types, listing, service, stats, workflow
 from app.queue.domain.errors import Conflict, Forbidden, InvalidInput
 from app.queue.domain.models import Actor, Job, JobFilters
 from app.queue.domain.policy import Action
@@ -37,7 +37,6 @@ from app.web.guard import require_login, requires
 from app.web.htmx import is_htmx, render
 
 bp = Blueprint("pages", __name__, url_prefix="/ui")
-PAGE_SIZE = 25
 STOP_POLLING = 286  # htmx stops an `every` trigger when it gets this status
 CHILDREN_SHOWN = 50  # children listed on a job page (the oldest)
 
@@ -61,6 +60,19 @@ def _list_args() -> MultiDict[str, str]:
     return MultiDict([(k, v) for k, v in request.args.items(multi=True) if v != ""])
 
 
+# The orders the page offers (``sorting``), with the statuses an index keeps each within.
+SORTS = (
+    ("-created", "Newest first"),
+    ("created", "Oldest first"),
+    ("-priority", "Priority, highest first (pending)"),
+    ("priority", "Priority, lowest first (pending)"),
+    ("run_at", "Run time, soonest first (pending)"),
+    ("-run_at", "Run time, latest first (pending)"),
+    ("-updated", "Last change, latest first (running, finished)"),
+    ("updated", "Last change, earliest first (running, finished)"),
+)
+
+
 @bp.get("/jobs")
 @requires(Action.VIEW_JOBS)
 def jobs() -> Response:
@@ -70,34 +82,36 @@ def jobs() -> Response:
     errors: dict[str, str] = {}
     query = args.copy()
     query.poplist("live")
+    filters = JobFilters(limit=DEFAULT_PAGE_SIZE)
+    page = total = None
     try:
-        filters = ListQuery.from_args(query, queue_settings()).to_filters()
-    except InvalidInput as exc:
-        errors = exc.errors
-        filters = JobFilters(limit=PAGE_SIZE)
-    if not args.get("limit"):
-        filters = dataclasses.replace(filters, limit=PAGE_SIZE)
-    page = None
-    if not errors:
+        filters = PageQuery.from_args(query, queue_settings()).to_filters()
         with db.read() as conn:
             page = service.list_jobs(conn, actor, filters)
+            total = listing.total(conn, actor, filters)
+    except InvalidInput as exc:
+        errors = exc.errors
     base: dict[str, Any] = {k: v for k, v in args.items() if k != "cursor"}
+
+    def at(cursor: str | None) -> str | None:
+        return url_for(".jobs", **base, cursor=cursor) if cursor else None
+
     return render(
         "jobs/list.html",
         "jobs/_table_partial.html",
         status=422 if errors else 200,
         jobs=[job.as_seen_by(actor) for job in page.jobs] if page else [],
-        page=page,
+        total=total,
         errors=errors,
         args=args,
         live=live,
         filtered=any(k in args for k in ("status", "type", "priority", "q")),
-        older_url=url_for(".jobs", **base, cursor=page.next_cursor)
-        if page and page.next_cursor
-        else None,
-        newer_url=url_for(".jobs", **base, cursor=page.prev_cursor)
-        if page and page.prev_cursor
-        else None,
+        sort=filters.sort,
+        sorts=SORTS,
+        page_sizes=PAGE_SIZES,
+        first_url=url_for(".jobs", **base) if page and page.prev_cursor else None,
+        next_url=at(page.next_cursor if page else None),
+        prev_url=at(page.prev_cursor if page else None),
         self_url=request.full_path.rstrip("?"),
         job_types=queue_settings().job_types,
         statuses=list(JobStatus),

@@ -43,6 +43,7 @@ from app.queue.contract.fields import (
 from app.queue.contract.request_model import RequestModel, parse_query, refuse
 from app.queue.domain import secret_fields
 from app.queue.domain.models import EnqueueRequest, JobFilters, QueueSettings
+from app.queue.domain.sorting import NEWEST_FIRST, Sort
 from app.queue.domain.states import PRIORITIES
 from app.queue.domain.trace import Trace
 
@@ -223,17 +224,26 @@ class ListQuery(RequestModel):
         """Validate a query string (see ``parse_query``)."""
         return parse_query(cls, args, settings)
 
+    @model_validator(mode="after")
+    def _cursor_of_this_order(self) -> ListQuery:
+        if self.cursor is not None and self.cursor[0] != self.order().key:
+            raise refuse("is a cursor of another order than this list's", field="cursor")
+        return self
+
+    def order(self) -> Sort:
+        """The list's order: newest first (the pages offer others)."""
+        return NEWEST_FIRST
+
     def to_filters(self) -> JobFilters:
         """The service's filters."""
-        before_id, after_id = self.cursor or (None, None)
         return JobFilters(
             status=self.status,
             type=self.type,
             priority=PRIORITIES[self.priority] if self.priority else None,
             search=self.q,
             limit=self.limit,
-            before_id=before_id,
-            after_id=after_id,
+            cursor=self.cursor[1] if self.cursor else None,
+            sort=self.order(),
         )
 
 

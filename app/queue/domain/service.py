@@ -15,8 +15,15 @@ from sqlalchemy import Connection
 
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
-from app.queue.contract.cursors import encode_cursor
-from app.queue.domain import finishing, flow_claim, retention, transitions, uniqueness, workflow
+from app.queue.domain import (
+    finishing,
+    flow_claim,
+    listing,
+    retention,
+    transitions,
+    uniqueness,
+    workflow,
+)
 from app.queue.domain import polls as poll_notes
 from app.queue.domain.errors import Conflict, Forbidden, InvalidInput, NotFound, QueueError
 from app.queue.domain.models import (
@@ -147,15 +154,8 @@ def get_job(conn: Connection, actor: Actor, job_id: int) -> Job:
 
 
 def list_jobs(conn: Connection, actor: Actor, filters: JobFilters) -> JobPage:
-    """A page of the jobs the actor may see, newest first, with keyset cursors."""
-    found, more = store.list_jobs(conn, filters, viewer(actor))
-    going_newer = filters.after_id is not None
-    next_cursor = prev_cursor = None
-    if found and (more or going_newer):
-        next_cursor = encode_cursor("before", found[-1].id)
-    if found and (filters.before_id is not None or (going_newer and more)):
-        prev_cursor = encode_cursor("after", found[0].id)
-    return JobPage(jobs=found, next_cursor=next_cursor, prev_cursor=prev_cursor)
+    """A page of the jobs the actor may see, in the filters' order, with keyset cursors."""
+    return listing.page(conn, actor, filters)
 
 
 def list_events(conn: Connection, actor: Actor, job_id: int) -> list[Event]:

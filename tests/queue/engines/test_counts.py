@@ -15,7 +15,7 @@ from sqlalchemy.exc import DatabaseError
 from app import db
 from app.queue.contract.requests import EnqueueBody
 from app.queue.domain import batches, service, stats
-from app.queue.domain.models import JobFilters
+from app.queue.domain.models import JobFilters, Keyset
 from app.queue.engines import counts as count_store
 from app.schema_figures import job_counts
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
@@ -140,10 +140,10 @@ def test_a_worker_lists_through_its_holder_rows(queue: Queue, backend: str) -> N
         done = service.list_jobs(conn, queue.worker, JobFilters(limit=50, status="completed"))
         first = service.list_jobs(conn, queue.worker, JobFilters(limit=2))
         older = service.list_jobs(
-            conn, queue.worker, JobFilters(limit=2, before_id=first.jobs[-1].id)
+            conn, queue.worker, JobFilters(limit=2, cursor=Keyset("before", (first.jobs[-1].id,)))
         )
         newer = service.list_jobs(
-            conn, queue.worker, JobFilters(limit=2, after_id=older.jobs[0].id)
+            conn, queue.worker, JobFilters(limit=2, cursor=Keyset("after", (older.jobs[0].id,)))
         )
     mine = sorted((job.id for job in claimed if job), reverse=True)
     assert _ids(everything) == mine and jobs[6].id not in mine

@@ -17,7 +17,7 @@ from app import db
 from app.queue.contract.cursors import encode_cursor
 from app.queue.contract.requests import EnqueueBody, ListQuery
 from app.queue.domain import batches, service, stats
-from app.queue.domain.models import Actor, JobFilters, Outcome
+from app.queue.domain.models import Actor, JobFilters, Keyset, Outcome
 from app.queue.engines import due
 from app.queue_settings import queue_settings
 from app.schema import jobs
@@ -417,7 +417,7 @@ def test_every_api_call_of_a_job_life_reads_indexes_only(app: Flask) -> None:
             answered(caller, f"/jobs?limit=2&cursor={answered(caller, lists[-1])['next_cursor']}")
         with app.app_context(), db.read() as conn:  # the pages also page towards newer jobs
             for actor in actors:
-                service.list_jobs(conn, actor, JobFilters(limit=2, after_id=1))
+                service.list_jobs(conn, actor, JobFilters(limit=2, cursor=Keyset("after", (1,))))
     assert any("api_tokens" in sql for sql, _ in statements)
     assert table_scans(app, statements) == []
 
