@@ -39,6 +39,7 @@ from app.web.htmx import is_htmx, render
 bp = Blueprint("pages", __name__, url_prefix="/ui")
 STOP_POLLING = 286  # htmx stops an `every` trigger when it gets this status
 CHILDREN_SHOWN = 50  # children listed on a job page (the oldest)
+RUN_AT_EXAMPLE = "2030-01-02 15:04"  # the form's run time: its hint and its error show this
 
 bp.before_request(require_login)
 
@@ -232,7 +233,11 @@ def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
     if form.idempotency_key.data:
         body["idempotency_key"] = form.idempotency_key.data
     if form.run_at.data:
-        body["run_at"] = _utc_if_naive(form.run_at.data.strip())
+        run_at = _utc(form.run_at.data.strip())
+        if run_at is None:
+            errors["run_at"] = f"must be a 24-hour UTC time like {RUN_AT_EXAMPLE}"
+        else:
+            body["run_at"] = run_at
     if parents := (form.depends_on.data or "").replace(",", " ").split():
         if all(p.isascii() and p.isdigit() for p in parents):
             body["depends_on"] = [int(p) for p in parents]
@@ -241,15 +246,14 @@ def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
     return body
 
 
-def _utc_if_naive(value: str) -> str:
-    """A time typed without an offset (``2030-01-02 15:04``) is UTC, as the form says."""
+def _utc(value: str) -> str | None:
+    """A time as typed in the form (``2030-01-02 15:04``, UTC as the form says, or ISO 8601
+    with an offset), as the API takes it; None when it is not a time."""
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        return value  # EnqueueBody explains what is wrong with it
-    if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=UTC).isoformat()
-    return value
+        return None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).isoformat()
 
 
 @bp.route("/jobs/new", methods=["GET", "POST"])
@@ -270,7 +274,11 @@ def new_job() -> Response | tuple[str, int]:
                 return outcome
             status = outcome
     return render_template(
-        "jobs/new.html", form=form, cap=allowed[-1], max_payload=settings.max_payload_bytes
+        "jobs/new.html",
+        form=form,
+        cap=allowed[-1],
+        max_payload=settings.max_payload_bytes,
+        run_at_example=RUN_AT_EXAMPLE,
     ), status
 
 
@@ -279,11 +287,14 @@ def _enqueue(form: EnqueueForm, actor: Actor) -> Response | int:
     the status of the page that shows them."""
     errors: dict[str, str] = {}
     body = _enqueue_body(form, errors)
+    try:  # every field's refusal at once: the form's own for what it read first
+        enqueue_body = EnqueueBody.parse(body, queue_settings())
+    except InvalidInput as exc:
+        errors = exc.errors | errors
     if errors:
         _form_errors(form, errors)
         return 422
     try:
-        enqueue_body = EnqueueBody.parse(body, queue_settings())
         with db.transaction() as conn:
             job, created = service.enqueue(conn, actor, enqueue_body.to_request(), now=utcnow())
     except InvalidInput as exc:

@@ -10,7 +10,7 @@ from flask import Blueprint, flash, redirect, render_template, url_for
 from werkzeug.wrappers import Response
 
 from app import db
-from app.queue.domain import job_types
+from app.queue.domain import flow, job_types
 from app.queue.domain.errors import NotFound, QueueError
 from app.queue.domain.job_types import TypeChange, TypeView
 from app.queue.domain.policy import Action
@@ -113,8 +113,8 @@ def limits(job_type: str) -> Response | tuple[str, int]:
             raise
         for name, message in exc.errors.items():
             field = getattr(form, name, None)
-            if field is not None:
-                field.errors = [*field.errors, message]
+            if field is not None:  # a form clears a limit by leaving it empty (its hint says)
+                field.errors = [*field.errors, message.removesuffix(flow.NO_LIMIT)]
         return _page((job_type, form), 422)
     flash(f"Limits of {job_type} saved.", "success")
     return redirect(url_for(".index"))

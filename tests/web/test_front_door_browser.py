@@ -60,3 +60,41 @@ def test_the_dashboard_says_a_paused_types_jobs_are_paused(
     expect(why).not_to_contain_text("run time")
     expect(watched.locator("main")).not_to_contain_text("None due yet")
     no_sideways_scroll(watched, width)
+
+
+def test_the_run_time_field_accepts_what_its_hint_shows_and_its_error_says_the_same(
+    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+) -> None:
+    sign_in(watched, live_site, people["producer"], "/ui/jobs/new")
+    hint = watched.locator("#run_at-hint")
+    expect(hint).to_contain_text("2030-01-02 15:04")
+    run_at = watched.get_by_label("Run at (UTC, optional)")
+    run_at.fill("next tuesday")
+    watched.get_by_role("button", name="Enqueue").click()
+    error = watched.locator("#run_at-error")
+    expect(error).to_have_text("must be a 24-hour UTC time like 2030-01-02 15:04")
+    expect(watched.locator("main")).not_to_contain_text("ISO 8601")
+    no_sideways_scroll(watched, width)
+    watched.get_by_label("Run at (UTC, optional)").fill("2030-01-02 15:04")
+    watched.get_by_role("button", name="Enqueue").click()
+    expect(watched.locator(".flash")).to_contain_text("enqueued")
+    expect(watched.locator("table.fields")).to_contain_text("2030-01-02 15:04:00 UTC")
+
+
+def test_a_type_limits_error_asks_for_what_a_form_can_type(
+    watched: Page, live_site: LiveSite, people: dict[str, Any], admin_api: Any, width: int
+) -> None:
+    sign_in(watched, live_site, people["admin"], "/ui/types/")
+    card = watched.locator(
+        "article.job-type", has=watched.get_by_role("heading", name="report.build")
+    )
+    card.get_by_text("Edit limits").click()
+    card.get_by_label("Max running").fill("0")
+    card.get_by_label("Rate limit").fill("ten a minute")
+    card.get_by_role("button", name="Save limits").click()
+    errors = card.locator(".field-error")
+    expect(errors).to_have_count(2)
+    expect(errors.first).to_have_text("must be an integer from 1 to 1,000,000")
+    for text in errors.all_text_contents():
+        assert "null" not in text, text
+    no_sideways_scroll(watched, width)
