@@ -46,6 +46,10 @@ ROLES = {"admin": "admin", "producer": load.PRODUCERS[0], "worker": load.WORKERS
 CLAIMER = load.WORKERS[1]
 _CSRF = re.compile(r'name="csrf_token"[^>]*value="([^"]+)"')
 Timings = dict[str, tuple[float, float]]
+ORDERS = (
+    "sort=created", "status=pending&sort=-priority", "status=pending&sort=run_at",
+    "status=running&sort=-updated", "status=completed&sort=-updated",
+)  # fmt: skip
 
 
 class Session:
@@ -170,6 +174,8 @@ def probes(port: int, tokens: dict[str, str], ids: dict[str, dict[str, str]]) ->
         add(f"{role} /ui/", page, "GET", "/ui/")
         for label, query in filters.items():
             add(f"{role} /ui/jobs{label}", page, "GET", f"/ui/jobs{query}")
+        for query in ORDERS:  # the page's other orders, each where an index keeps it
+            add(f"{role} /ui/jobs?{query}", page, "GET", f"/ui/jobs?{query}")
         for which in ("waiting", "done"):
             add(f"{role} /ui/jobs/<{which}>", page, "GET", f"/ui/jobs/{mine[which]}")
         for label, query in filters.items():
