@@ -28,6 +28,7 @@ from app.queue.domain import children, explain, job_types, listing, service, sta
 from app.queue.domain.errors import Conflict, Forbidden, InvalidInput
 from app.queue.domain.models import Actor, Job, JobFilters
 from app.queue.domain.policy import Action
+from app.queue.domain.sorting import NEWEST_FIRST
 from app.queue.domain.states import PRIORITIES, TERMINAL, JobStatus
 from app.queue_settings import queue_settings
 from app.timeutil import utcnow
@@ -63,7 +64,7 @@ def _list_args() -> MultiDict[str, str]:
 
 # The orders the page offers (``sorting``), with the statuses an index keeps each within.
 SORTS = (
-    ("-created", "Newest first"),
+    ("", "Newest first"),  # the default: left out of the URL
     ("created", "Oldest first"),
     ("-priority", "Priority, highest first (pending)"),
     ("priority", "Priority, lowest first (pending)"),
@@ -108,6 +109,7 @@ def jobs() -> Response:
         live=live,
         filtered=any(k in args for k in ("status", "type", "priority", "q")),
         sort=filters.sort,
+        sort_choice="" if filters.sort == NEWEST_FIRST else str(filters.sort),
         sorts=SORTS,
         page_sizes=PAGE_SIZES,
         first_url=url_for(".jobs", **base) if page and page.prev_cursor else None,

@@ -98,3 +98,41 @@ def test_a_type_limits_error_asks_for_what_a_form_can_type(
     for text in errors.all_text_contents():
         assert "null" not in text, text
     no_sideways_scroll(watched, width)
+
+
+def test_an_actions_message_stays_while_the_job_refreshes(
+    watched: Page,
+    live_site: LiveSite,
+    people: dict[str, Any],
+    width: int,
+    request: pytest.FixtureRequest,
+) -> None:
+    worker, admin = people["worker_api"], people["admin_api"]
+    job = admin.enqueue(max_retries=0, priority="critical")  # claimed before older ones
+    assert worker.claim()["id"] == job["id"]  # type: ignore[index]
+    worker.post(f"/jobs/{job['id']}/fail", {"error": "disk full"})
+    request.addfinalizer(lambda: admin.post(f"/jobs/{job['id']}/cancel"))  # the site is shared
+    sign_in(watched, live_site, people["admin"], f"/ui/jobs/{job['id']}")
+    watched.get_by_role("button", name="Retry job").click()
+    message = watched.locator("#flashes .flash")
+    expect(message).to_have_text(f"Job {job['id']} is queued again.")
+    for _ in range(2):  # the pending job's page refreshes every second; the message stays
+        with watched.expect_response(lambda r: r.url.endswith(f"/ui/jobs/{job['id']}")):
+            pass
+        expect(message).to_have_text(f"Job {job['id']} is queued again.")
+    no_sideways_scroll(watched, width)
+
+
+def test_a_cancel_replaces_the_enqueued_message(
+    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+) -> None:
+    sign_in(watched, live_site, people["producer"], "/ui/jobs/new")
+    watched.get_by_label("Run at (UTC, optional)").fill("2099-01-01 00:00")
+    watched.get_by_role("button", name="Enqueue").click()
+    messages = watched.locator("#flashes .flash")
+    expect(messages).to_contain_text("enqueued")
+    watched.get_by_role("button", name="Cancel job").click()
+    expect(messages).to_have_count(1)
+    expect(messages).to_contain_text("cancelled")
+    expect(watched.locator(".job-status .badge")).to_have_text("cancelled")
+    no_sideways_scroll(watched, width)
