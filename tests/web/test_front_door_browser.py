@@ -136,3 +136,39 @@ def test_a_cancel_replaces_the_enqueued_message(
     expect(messages).to_contain_text("cancelled")
     expect(watched.locator(".job-status .badge")).to_have_text("cancelled")
     no_sideways_scroll(watched, width)
+
+
+PLACEHOLDER_FITS = """(input) => {
+  const style = getComputedStyle(input);
+  const context = document.createElement('canvas').getContext('2d');
+  context.font = style.font;
+  const text = context.measureText(input.placeholder).width;
+  const room = input.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  return [text, room];
+}"""
+CLIPPED_CELLS = """() => [...document.querySelectorAll('table.fields td, table.fields th')]
+  .filter((cell) => cell.scrollWidth > cell.clientWidth + 1
+                    || cell.getBoundingClientRect().right > window.innerWidth + 0.5)
+  .map((cell) => cell.textContent.trim())"""
+
+
+def test_a_job_with_a_clients_automatic_key_fits_the_page(
+    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+) -> None:
+    key = "qlc-" + "0123456789abcdef" * 2 + "01234"  # 37 characters, as the client makes them
+    job = people["producer_api"].enqueue(idempotency_key=key)
+    sign_in(watched, live_site, people["producer"], f"/ui/jobs/{job['id']}")
+    expect(watched.locator("table.fields")).to_contain_text(key)
+    no_sideways_scroll(watched, width)
+    assert watched.evaluate(CLIPPED_CELLS) == []
+    scroller = watched.locator("table.fields").locator("xpath=..")
+    assert scroller.evaluate("(box) => box.scrollWidth <= box.clientWidth")
+
+
+def test_the_search_placeholder_is_not_cut(
+    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+) -> None:
+    sign_in(watched, live_site, people["producer"], "/ui/jobs")
+    text, room = watched.get_by_label("Search").evaluate(PLACEHOLDER_FITS)
+    assert text <= room, (text, room)
+    no_sideways_scroll(watched, width)
