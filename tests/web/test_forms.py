@@ -191,7 +191,9 @@ def test_role_change_needs_a_fresh_login(team: Team, app: Flask) -> None:
     fresh = team.person("boss")
     assert fresh.post("/ui/admin/users/prod2/update", change).status_code == 302
     row = _user_row(fresh, "prod2")
-    assert [o["value"] for o in row.find_all("option", selected=True)] == ["admin", "critical"]
+    assert [o["value"] for o in row.find_all("option", selected=True)] == ["admin"]
+    kept = row.find("input", attrs={"name": f"{prefix}-max_priority", "type": "hidden"})
+    assert kept["value"] == "critical"  # an admin has no cap to choose: any priority
 
 
 def test_disable_and_enable_a_user(team: Team) -> None:

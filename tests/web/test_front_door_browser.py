@@ -4,12 +4,20 @@ sideways."""
 
 from __future__ import annotations
 
+import re
+import shutil
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
+from werkzeug.serving import make_server
 
+from app import create_app
+from tests.builders import PASSWORD, Api, make_token, make_user
+from tests.conftest import base_config
 from tests.web import test_browser
 from tests.web.conftest import LiveSite
 from tests.web.test_browser import sign_in
@@ -172,3 +180,189 @@ def test_the_search_placeholder_is_not_cut(
     text, room = watched.get_by_label("Search").evaluate(PLACEHOLDER_FITS)
     assert text <= room, (text, room)
     no_sideways_scroll(watched, width)
+
+
+ONE_LINE = """([selector, text]) => {
+  const found = [];
+  for (const element of document.querySelectorAll(selector)) {
+    const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const at = node.textContent.indexOf(text);
+      if (at < 0) continue;
+      const range = document.createRange();
+      range.setStart(node, at);
+      range.setEnd(node, at + text.length);
+      found.push(new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size);
+    }
+  }
+  return found;
+}"""
+
+
+@pytest.fixture(scope="module")
+def configured_site(
+    tmp_path_factory: pytest.TempPathFactory, migrated_template: Path
+) -> Iterator[LiveSite]:
+    """A site of its own whose configuration limits a type as the README's example does."""
+    path = tmp_path_factory.mktemp("configured") / "queuelog.sqlite3"
+    shutil.copy(migrated_template, path)
+    limits = {"report.build": {"max_running": 4, "rate_limit": "100/minute"}}
+    app = create_app(base_config(f"sqlite:///{path}", JOB_TYPE_SETTINGS=limits))
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield LiveSite(app, f"http://127.0.0.1:{server.server_port}", app.test_client())
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        app.extensions["queuelog.db"].dispose()
+
+
+def test_a_rate_limit_is_never_broken_mid_word(
+    watched: Page, configured_site: LiveSite, width: int
+) -> None:
+    site = configured_site
+    make_user(site.app, f"admin{width}", "admin", password=PASSWORD)
+    admin = Api(site.api, make_token(site.app, f"admin{width}"))
+    for change in ({"rate_limit": "1000/minute"}, {"max_running": 250}):
+        answer = admin.client.patch("/types/report.build", json=change, headers=admin.headers())
+        assert answer.status_code == 200
+    sign_in(watched, site, f"admin{width}", "/ui/types/")
+    expect(watched.locator("#type-1 .facts")).to_contain_text("configured: 100/minute")
+    assert watched.evaluate(ONE_LINE, ["#type-1 .facts dd", "100/minute"]) == [1]
+    watched.goto(site.url + "/ui/admin/audit?action=type_change")
+    lines = watched.evaluate(ONE_LINE, ["table.audit td.details", "1000/minute"])
+    assert lines and set(lines) == {1}, lines
+    no_sideways_scroll(watched, width)
+
+
+def test_the_job_pages_heading_says_something_true_of_its_status(
+    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+) -> None:
+    producer, worker = people["producer_api"], people["worker_api"]
+    jobs = {"pending": producer.enqueue(run_at="2099-01-01T00:00:00Z")}
+    for status in ("completed", "failed", "running"):
+        job = people["admin_api"].enqueue(priority="critical", max_retries=0)
+        assert worker.claim()["id"] == job["id"]  # type: ignore[index]
+        if status != "running":
+            outcome = "complete" if status == "completed" else "fail"
+            worker.post(
+                f"/jobs/{job['id']}/{outcome}", {"error": "x"} if status == "failed" else {}
+            )
+        jobs[status] = job
+    headings = {
+        "pending": "Why is this job not running?",
+        "running": "What is this job doing?",
+        "completed": "How did this job end?",
+        "failed": "How did this job end?",
+    }
+    sign_in(watched, live_site, people["admin"])
+    for status, job in jobs.items():
+        watched.goto(f"{live_site.url}/ui/jobs/{job['id']}")
+        expect(watched.locator("#why-h")).to_have_text(headings[status])
+    worker.post(f"/jobs/{jobs['running']['id']}/complete", {})  # the site is shared
+    no_sideways_scroll(watched, width)
+
+
+def test_audit_dates_are_typed_as_utc_days(
+    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+) -> None:
+    sign_in(watched, live_site, people["admin"], "/ui/admin/audit")
+    since = watched.get_by_label("From (UTC)")
+    assert since.get_attribute("type") in (None, "text")  # not the browser's local picker
+    assert since.get_attribute("placeholder") == "YYYY-MM-DD"
+    expect(watched.locator("#since-hint")).to_have_text("A UTC day, e.g. 2026-12-01")
+    since.fill("12/01/2026")
+    watched.get_by_role("button", name="Filter").click()
+    expect(watched.locator("#since-error")).to_contain_text("like 2026-12-01")
+    today = watched.evaluate("new Date().toISOString().slice(0, 10)")  # the UTC day
+    watched.get_by_label("From (UTC)").fill(today)
+    watched.get_by_role("button", name="Filter").click()
+    expect(watched).to_have_url(re.compile(rf"/ui/admin/audit\?.*since={today}"))
+    expect(watched.locator("table.audit")).to_contain_text(people["admin"])
+    no_sideways_scroll(watched, width)
+
+
+def test_the_users_page_offers_a_cap_to_producers_and_says_who_signs_in(
+    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+) -> None:
+    monitor = f"scraper{width}"
+    make_user(live_site.app, monitor, "monitor")
+    sign_in(watched, live_site, people["admin"], "/ui/admin/users")
+    expect(watched.locator("#who-signs-in")).to_contain_text(
+        "roles producer, worker, admin sign in to these pages"
+    )
+    for name, capped in ((people["producer"], 1), (people["worker"], 0), (monitor, 0)):
+        row = watched.locator("table.users tr", has=watched.get_by_role("rowheader", name=name))
+        expect(row.get_by_label(f"Priority cap of {name}")).to_have_count(capped)
+    row = watched.locator("table.users tr", has=watched.get_by_role("rowheader", name=monitor))
+    expect(row).to_contain_text("API token only: no sign-in")
+    no_sideways_scroll(watched, width)
+
+
+def test_a_new_token_names_its_user_and_copies(
+    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+) -> None:
+    watched.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    sign_in(watched, live_site, people["admin"], "/ui/admin/tokens")
+    watched.get_by_label("User", exact=True).select_option(people["worker"])
+    watched.get_by_label("Label (optional)").fill("laptop")
+    watched.get_by_role("button", name="Issue token").click()
+    expect(watched.locator("#new-token-h")).to_have_text(
+        f"New token for {people['worker']} (laptop)"
+    )
+    token = watched.locator("#new-token-value").input_value()
+    watched.get_by_role("button", name="Copy").click()
+    expect(watched.locator("#new-token-copied")).to_have_text("Copied to the clipboard.")
+    assert watched.evaluate("navigator.clipboard.readText()") == token
+    no_sideways_scroll(watched, width)
+
+
+def test_schedule_cards_share_the_width(
+    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+) -> None:
+    admin = people["admin_api"]
+    body = {"name": f"one card {width}", "cron": "0 3 * * *", "type": "report.build"}
+    created = admin.post("/schedules", body).get_json()
+    sign_in(watched, live_site, people["admin"], "/ui/schedules/")
+    grid = watched.locator(".schedule-grid").first
+    reach = grid.evaluate(
+        """(g) => {
+          const boxes = [...g.children].map((c) => c.getBoundingClientRect());
+          const row = boxes.filter((b) => Math.abs(b.top - boxes[0].top) < 1);
+          return [Math.max(...row.map((b) => b.right)), g.getBoundingClientRect().right];
+        }"""
+    )
+    assert reach[0] >= reach[1] - 1, reach  # the first row reaches across: no empty column
+    admin.client.delete(f"/schedules/{created['id']}", headers=admin.headers())
+    no_sideways_scroll(watched, width)
+
+
+def test_a_types_counts_open_the_jobs_list_filtered(
+    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+) -> None:
+    people["producer_api"].enqueue("report.build", run_at="2099-01-01T00:00:00Z")
+    sign_in(watched, live_site, people["admin"], "/ui/types/")
+    card = watched.locator("#type-1")
+    card.get_by_role("link", name=re.compile(r"pending jobs of report\.build")).click()
+    expect(watched).to_have_url(f"{live_site.url}/ui/jobs?type=report.build&status=pending")
+    expect(watched.get_by_label("Type")).to_have_value("report.build")
+    expect(watched.locator("#jobs-total")).to_contain_text("match")
+    no_sideways_scroll(watched, width)
+
+
+def test_retention_and_the_api_reference_are_in_the_navigation(
+    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+) -> None:
+    sign_in(watched, live_site, people["admin"])
+    nav = watched.get_by_role("navigation", name="Main")
+    nav.get_by_role("link", name="Retention").click()
+    expect(watched).to_have_url(f"{live_site.url}/ui/retention")
+    nav.get_by_role("link", name="API", exact=True).click()
+    expect(watched).to_have_url(f"{live_site.url}/docs")
+    watched.goto(f"{live_site.url}/ui/")
+    assert (
+        watched.evaluate("document.querySelector('nav .nav-links').getBoundingClientRect().right")
+        <= width
+    )  # the links fit the window

@@ -145,6 +145,12 @@ def priority_cap(actor: Caller) -> int:
     return PRIORITIES["critical"] if actor.role is Role.ADMIN else actor.max_priority
 
 
+def caps_priority(actor: Caller) -> bool:
+    """Whether ``actor``'s priority cap limits what it enqueues: admins enqueue any priority,
+    and a role that enqueues nothing has no use for one."""
+    return role_allows(actor, Action.ENQUEUE) and actor.role is not Role.ADMIN
+
+
 def role_allows(actor: Caller, action: Action) -> bool:
     """The role table's answer (``can`` skips it for an action cleared earlier this request)."""
     return actor.role in ROLES[action]

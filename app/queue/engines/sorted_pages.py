@@ -175,7 +175,13 @@ def _statement(shape: _Shape) -> Prepared:
         return Prepared(arms[0])
     if not arms:
         return Prepared(select(*JOB_COLUMNS).where(false()))
-    return Prepared(union_all(*(select(*arm.subquery().c) for arm in arms)))
+    # The reads merged in the walk's order and cut to a page here, not in Python.
+    merged = union_all(*(select(*arm.subquery().c) for arm in arms)).subquery()
+    order = [
+        merged.c[column.name].asc() if up == shape.forward else merged.c[column.name].desc()
+        for column, up in columns
+    ]
+    return Prepared(select(*merged.c).order_by(*order).limit(bindparam("limit")))
 
 
 def _columns(shape: _Shape) -> Columns:

@@ -4,13 +4,15 @@ a cap, so that no count reads a million rows."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, func, literal, select
+from sqlalchemy import Connection, bindparam, func, literal, select
 
 from app.queue.domain.models import JobFilters
 from app.queue.domain.states import JobStatus
 from app.queue.engines.jobs import Viewer, matching
+from app.queue.engines.prepared import Prepared
 from app.schema_figures import job_counts
 
 
@@ -22,16 +24,26 @@ def known(filters: JobFilters) -> bool:
 def counted(conn: Connection, filters: JobFilters, viewer: Viewer) -> int:
     """How many jobs ``viewer`` sees that ``filters`` match, exactly, from the counters: one
     range of their primary key (``known`` says when they can tell)."""
-    statuses = [filters.status] if filters.status else [status.value for status in JobStatus]
-    summed: Any = sum((job_counts.c[status] for status in statuses), start=literal(0))
+    query = _counted(filters.status or None, bool(filters.type), filters.priority is not None)
+    params = {"scope": viewer.counts_scope, "type": filters.type, "priority": filters.priority}
+    row = query.row(conn, params)
+    return int(row[0]) if row else 0
+
+
+@lru_cache(maxsize=32)
+def _counted(status: str | None, by_type: bool, by_priority: bool) -> Prepared:
+    """The counters' sum for one shape of filters: a status (None: all of them), a type, a
+    priority."""
+    statuses = [status] if status else [each.value for each in JobStatus]
+    summed: Any = sum((job_counts.c[name] for name in statuses), start=literal(0))
     query = select(func.coalesce(func.sum(summed), 0)).where(
-        job_counts.c.scope == viewer.counts_scope
+        job_counts.c.scope == bindparam("scope")
     )
-    if filters.type:
-        query = query.where(job_counts.c.type == filters.type)
-    if filters.priority is not None:
-        query = query.where(job_counts.c.priority == filters.priority)
-    return int(conn.execute(query).scalar_one())
+    if by_type:
+        query = query.where(job_counts.c.type == bindparam("type"))
+    if by_priority:
+        query = query.where(job_counts.c.priority == bindparam("priority"))
+    return Prepared(query)
 
 
 def counted_up_to(conn: Connection, filters: JobFilters, viewer: Viewer, cap: int) -> int:
