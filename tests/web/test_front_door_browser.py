@@ -5,21 +5,16 @@ sideways."""
 from __future__ import annotations
 
 import re
-import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
-from werkzeug.serving import make_server
 
-from app import create_app
 from tests.builders import PASSWORD, Api, make_token, make_user
-from tests.conftest import base_config
-from tests.web import test_browser
-from tests.web.conftest import LiveSite
+from tests.web import test_browser, test_types_browser
+from tests.web.conftest import LiveSite, serve_site
 from tests.web.test_browser import sign_in
 
 pytestmark = pytest.mark.browser
@@ -28,8 +23,8 @@ people = test_browser.people  # the browser tests' fixtures: fresh users, a watc
 watched = test_browser.watched
 expected_console = test_browser.expected_console
 expected_statuses = test_browser.expected_statuses
+admin_api = test_types_browser.admin_api  # type overrides go back afterwards
 WIDTHS = [1280, 375]
-CLEARED = {"max_running": None, "rate_limit": None, "paused": None}
 
 
 @pytest.fixture(params=WIDTHS, ids=[f"{w}px" for w in WIDTHS])
@@ -37,15 +32,6 @@ def width(request: pytest.FixtureRequest, watched: Page) -> int:
     """The window's width; the page is sized to it before the test opens anything."""
     watched.set_viewport_size({"width": request.param, "height": 900})
     return int(request.param)
-
-
-@pytest.fixture
-def admin_api(people: dict[str, Any]) -> Iterator[Any]:
-    """The live site is shared by every browser test: type overrides go back afterwards."""
-    api = people["admin_api"]
-    yield api
-    for job_type in ("webhook.deliver", "report.build"):
-        api.client.patch(f"/types/{job_type}", json=CLEARED, headers=api.headers())
 
 
 def no_sideways_scroll(page: Page, width: int) -> None:
@@ -204,19 +190,8 @@ def configured_site(
     tmp_path_factory: pytest.TempPathFactory, migrated_template: Path
 ) -> Iterator[LiveSite]:
     """A site of its own whose configuration limits a type as the README's example does."""
-    path = tmp_path_factory.mktemp("configured") / "queuelog.sqlite3"
-    shutil.copy(migrated_template, path)
     limits = {"report.build": {"max_running": 4, "rate_limit": "100/minute"}}
-    app = create_app(base_config(f"sqlite:///{path}", JOB_TYPE_SETTINGS=limits))
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield LiveSite(app, f"http://127.0.0.1:{server.server_port}", app.test_client())
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
-        app.extensions["queuelog.db"].dispose()
+    yield from serve_site(tmp_path_factory, migrated_template, JOB_TYPE_SETTINGS=limits)
 
 
 def test_a_rate_limit_is_never_broken_mid_word(
