@@ -128,7 +128,8 @@ DEFAULTS: dict[str, Any] = {
     # A schedule slot older than this when ticked was missed (the service was down): its
     # catch_up policy decides ("skip" drops missed slots, "one" enqueues one job for them).
     "SCHEDULE_GRACE_SECONDS": 300,
-    # The explainer says no worker polls for a type when none claimed it for this long.
+    # The explainer says no worker polls for a type when none asked for it (claimed, found or
+    # not) for this long; each process notes a type's polls once per tenth of it.
     "EXPLAIN_IDLE_WORKER_SECONDS": 300,
     # Long-polls (claims with wait_seconds, and later waits) one API token may have waiting at
     # once in one server process; one more answers at once (204 for a claim) with Retry-After.

@@ -31,7 +31,7 @@ from app.accounts import service as accounts
 from app.accounts import store as accounts_store
 from app.infra import db
 from app.queue.contract.cursors import encode_cursor
-from app.queue.usecases import reading
+from app.queue.usecases import listing
 from app.queue.vocabulary.models import JobFilters
 from app.queue.vocabulary.timeutil import utcnow
 from bench import SECRET
@@ -47,6 +47,10 @@ ROLES = {"admin": "admin", "producer": load.PRODUCERS[0], "worker": load.WORKERS
 CLAIMER = load.WORKERS[1]
 _CSRF = re.compile(r'name="csrf_token"[^>]*value="([^"]+)"')
 Timings = dict[str, tuple[float, float]]
+ORDERS = (
+    "sort=created", "status=pending&sort=-priority", "status=pending&sort=run_at",
+    "status=running&sort=-updated", "status=completed&sort=-updated",
+)  # fmt: skip
 
 
 class Session:
@@ -134,7 +138,7 @@ def targets(app: Flask, size: int) -> dict[str, dict[str, str]]:
             actor = user.actor()
 
             def first(status: str, actor: Any = actor) -> int:
-                page = reading.list_jobs(conn, actor, JobFilters(status=status, limit=1))
+                page = listing.page(conn, actor, JobFilters(status=status, limit=1))
                 assert page.jobs, f"{actor.name} sees no {status} job"
                 return page.jobs[0].id
 
@@ -164,6 +168,8 @@ def probes(port: int, tokens: dict[str, str], ids: dict[str, dict[str, str]]) ->
         add(f"{role} /ui/", page, "GET", "/ui/")
         for label, query in filters.items():
             add(f"{role} /ui/jobs{label}", page, "GET", f"/ui/jobs{query}")
+        for query in ORDERS:  # the page's other orders, each where an index keeps it
+            add(f"{role} /ui/jobs?{query}", page, "GET", f"/ui/jobs?{query}")
         for which in ("waiting", "done"):
             add(f"{role} /ui/jobs/<{which}>", page, "GET", f"/ui/jobs/{mine[which]}")
         for label, query in filters.items():

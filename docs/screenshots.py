@@ -52,6 +52,7 @@ def seed(app, client) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
             types[i % 3],
             payload={"to": f"user{i}@example.com", "template": "welcome"},
             priority=["low", "medium"][i % 2],
+            idempotency_key=f"qlc-7f3a9c2e41d84b6f95e0a1c3d5b7e9f{i:02d}",  # as the client's
         )
     for i in range(9):
         job = worker.claim()
@@ -227,6 +228,11 @@ def main(wanted: list[str]) -> None:
                             page.get_by_label("Reason").fill("SMTP relay fixed (INC-2291)")
                         if name == "types":  # show the limits form of report.build
                             page.locator("details.type-limits summary").nth(1).click()
+                        if name == "tokens":  # a token just issued, with its copy button
+                            page.get_by_label("User", exact=True).select_option("wendy")
+                            page.get_by_label("Label (optional)").fill("laptop")
+                            page.get_by_role("button", name="Issue token").click()
+                            page.wait_for_selector("#new-token-value")
                         page.screenshot(path=ROOT / "docs" / f"{name}{suffix}.png", full_page=True)
                     page.close()
                 browser.close()

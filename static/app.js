@@ -20,3 +20,28 @@ document.addEventListener("htmx:configRequest", function (event) {
     }
   }
 });
+
+// A button with data-copy="ID" copies the value of the field ID (a new API token) and says so
+// in the element its aria-describedby names.
+document.addEventListener("click", function (event) {
+  const button = event.target.closest("button[data-copy]");
+  if (!button) {
+    return;
+  }
+  const field = document.getElementById(button.dataset.copy);
+  const status = document.getElementById(button.getAttribute("aria-describedby"));
+  const said = function (text) {
+    if (status) {
+      status.textContent = text;
+    }
+  };
+  field.select();
+  if (navigator.clipboard) {
+    navigator.clipboard.writeText(field.value).then(
+      function () { said("Copied to the clipboard."); },
+      function () { said("Select the token and copy it with your keyboard."); }
+    );
+  } else {
+    said("Select the token and copy it with your keyboard.");
+  }
+});

@@ -148,6 +148,8 @@ def finish() -> Response:
         if wanted is not None and claims.worth_a_look(wanted, effects):
             found = claims.look(conn, g.actor, wanted)
             effects = effects.taken(found.jobs)  # claimed here: nobody else need look
+        elif wanted is not None:
+            claims.note_poll(conn, wanted)
         announce(effects)
     if wanted is not None and not (found and found.jobs) and wanted.wait_seconds:
         found = claims.wait(wanted, seen, found)

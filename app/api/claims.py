@@ -20,11 +20,11 @@ from app.api import auth
 from app.api.admission import admission
 from app.api.dispatcher import LOOKS, Waiter, dispatcher_of, wants
 from app.infra import db
-from app.infra.queue_settings import queue_settings
+from app.infra.queue_settings import poll_notes, queue_settings
 from app.infra.secretbox import current_box
 from app.queue.rules import secret_fields
 from app.queue.rules.secret_fields import Secrets
-from app.queue.usecases import claiming
+from app.queue.usecases import claiming, type_polls
 from app.queue.vocabulary.effects import NOTHING, Effects
 from app.queue.vocabulary.models import Actor, Job, Wanted
 from app.queue.vocabulary.timeutil import utcnow
@@ -71,6 +71,7 @@ def look(conn: Connection, actor: Actor, wanted: Wanted) -> Claim:
         max_jobs=wanted.max_jobs,
         lease_seconds=wanted.lease_seconds,
         types=wanted.types,
+        polls=poll_notes(),
     )
     secrets = secret_fields.for_holder(conn, claimed.jobs, actor.name, current_box())
     announce(claimed.effects)
@@ -114,4 +115,13 @@ def claim(wanted: Wanted) -> Claim:
             found = look(conn, auth.current_actor(), wanted)
         if found.jobs or not wanted.wait_seconds:
             return found
+    elif poll_notes().stale(wanted.types or queue_settings().job_types, utcnow()):
+        with db.transaction() as conn:
+            note_poll(conn, wanted)
     return wait(wanted, seen, found) if wanted.wait_seconds else Claim([], {})
+
+
+def note_poll(conn: Connection, wanted: Wanted) -> None:
+    """A claim that skipped its look still tells the explainer that a worker asks for its
+    types (once per interval per process and type)."""
+    type_polls.note(conn, poll_notes(), wanted.types or queue_settings().job_types, utcnow())

@@ -36,7 +36,7 @@ from app.queue.contract.job_responses import (
 from app.queue.contract.request_model import RequestModel
 from app.queue.rules import uniqueness
 from app.queue.rules.policy import Action
-from app.queue.usecases import enqueueing, explain, job_actions, reading
+from app.queue.usecases import enqueueing, explain, job_actions, listing, reading
 from app.queue.vocabulary.errors import QueueError
 from app.queue.vocabulary.models import Job
 from app.queue.vocabulary.timeutil import utcnow
@@ -155,7 +155,7 @@ def enqueue() -> Response:
 def list_jobs() -> Response:
     filters = ListQuery.from_args(request.args, queue_settings()).to_filters()
     with db.read() as conn:
-        page = reading.list_jobs(conn, g.actor, filters)
+        page = listing.page(conn, g.actor, filters)
     return respond(response_builders.job_page_out(page, include_error=g.actor.sees_errors))
 
 

@@ -37,6 +37,9 @@ class AuditPage:
     next_cursor: str | None
 
 
+DAY_EXAMPLE = "2026-12-01"  # the audit page's hint and the error both show it
+
+
 def _moment(raw: str, *, end_of_day: bool) -> datetime:
     """An ISO date (a whole UTC day) or an ISO datetime (naive means UTC)."""
     if len(raw) == 10:
@@ -53,7 +56,7 @@ def _moment_of(*, end_of_day: bool) -> Callable[[Any], datetime]:
                 raise ValueError(raw)
             return _moment(raw, end_of_day=end_of_day)
         except (ValueError, OverflowError):
-            raise refuse("must be an ISO 8601 date or date-time") from None
+            raise refuse(f"must be a UTC day like {DAY_EXAMPLE} or an ISO 8601 date-time") from None
 
     return parse
 

@@ -423,3 +423,14 @@ type_claim_windows = Table(
     Column("window_started_at", UTCDateTime(), nullable=False),
     Column("claims", Integer, nullable=False, server_default=text("0")),
 )
+
+# When a worker last asked for jobs of each type, whether its claim found one or not (a claim
+# without ``types`` asks for every configured type): the explainer's ``no_worker_polling``.
+# Each process writes a type's row at most once per EXPLAIN_IDLE_WORKER_SECONDS / 10
+# (``app.queue.domain.polls``), so empty claims do not write on every call.
+type_polls = Table(
+    "type_polls",
+    metadata,
+    Column("type", String(200), primary_key=True),
+    Column("polled_at", UTCDateTime(), nullable=False),
+)

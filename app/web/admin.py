@@ -10,7 +10,8 @@ from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError, AccountNotFound, FreshLoginRequired
 from app.infra import db
-from app.queue.rules.policy import Action
+from app.queue.rules.policy import ROLES, Action, caps_priority
+from app.queue.vocabulary.states import Role
 from app.queue.vocabulary.timeutil import utcnow
 from app.web.forms import TOKEN_LIFETIMES, ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
 from app.web.guard import current_actor, login_url, require_login, requires
@@ -63,6 +64,10 @@ def _users_page(create_form: CreateUserForm | None = None, status: int = 200) ->
     return render_template(
         "admin/users.html",
         users=users,
+        caps={user.id: caps_priority(user.actor()) for user in users},
+        pages={user.id: user.actor().can(Action.SIGN_IN) for user in users},
+        sign_in_roles=[role for role in Role if role in ROLES[Action.SIGN_IN]],
+        token_roles=[role for role in Role if role not in ROLES[Action.SIGN_IN]],
         update_forms=forms,
         create_form=create_form or CreateUserForm(formdata=None),
         confirm_form=ConfirmForm(),
@@ -165,8 +170,11 @@ def enable_user(name: str) -> Response | tuple[str, int]:
 
 
 def _tokens_page(
-    form: TokenForm | None = None, new_token: str | None = None, status: int = 200
+    form: TokenForm | None = None,
+    new_token: tuple[str, str, str] | None = None,
+    status: int = 200,
 ) -> tuple[str, int]:
+    """The tokens page; ``new_token``: a token just issued (itself, its user, its label)."""
     actor = current_actor()
     with db.read() as conn:
         tokens = accounts.list_tokens(conn, actor)
@@ -214,7 +222,7 @@ def create_token() -> Response | tuple[str, int]:
     except AccountError as exc:
         form.label.errors = [exc.detail]
         return _tokens_page(form, status=exc.status)
-    return _tokens_page(new_token=raw, status=201)
+    return _tokens_page(new_token=(raw, form.user.data, form.label.data or ""), status=201)
 
 
 @bp.post("/tokens/<id:token_id>/revoke")

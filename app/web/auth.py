@@ -23,6 +23,7 @@ from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.infra import access, db
 from app.infra.secretbox import current_box
+from app.queue.rules.policy import Action, what
 from app.queue.vocabulary.timeutil import utcnow
 from app.web.forms import CodeForm, LoginForm
 from app.web.login import LOGIN_AT, SessionUser
@@ -108,6 +109,12 @@ def login() -> Response | tuple[str, int]:
             raise refusal(retry_after)
         with db.read() as conn:
             user = accounts.authenticate_password(conn, form.username.data, form.password.data)
+        if user is not None and not user.actor().can(Action.SIGN_IN):
+            # The password was right: say why there is no page for this role.
+            throttle.succeeded(address, form.username.data)
+            form.form_errors.append(f"The {user.role} role may not {what(Action.SIGN_IN)}.")
+            audit.record_alone(AuditAction.SIGN_IN_FAILED, f"user:{user.name}", step="role")
+            return render_template("auth/login.html", form=form), 403
         if user is not None:
             throttle.succeeded(address, form.username.data)
             with db.read() as conn:

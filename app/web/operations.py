@@ -58,6 +58,7 @@ def audit() -> tuple[str, int]:
         actions=list(AuditAction),
         older_url=older,
         first_url=url_for(".audit", **base) if "cursor" in args else None,
+        day_example=audit_queries.DAY_EXAMPLE,
     ), 422 if errors else 200
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -23,16 +22,19 @@ from werkzeug.wrappers import Response
 
 from app.infra import db
 from app.infra.queue_settings import queue_settings
-from app.queue.contract.job_requests import EnqueueBody, ListQuery
+from app.queue.contract.job_requests import EnqueueBody
+from app.queue.contract.list_pages import DEFAULT_PAGE_SIZE, PAGE_SIZES, PageQuery
 from app.queue.contract.strictjson import MalformedJSON, decode_json
 from app.queue.rules import workflows
 from app.queue.rules.policy import Action
+from app.queue.rules.sorting import NEWEST_FIRST
 from app.queue.usecases import (
     children,
     enqueueing,
     explain,
     job_actions,
     job_types,
+    listing,
     reading,
     stats,
 )
@@ -48,9 +50,9 @@ from app.web.guard import require_login, requires
 from app.web.htmx import is_htmx, render
 
 bp = Blueprint("pages", __name__, url_prefix="/ui")
-PAGE_SIZE = 25
 STOP_POLLING = 286  # htmx stops an `every` trigger when it gets this status
 CHILDREN_SHOWN = 50  # children listed on a job page (the oldest)
+RUN_AT_EXAMPLE = "2030-01-02 15:04"  # the form's run time: its hint and its error show this
 
 bp.before_request(require_login)
 
@@ -72,6 +74,19 @@ def _list_args() -> MultiDict[str, str]:
     return MultiDict([(k, v) for k, v in request.args.items(multi=True) if v != ""])
 
 
+# The orders the page offers (``sorting``), with the statuses an index keeps each within.
+SORTS = (
+    ("", "Newest first"),  # the default: left out of the URL
+    ("created", "Oldest first"),
+    ("-priority", "Priority, highest first (pending)"),
+    ("priority", "Priority, lowest first (pending)"),
+    ("run_at", "Run time, soonest first (pending)"),
+    ("-run_at", "Run time, latest first (pending)"),
+    ("-updated", "Last change, latest first (running, finished)"),
+    ("updated", "Last change, earliest first (running, finished)"),
+)
+
+
 @bp.get("/jobs")
 @requires(Action.VIEW_JOBS)
 def jobs() -> Response:
@@ -81,34 +96,37 @@ def jobs() -> Response:
     errors: dict[str, str] = {}
     query = args.copy()
     query.poplist("live")
+    filters = JobFilters(limit=DEFAULT_PAGE_SIZE)
+    page = total = None
     try:
-        filters = ListQuery.from_args(query, queue_settings()).to_filters()
+        filters = PageQuery.from_args(query, queue_settings()).to_filters()
+        with db.read() as conn:
+            page = listing.page(conn, actor, filters)
+            total = listing.total(conn, actor, filters)
     except InvalidInput as exc:
         errors = exc.errors
-        filters = JobFilters(limit=PAGE_SIZE)
-    if not args.get("limit"):
-        filters = dataclasses.replace(filters, limit=PAGE_SIZE)
-    page = None
-    if not errors:
-        with db.read() as conn:
-            page = reading.list_jobs(conn, actor, filters)
     base: dict[str, Any] = {k: v for k, v in args.items() if k != "cursor"}
+
+    def at(cursor: str | None) -> str | None:
+        return url_for(".jobs", **base, cursor=cursor) if cursor else None
+
     return render(
         "jobs/list.html",
         "jobs/_table_partial.html",
         status=422 if errors else 200,
         jobs=[job.as_seen_by(actor) for job in page.jobs] if page else [],
-        page=page,
+        total=total,
         errors=errors,
         args=args,
         live=live,
         filtered=any(k in args for k in ("status", "type", "priority", "q")),
-        older_url=url_for(".jobs", **base, cursor=page.next_cursor)
-        if page and page.next_cursor
-        else None,
-        newer_url=url_for(".jobs", **base, cursor=page.prev_cursor)
-        if page and page.prev_cursor
-        else None,
+        sort=filters.sort,
+        sort_choice="" if filters.sort == NEWEST_FIRST else str(filters.sort),
+        sorts=SORTS,
+        page_sizes=PAGE_SIZES,
+        first_url=url_for(".jobs", **base) if page and page.prev_cursor else None,
+        next_url=at(page.next_cursor if page else None),
+        prev_url=at(page.prev_cursor if page else None),
         self_url=request.full_path.rstrip("?"),
         job_types=queue_settings().job_types,
         statuses=list(JobStatus),
@@ -130,7 +148,9 @@ def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
         if job.depends_on or job.has_dependents:
             parents, dependents = workflows.relatives(conn, actor, job)
         spawned = children.children_of(conn, actor, job_id, limit=CHILDREN_SHOWN + 1)
+        spawned_by = children.parent_of(conn, actor, job)
     return {
+        "spawned_by": spawned_by,
         "parents": parents,
         "dependents": dependents,
         "children": spawned[:CHILDREN_SHOWN],
@@ -227,7 +247,11 @@ def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
     if form.idempotency_key.data:
         body["idempotency_key"] = form.idempotency_key.data
     if form.run_at.data:
-        body["run_at"] = _utc_if_naive(form.run_at.data.strip())
+        run_at = _utc(form.run_at.data.strip())
+        if run_at is None:
+            errors["run_at"] = f"must be a 24-hour UTC time like {RUN_AT_EXAMPLE}"
+        else:
+            body["run_at"] = run_at
     if parents := (form.depends_on.data or "").replace(",", " ").split():
         if all(p.isascii() and p.isdigit() for p in parents):
             body["depends_on"] = [int(p) for p in parents]
@@ -236,15 +260,14 @@ def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
     return body
 
 
-def _utc_if_naive(value: str) -> str:
-    """A time typed without an offset (``2030-01-02 15:04``) is UTC, as the form says."""
+def _utc(value: str) -> str | None:
+    """A time as typed in the form (``2030-01-02 15:04``, UTC as the form says, or ISO 8601
+    with an offset), as the API takes it; None when it is not a time."""
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        return value  # EnqueueBody explains what is wrong with it
-    if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=UTC).isoformat()
-    return value
+        return None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).isoformat()
 
 
 @bp.route("/jobs/new", methods=["GET", "POST"])
@@ -265,7 +288,11 @@ def new_job() -> Response | tuple[str, int]:
                 return outcome
             status = outcome
     return render_template(
-        "jobs/new.html", form=form, cap=allowed[-1], max_payload=settings.max_payload_bytes
+        "jobs/new.html",
+        form=form,
+        cap=allowed[-1],
+        max_payload=settings.max_payload_bytes,
+        run_at_example=RUN_AT_EXAMPLE,
     ), status
 
 
@@ -274,11 +301,14 @@ def _enqueue(form: EnqueueForm, actor: Actor) -> Response | int:
     the status of the page that shows them."""
     errors: dict[str, str] = {}
     body = _enqueue_body(form, errors)
+    try:  # every field's refusal at once: the form's own for what it read first
+        enqueue_body = EnqueueBody.parse(body, queue_settings())
+    except InvalidInput as exc:
+        errors = exc.errors | errors
     if errors:
         _form_errors(form, errors)
         return 422
     try:
-        enqueue_body = EnqueueBody.parse(body, queue_settings())
         with db.transaction() as conn:
             enqueued = enqueueing.enqueue(conn, actor, enqueue_body.to_request(), now=utcnow())
             announce(enqueued.effects)

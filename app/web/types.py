@@ -11,6 +11,7 @@ from werkzeug.wrappers import Response
 
 from app.infra import db
 from app.infra.queue_settings import queue_settings
+from app.queue.rules import type_limits
 from app.queue.rules.policy import Action
 from app.queue.usecases import job_types
 from app.queue.usecases.job_types import TypeChange, TypeView
@@ -115,8 +116,8 @@ def limits(job_type: str) -> Response | tuple[str, int]:
             raise
         for name, message in exc.errors.items():
             field = getattr(form, name, None)
-            if field is not None:
-                field.errors = [*field.errors, message]
+            if field is not None:  # a form clears a limit by leaving it empty (its hint says)
+                field.errors = [*field.errors, message.removesuffix(type_limits.NO_LIMIT)]
         return _page((job_type, form), 422)
     flash(f"Limits of {job_type} saved.", "success")
     return redirect(url_for(".index"))

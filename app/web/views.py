@@ -8,6 +8,7 @@ from werkzeug.wrappers import Response
 
 from app.accounts.errors import AccountError
 from app.infra import access
+from app.infra.secretbox import HOW_TO_MAKE_A_KEY, current_box
 from app.queue.rules.policy import Action
 from app.queue.vocabulary.errors import QueueError
 from app.queue.vocabulary.timeutil import human_duration
@@ -51,6 +52,13 @@ def permissions() -> dict[str, object]:
         return bool(current_user.is_authenticated) and current_actor().can(action, job)  # type: ignore[arg-type]
 
     return {"can": can, "Action": Action}
+
+
+@bp.app_context_processor
+def server() -> dict[str, object]:
+    """What the server can do, so pages offer only that: without SECRETS_KEY no second factor
+    can be stored (its page would answer 503), and the admins are told what is missing."""
+    return {"secrets_ready": current_box() is not None, "how_to_make_a_key": HOW_TO_MAKE_A_KEY}
 
 
 @bp.get("/")

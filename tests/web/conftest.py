@@ -162,9 +162,16 @@ def live_site(
     tmp_path_factory: pytest.TempPathFactory, migrated_template: Path
 ) -> Iterator[LiveSite]:
     """A real server (werkzeug, threaded) on its own SQLite file, for the whole session."""
+    yield from serve_site(tmp_path_factory, migrated_template, UI_POLL_SECONDS=1)
+
+
+def serve_site(
+    tmp_path_factory: pytest.TempPathFactory, migrated_template: Path, **config: Any
+) -> Iterator[LiveSite]:
+    """The app with ``config`` served on 127.0.0.1 from its own SQLite file, until closed."""
     path = tmp_path_factory.mktemp("live") / "queuelog.sqlite3"
     shutil.copy(migrated_template, path)
-    app = create_app(base_config(f"sqlite:///{path}", UI_POLL_SECONDS=1))
+    app = create_app(base_config(f"sqlite:///{path}", **config))
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, name="live-site", daemon=True)
     thread.start()

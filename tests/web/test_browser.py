@@ -143,7 +143,7 @@ def test_cancel_and_retry(watched: Page, live_site: LiveSite, people) -> None:
     expect(status).to_have_text("pending")
     watched.get_by_role("button", name="Cancel job").click()
     expect(status).to_have_text("cancelled")
-    expect(watched.locator("#job-detail .flash")).to_contain_text("cancelled")
+    expect(watched.locator("#flashes .flash")).to_contain_text("cancelled")
     watched.get_by_role("button", name="Retry job").click()
     expect(status).to_have_text("pending")
     expect(watched.locator(".timeline li")).to_have_count(3)

@@ -95,7 +95,8 @@ def test_a_worker_with_pending_jobs_is_not_told_nothing_waits(team: Team) -> Non
     worker = soup(team.person("work").get("/ui/"))
     assert _tile(worker, "pending") == 1
     text = worker.find(id="oldest-pending").get_text()
-    assert "Nothing is waiting" not in text and "1 pending job waits" in text
+    assert "Nothing is waiting" not in text
+    assert worker.find(id="not-due-scheduled").get_text().startswith("1 waits for its run time")
 
 
 def test_the_oldest_due_job_leaves_out_paused_types(team: Team) -> None:
@@ -107,5 +108,18 @@ def test_the_oldest_due_job_leaves_out_paused_types(team: Team) -> None:
     assert paused.status_code == 200
     page = soup(team.person("boss").get("/ui/"))
     assert _tile(page, "pending") == 1
-    assert "None due yet" in page.find(id="oldest-pending").get_text()
-    assert page.find(id="paused-note").get_text() == "Not counting the paused type webhook.deliver."
+    why = page.find(id="not-due")
+    assert why.find(id="not-due-paused").get_text().startswith("1 is of a paused type")
+    assert "run time" not in why.get_text()  # it is paused, not scheduled
+    parent = team.producer.enqueue("report.build", run_at="2099-01-01T00:00:00Z")
+    team.producer.enqueue("report.build", depends_on=[parent["id"]])
+    team.producer.enqueue("webhook.deliver", depends_on=[parent["id"]])  # paused and waiting
+    page = soup(team.person("boss").get("/ui/"))
+    assert page.find(id="paused-note") is None  # the list says it
+    assert page.find(id="oldest-pending").get_text() == "None is due to run now. Of the 4 pending:"
+    items = [" ".join(li.get_text().split()) for li in page.find(id="not-due").find_all("li")]
+    assert items == [
+        "2 are of a paused type (webhook.deliver): no worker gets them until the type is resumed",
+        "1 waits for parent jobs to finish",
+        "1 waits for its run time (scheduled, or backing off after a failure)",
+    ]

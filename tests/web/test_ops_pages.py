@@ -14,7 +14,7 @@ from app.infra import db
 from app.storage.schema import audit_events
 from tests.api.conftest import assert_problem
 from tests.builders import PASSWORD, make_user
-from tests.web.conftest import Team, sign_in, soup
+from tests.web.conftest import Team, login, sign_in, soup
 
 
 def seed_audit(app: Flask, count: int, *, at: datetime | None = None) -> None:
@@ -98,9 +98,12 @@ def test_audit_and_workers_pages_are_for_admins_only(team: Team) -> None:
     assert anonymous.get("/ui/admin/audit").status_code == 302
 
 
-def test_monitor_gets_403_on_every_page(team: Team) -> None:
+def test_a_monitor_gets_no_page(team: Team) -> None:
+    """The monitor role scrapes /metrics with a token: its sign-in is refused (403, saying
+    so), and every page sends it to the sign-in."""
     make_user(team.app, "watcher", "monitor", password=PASSWORD)
-    person = sign_in_monitor(team.app)
+    client = team.app.test_client()
+    assert login(client, "watcher").status_code == 403
     job = team.producer.enqueue()
     for path in (
         "/ui/",
@@ -112,15 +115,7 @@ def test_monitor_gets_403_on_every_page(team: Team) -> None:
         "/ui/admin/audit",
         "/ui/workers",
     ):
-        assert person.get(path).status_code == 403, path
-
-
-def sign_in_monitor(app: Flask):
-    from tests.web.conftest import Person, login
-
-    client = app.test_client()
-    assert login(client, "watcher").status_code == 302
-    return Person("watcher", client)
+        assert client.get(path).status_code == 302, path
 
 
 def test_audit_cli_lists_and_prunes(app: Flask, runner: FlaskCliRunner) -> None:

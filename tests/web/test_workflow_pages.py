@@ -71,7 +71,7 @@ def test_the_dashboard_counts_waiting_jobs_apart(team: Team) -> None:
     parent = team.producer.enqueue()
     team.producer.enqueue(depends_on=[parent["id"]])
     text = soup(team.person("prod").get("/ui/")).select_one("#waiting-count").get_text()
-    assert "Of the 2 pending, 1 wait for parent jobs and 1 are due or scheduled." in text
+    assert "Of the 2 pending, 1 waits for parent jobs and 1 is due or scheduled." in text
 
 
 def test_the_group_page_says_why_a_callback_was_refused(app: Flask, team: Team) -> None:

@@ -11,7 +11,8 @@ from pydantic import AfterValidator, Field, PlainValidator, ValidationInfo, With
 from app.queue.contract.cursors import MAX_DB_INT, decode_cursor
 from app.queue.contract.request_model import refuse, says, settings_of
 from app.queue.contract.strictjson import compact_size, json_value_problem, text_problem
-from app.queue.vocabulary.models import QueueSettings
+from app.queue.rules.sorting import SortKey
+from app.queue.vocabulary.models import Keyset, QueueSettings
 
 MAX_RETRIES_LIMIT = 25
 MAX_DELAY_SECONDS = 366 * 86_400
@@ -191,7 +192,7 @@ def _wait(value: Any) -> int:
     return _query_integer(value, 0, MAX_WAIT_SECONDS)
 
 
-def _cursor(value: Any) -> tuple[int | None, int | None]:
+def _cursor(value: Any) -> tuple[SortKey, Keyset]:
     try:
         return decode_cursor(value if isinstance(value, str) else "")
     except ValueError as exc:
@@ -229,7 +230,7 @@ WaitQuery = Annotated[
     Field(description="Wait up to this many seconds for the job to finish (ASCII digits)."),
 ]
 Cursor = Annotated[
-    tuple[int | None, int | None],
+    tuple[SortKey, Keyset],
     PlainValidator(_cursor),
     WithJsonSchema(
         {

@@ -42,6 +42,7 @@ from app.queue.contract.fields import (
 )
 from app.queue.contract.request_model import RequestModel, parse_query, refuse
 from app.queue.rules import secret_fields
+from app.queue.rules.sorting import NEWEST_FIRST, Sort
 from app.queue.vocabulary.models import EnqueueRequest, JobFilters, QueueSettings, Wanted
 from app.queue.vocabulary.states import PRIORITIES
 from app.queue.vocabulary.trace import Trace
@@ -228,17 +229,26 @@ class ListQuery(RequestModel):
         """Validate a query string (see ``parse_query``)."""
         return parse_query(cls, args, settings)
 
+    @model_validator(mode="after")
+    def _cursor_of_this_order(self) -> ListQuery:
+        if self.cursor is not None and self.cursor[0] != self.order().key:
+            raise refuse("is a cursor of another order than this list's", field="cursor")
+        return self
+
+    def order(self) -> Sort:
+        """The list's order: newest first (the pages offer others)."""
+        return NEWEST_FIRST
+
     def to_filters(self) -> JobFilters:
         """The use cases' filters."""
-        before_id, after_id = self.cursor or (None, None)
         return JobFilters(
             status=self.status,
             type=self.type,
             priority=PRIORITIES[self.priority] if self.priority else None,
             search=self.q,
             limit=self.limit,
-            before_id=before_id,
-            after_id=after_id,
+            cursor=self.cursor[1] if self.cursor else None,
+            sort=self.order(),
         )
 
 

@@ -36,10 +36,13 @@ class Caller(Protocol):
 
 
 class Held(Protocol):
-    """What the rules read of a job (``models.Job`` is one): its status, holder and attempt."""
+    """What the rules read of a job (``models.Job`` is one): its status, holder, attempt and
+    producer."""
 
     @property
     def status(self) -> str: ...
+    @property
+    def created_by(self) -> int: ...
     @property
     def worker_id(self) -> str | None: ...
     @property
@@ -70,6 +73,7 @@ class Action(StrEnum):
     MANAGE_TYPES = "manage_types"  # see job types' counts and limits, pause them, set limits
     VIEW_RETENTION = "view_retention"  # the retention settings and what the last prune removed
     VIEW_GROUPS = "view_groups"  # read a group of jobs (which ones: see ``sees_group``)
+    SIGN_IN = "sign_in"  # sign in to the pages (monitors only scrape /metrics with a token)
 
 
 # The monitor role reads metrics and nothing else: it is in no other row.
@@ -94,6 +98,7 @@ ROLES: dict[Action, frozenset[Role]] = {
     Action.MANAGE_TYPES: _ADMIN,
     Action.VIEW_RETENTION: _ADMIN,
     Action.VIEW_GROUPS: _PEOPLE,
+    Action.SIGN_IN: _PEOPLE,
 }
 # The refusal's wording: "the worker role may not enqueue jobs".
 _WHAT = {
@@ -115,6 +120,7 @@ _WHAT = {
     Action.MANAGE_TYPES: "manage job types",
     Action.VIEW_RETENTION: "view retention",
     Action.VIEW_GROUPS: "view groups",
+    Action.SIGN_IN: "sign in to the pages; it reads /metrics with an API token",
 }
 # Producers stop only what has not started; admins also pull a running job from its worker.
 _CANCELLABLE = {
@@ -144,6 +150,12 @@ def priority_cap(actor: Caller) -> int:
     return PRIORITIES["critical"] if actor.role is Role.ADMIN else actor.max_priority
 
 
+def caps_priority(actor: Caller) -> bool:
+    """Whether ``actor``'s priority cap limits what it enqueues: admins enqueue any priority,
+    and a role that enqueues nothing has no use for one."""
+    return role_allows(actor, Action.ENQUEUE) and actor.role is not Role.ADMIN
+
+
 def role_allows(actor: Caller, action: Action) -> bool:
     """The role table's answer (``can`` skips it for an action cleared earlier this request)."""
     return actor.role in ROLES[action]
@@ -162,6 +174,8 @@ def can(actor: Caller, action: Action | str, job: Held | None = None) -> bool:
         return job.status in RETRYABLE
     if action is Action.SPAWN:
         return holds(actor, job)
+    if action is Action.VIEW_GROUPS:  # the group of ``job``, which its producer made
+        return sees_group(actor, job.created_by)
     return True
 
 
@@ -197,11 +211,16 @@ def children_owner(owner: CallerT, *, disabled: bool) -> CallerT:
     return replace(owner, cleared=owner.cleared | {Action.ENQUEUE})
 
 
+def what(action: Action) -> str:
+    """What ``action`` lets a role do, in words ("enqueue jobs")."""
+    return _WHAT[action]
+
+
 def require(actor: CallerT, action: Action) -> CallerT:
     """Refuse (403) an action the actor's role does not allow; returns the actor marked as
     cleared for it, so the use case behind a checked route does not ask again."""
     if action in actor.cleared:
         return actor
     if not role_allows(actor, action):
-        raise Forbidden(f"the {actor.role} role may not {_WHAT[action]}")
+        raise Forbidden(f"the {actor.role} role may not {what(action)}")
     return replace(actor, cleared=actor.cleared | {action})

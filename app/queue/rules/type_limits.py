@@ -18,13 +18,12 @@ RATE_LIMIT_PATTERN = r"^[1-9][0-9]{0,8}/(second|minute|hour)$"
 _RATE = re.compile(RATE_LIMIT_PATTERN)
 MAX_RUN_SECONDS_LIMIT = 31_536_000  # a year
 FLOW_KEYS = ("max_running", "rate_limit", "paused", "max_run_seconds")
-MAX_RUNNING_RULE = f"must be an integer from 1 to {MAX_RUNNING_LIMIT:,}, or null for no limit"
-MAX_RUN_SECONDS_RULE = (
-    f"must be an integer from 1 to {MAX_RUN_SECONDS_LIMIT:,} (seconds), or null for no limit"
-)
+NO_LIMIT = ", or null for no limit"  # how the API clears an override (a form leaves it empty)
+MAX_RUNNING_RULE = f"must be an integer from 1 to {MAX_RUNNING_LIMIT:,}{NO_LIMIT}"
+MAX_RUN_SECONDS_RULE = f"must be an integer from 1 to {MAX_RUN_SECONDS_LIMIT:,} (seconds){NO_LIMIT}"
 RATE_LIMIT_RULE = (
-    'must be "N/second", "N/minute" or "N/hour" (N from 1 to 999,999,999, e.g. "10/minute"), '
-    "or null for no limit"
+    'must be "N/second", "N/minute" or "N/hour" (N from 1 to 999,999,999, e.g. "10/minute")'
+    + NO_LIMIT
 )
 
 

@@ -29,11 +29,11 @@ _BY_TYPE = (
     .where(job_counts.c.scope == EVERYONE)
     .group_by(job_counts.c.type)
 )
-# Everyone's figures of some types (``IN`` expanded per call): a range of the primary key each.
+# One scope's figures of some types (``IN`` expanded per call): a range of the primary key each.
 _OF_TYPES = (
     select(job_counts.c.type, *_SUMS)
     .where(
-        job_counts.c.scope == EVERYONE,
+        job_counts.c.scope == bindparam("scope"),
         job_counts.c.type.in_(bindparam("types", expanding=True)),
     )
     .group_by(job_counts.c.type)
@@ -87,11 +87,14 @@ def counts_by_status_type(conn: Connection) -> list[tuple[str, str, int]]:
     return _by_status(conn.execute(_BY_TYPE))
 
 
-def counts_of_types(conn: Connection, job_types: Collection[str]) -> dict[str, dict[str, int]]:
-    """Jobs per status of each of ``job_types`` (statuses without jobs left out)."""
+def counts_of_types(
+    conn: Connection, job_types: Collection[str], of: str = EVERYONE
+) -> dict[str, dict[str, int]]:
+    """Jobs per status of each of ``job_types`` in scope ``of`` (statuses without jobs left
+    out)."""
     found: dict[str, dict[str, int]] = {name: {} for name in job_types}
     if job_types:
-        rows = conn.execute(_OF_TYPES, {"types": sorted(job_types)})
+        rows = conn.execute(_OF_TYPES, {"scope": of, "types": sorted(job_types)})
         for status, job_type, n in _by_status(rows):
             found[job_type][status] = n
     return found

@@ -257,7 +257,7 @@ def filter_conditions(
     return conditions
 
 
-ListShape = tuple[str, bool, bool, bool, int, bool, bool]
+ListShape = tuple[str, bool, bool, bool, int, bool, bool, bool]
 
 
 # A worker's jobs through its holder rows (ordered by the holder's job_id: the planner does not
@@ -267,11 +267,11 @@ _HELD = job_holders.join(jobs, jobs.c.id == job_holders.c.job_id)
 
 @lru_cache(maxsize=256)
 def _list_statement(shape: ListShape) -> Prepared:
-    """The page query of one shape: viewer rule, which filters are set, how many ways the search
-    matches (0: no search, 1: idempotency key, 2: key or id) and the paging direction. A
+    """The page query of one shape: viewer rule, filters set, how many ways the search matches
+    (0: none, 1: idempotency key, 2: key or id), the cursor's side and the walk's direction. A
     worker's page walks its holder rows (by their index) rather than every job, its range on
     both sides of the join, where a merge join starts."""
-    kind, status, job_type, priority, search, before, after = shape
+    kind, status, job_type, priority, search, before, after, rising = shape
     held = kind == "holder"
     key = job_holders.c.job_id if held else jobs.c.id
     ranged = [jobs.c.id, key] if held else [jobs.c.id]
@@ -294,15 +294,15 @@ def _list_statement(shape: ListShape) -> Prepared:
     query = (
         select(*JOB_COLUMNS)
         .where(and_(True, *conditions))
-        .order_by(key.asc() if after else key.desc())
+        .order_by(key.asc() if rising else key.desc())
         .limit(bindparam("limit"))
     )
     return Prepared(query.select_from(_HELD) if held else query)
 
 
 def list_jobs(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[list[Job], bool]:
-    """A page of jobs ``viewer`` may see, newest first, and whether more lie beyond it in the
-    paging direction."""
+    """A page of jobs ``viewer`` may see in the order of creation (newest or oldest first),
+    and whether more lie beyond it in the paging direction."""
     search = filters.search or ""
     search_id = search_as_id(search)
     shape: ListShape = (
@@ -313,6 +313,7 @@ def list_jobs(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[li
         (1 if search_id is None else 2) if search else 0,
         filters.before_id is not None,
         filters.after_id is not None,
+        filters.rising,
     )
     params = {
         "viewer": viewer.value,
@@ -328,12 +329,12 @@ def list_jobs(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[li
     found = [job_of(row) for row in _list_statement(shape).rows(conn, params)]
     more = len(found) > filters.limit
     page = found[: filters.limit]
-    return (page if filters.after_id is None else page[::-1]), more
+    return (page[::-1] if filters.rising == filters.sort.descending else page), more
 
 
 # Claimable: pending and waiting for no parent. Literal, as the claim's partial indexes say it
-# (app.storage.schema.CLAIMABLE): a partial index only serves a query whose own WHERE clause
-# names the same terms, not a bound parameter.
+# (app.storage.schema.CLAIMABLE): a partial index serves only a query naming its terms, not
+# parameters.
 PENDING = and_(jobs.c.status == literal_column("'pending'"), jobs.c.waiting_for.is_(None))
 
 

@@ -186,11 +186,16 @@ def parents_and_children(conn: Connection, job: Job) -> tuple[list[Job], list[Jo
     return found[0], found[1]
 
 
-def count_waiting(conn: Connection, owner: int | None) -> int:
-    """How many jobs wait for parents (of ``owner``, when given): ix_jobs_waiting."""
+def count_waiting(
+    conn: Connection, owner: int | None, job_types: Collection[str] | None = None
+) -> int:
+    """How many jobs wait for parents (of ``owner``, and of ``job_types``, when given):
+    ix_jobs_waiting."""
     query = select(func.count()).where(jobs.c.waiting_for.is_not(None))
     if owner is not None:
         query = query.where(jobs.c.created_by == owner)
+    if job_types is not None:
+        query = query.where(jobs.c.type.in_(sorted(job_types)))
     return int(conn.execute(query).scalar_one())
 
 

@@ -106,3 +106,14 @@ def children_of(conn: Connection, actor: Actor, job_id: int, *, limit: int) -> l
     first (the job page lists them)."""
     reading.get_job(conn, actor, job_id)
     return children_sql.children(conn, job_id, visibility(actor), limit)
+
+
+def parent_of(conn: Connection, actor: Actor, job: Job) -> Job | None:
+    """The job whose worker spawned ``job``, if ``actor`` may see it (a worker that claimed a
+    child never held its parent: the page names the parent without linking it)."""
+    if job.parent_id is None:
+        return None
+    parent, visible = batches_sql.jobs_by_ids(conn, {job.parent_id}, visibility(actor)).get(
+        job.parent_id, (None, False)
+    )
+    return parent if visible else None

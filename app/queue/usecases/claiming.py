@@ -18,8 +18,9 @@ from app.queue.rules.backoff import Uniform
 from app.queue.rules.policy import Action, require
 from app.queue.sql import due as due_sql
 from app.queue.sql import edges as edges_sql
-from app.queue.usecases import finishing
+from app.queue.usecases import finishing, type_polls
 from app.queue.usecases.claim_limits import claim_within_limits
+from app.queue.usecases.type_polls import PollNotes
 from app.queue.vocabulary.effects import NOTHING, Changed, Effects
 from app.queue.vocabulary.models import Actor, Job, QueueSettings
 
@@ -47,10 +48,12 @@ def claim_many(
     lease_seconds: int | None = None,
     types: tuple[str, ...] | None = None,
     uniform: Uniform = _system_random.uniform,
+    polls: PollNotes | None = None,
 ) -> Claimed:
     """Give the caller up to ``max_jobs`` due jobs (of ``types``, when given) in claim order,
     each with its own attempt and lease, recovering a batch of expired leases first. Paused
-    types and types at their limits wait (``claim_limits``)."""
+    types and types at their limits wait (``claim_limits``). Found or not, the types asked for
+    are noted as polled (``polls``: this process's memory of its last notes)."""
     actor = require(actor, Action.WORK)
     recovered = recover_expired(
         conn, now=now, settings=settings, limit=settings.recover_batch, uniform=uniform
@@ -65,6 +68,8 @@ def claim_many(
         types=types,
         type_leases=() if lease_seconds else settings.type_leases,
     )
+    # After the claim's own writes: every claim takes its row locks in the same order.
+    type_polls.note(conn, polls, types or settings.job_types, now)
     return Claimed(jobs, recovered.effects, held_back_until)
 
 

@@ -22,14 +22,13 @@ from app.queue.sql import counts as counts_sql
 from app.queue.sql import explain as explain_sql
 from app.queue.sql import jobs as jobs_sql
 from app.queue.sql import type_limits as type_limits_sql
-from app.queue.usecases import reading
+from app.queue.usecases import reading, type_polls
 from app.queue.usecases.claim_limits import TypeTurn
 from app.queue.vocabulary.models import Actor, Job, QueueSettings
 from app.queue.vocabulary.states import JobStatus
 from app.queue.vocabulary.timeutil import human_duration, iso
 
 QUEUE_COUNT_CAP = 10_000  # behind_in_queue counts this far and no further
-CLAIM_SCAN = 10_000  # no_worker_polling looks at this many of the latest claims at most
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ class Context:
     conn: Connection
     job: Job
     now: datetime
-    idle_after: timedelta  # no claim of the type for this long: no worker is polling for it
+    idle_after: timedelta  # no worker asked for the type this long: nobody polls for it
     settings: QueueSettings
 
     @property
@@ -229,16 +228,16 @@ def behind_in_queue(ctx: Context) -> Reason | None:
 
 
 def no_worker_polling(ctx: Context) -> Reason | None:
-    """A due job of a type no worker has claimed lately (a paused type's are never claimed)."""
+    """A due job of a type no worker asked for lately, whether its claims found a job or not
+    (a paused type's jobs are never handed out: no point blaming workers)."""
     if not ctx.due or ctx.limits.paused:
         return None
-    since = ctx.now - ctx.idle_after
-    latest = explain_sql.latest_claim_of_type(ctx.conn, ctx.job.type, since, CLAIM_SCAN)
-    if latest is not None:
+    polled = type_polls.last_poll(ctx.conn, ctx.job.type)
+    if polled is not None and polled >= ctx.now - ctx.idle_after:
         return None
     return Reason(
         "no_worker_polling",
-        f"No worker has claimed a job of type {ctx.job.type} in the last "
+        f"No worker has asked for jobs of type {ctx.job.type} in the last "
         f"{human_duration(ctx.idle_after)}: check that workers for this type are running.",
         {"window_seconds": ctx.idle_after.total_seconds(), "type": ctx.job.type},
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from app.queue.contract.cursors import encode_cursor
 from app.queue.rules.visibility import viewer
 from app.queue.sql import jobs as jobs_sql
 from app.queue.vocabulary.errors import (
@@ -14,8 +13,6 @@ from app.queue.vocabulary.models import (
     Actor,
     Event,
     Job,
-    JobFilters,
-    JobPage,
 )
 
 
@@ -25,18 +22,6 @@ def get_job(conn: Connection, actor: Actor, job_id: int) -> Job:
     if job is None:
         raise NotFound(f"job {job_id} does not exist")
     return job
-
-
-def list_jobs(conn: Connection, actor: Actor, filters: JobFilters) -> JobPage:
-    """A page of the jobs the actor may see, newest first, with keyset cursors."""
-    found, more = jobs_sql.list_jobs(conn, filters, viewer(actor))
-    going_newer = filters.after_id is not None
-    next_cursor = prev_cursor = None
-    if found and (more or going_newer):
-        next_cursor = encode_cursor("before", found[-1].id)
-    if found and (filters.before_id is not None or (going_newer and more)):
-        prev_cursor = encode_cursor("after", found[0].id)
-    return JobPage(jobs=found, next_cursor=next_cursor, prev_cursor=prev_cursor)
 
 
 def list_events(conn: Connection, actor: Actor, job_id: int) -> list[Event]:

@@ -31,6 +31,17 @@ class MinuteCount:
 
 
 @dataclass(frozen=True)
+class NotDue:
+    """Why none of the pending jobs an actor sees is due, when none is: how many are of paused
+    types, how many wait for parent jobs, and how many for their run time (scheduled, or
+    backing off after a failure). A job both paused and waiting counts as paused."""
+
+    paused: int
+    waiting: int
+    scheduled: int
+
+
+@dataclass(frozen=True)
 class Dashboard:
     """What the dashboard shows; ``latest_failures`` stays empty for non-admins."""
 
@@ -41,6 +52,7 @@ class Dashboard:
     per_minute: list[MinuteCount]
     latest_failures: list[Job]
     waiting: int = 0  # pending jobs waiting for parents (not due whatever their run_at)
+    not_due: NotDue | None = None  # set when jobs are pending and none of them is due
 
 
 def dashboard(
@@ -56,7 +68,9 @@ def dashboard(
     for status, priority, n in counts_sql.counts(conn, of):
         statuses[status] += n
         priorities[priority] += n
-    oldest = _oldest_due(conn, actor, now, paused) if statuses[JobStatus.PENDING] else None
+    pending = statuses[JobStatus.PENDING]
+    oldest = _oldest_due(conn, actor, now, paused) if pending else None
+    waiting = _waiting(conn, actor) if pending else 0
     return Dashboard(
         by_status={status.value: statuses[status.value] for status in JobStatus},
         by_priority={
@@ -70,7 +84,8 @@ def dashboard(
         latest_failures=jobs_sql.latest_failures(conn, LATEST_FAILURES)
         if actor.sees_errors
         else [],
-        waiting=_waiting(conn, actor) if statuses[JobStatus.PENDING] else 0,
+        waiting=waiting,
+        not_due=_not_due(conn, actor, pending, waiting, paused) if pending and not oldest else None,
     )
 
 
@@ -79,6 +94,21 @@ def _waiting(conn: Connection, actor: Actor) -> int:
     waiting job was never claimed)."""
     seen = viewer(actor)
     return 0 if seen.holder is not None else workflows_sql.count_waiting(conn, seen.owner)
+
+
+def _not_due(
+    conn: Connection, actor: Actor, pending: int, waiting: int, paused: list[str]
+) -> NotDue:
+    """Why none of ``pending`` jobs is due: paused types first (from the counts the database
+    keeps), then parents (of the ``waiting`` ones, those not of a paused type), then run times."""
+    seen = viewer(actor)
+    held = 0
+    if paused:
+        by_type = counts_sql.counts_of_types(conn, paused, seen.counts_scope)
+        held = sum(counts.get(JobStatus.PENDING, 0) for counts in by_type.values())
+    if held and waiting:  # a worker's jobs never wait for parents (``_waiting``)
+        waiting -= workflows_sql.count_waiting(conn, seen.owner, paused)
+    return NotDue(paused=held, waiting=waiting, scheduled=max(pending - held - waiting, 0))
 
 
 def _oldest_due(

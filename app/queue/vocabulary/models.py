@@ -10,6 +10,7 @@ from typing import Any
 
 from app.queue.rules import policy
 from app.queue.rules.retention import Retention
+from app.queue.rules.sorting import NEWEST_FIRST, Sort, SortKey
 from app.queue.rules.type_limits import TypeLimits, config_limits
 from app.queue.vocabulary.states import PRIORITIES, Role, priority_label
 from app.queue.vocabulary.trace import Trace
@@ -287,21 +288,54 @@ class Beat:
 
 
 @dataclass(frozen=True)
+class Keyset:
+    """Where a page starts: strictly ``before`` or ``after`` the job whose sort key is ``key``,
+    in the ascending form of the list's order (``sorting.KEY_COLUMNS``)."""
+
+    direction: str  # "before" or "after"
+    key: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
 class JobFilters:
-    """Validated list filters."""
+    """Validated list filters, the order and the page: its size and where it starts."""
 
     status: str | None = None
     type: str | None = None
     priority: int | None = None
     search: str | None = None
     limit: int = 50
-    before_id: int | None = None  # keyset: only ids below this (older)
-    after_id: int | None = None  # keyset: only ids above this (newer)
+    cursor: Keyset | None = None
+    sort: Sort = NEWEST_FIRST
+
+    @property
+    def rising(self) -> bool:
+        """Whether a page walks its order upward: forward in an ascending order, or back (from
+        an ``after`` cursor) in a descending one."""
+        if self.cursor is not None:
+            return self.cursor.direction == "after"
+        return not self.sort.descending
+
+    @property
+    def before_id(self) -> int | None:
+        """In the order of creation: only ids below this (older)."""
+        return self._id_cursor("before")
+
+    @property
+    def after_id(self) -> int | None:
+        """In the order of creation: only ids above this (newer)."""
+        return self._id_cursor("after")
+
+    def _id_cursor(self, direction: str) -> int | None:
+        cursor = self.cursor
+        if cursor is None or cursor.direction != direction or self.sort.key != SortKey.CREATED:
+            return None
+        return int(cursor.key[0])
 
 
 @dataclass(frozen=True)
 class JobPage:
-    """One page of a job listing, newest first."""
+    """One page of a job listing, in the list's order."""
 
     jobs: list[Job]
     next_cursor: str | None

@@ -19,11 +19,11 @@ from app.queue.usecases import (
     claiming,
     enqueueing,
     job_actions,
-    reading,
+    listing,
     reports,
     stats,
 )
-from app.queue.vocabulary.models import JobFilters
+from app.queue.vocabulary.models import JobFilters, Keyset
 from app.storage.schema_figures import job_counts
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
@@ -145,14 +145,14 @@ def test_a_worker_lists_through_its_holder_rows(queue: Queue, backend: str) -> N
             assert job is not None
             reports.complete(conn, queue.worker, job.id, now=T0)
     with db.read(queue.app) as conn:
-        everything = reading.list_jobs(conn, queue.worker, JobFilters(limit=50))
-        done = reading.list_jobs(conn, queue.worker, JobFilters(limit=50, status="completed"))
-        first = reading.list_jobs(conn, queue.worker, JobFilters(limit=2))
-        older = reading.list_jobs(
-            conn, queue.worker, JobFilters(limit=2, before_id=first.jobs[-1].id)
+        everything = listing.page(conn, queue.worker, JobFilters(limit=50))
+        done = listing.page(conn, queue.worker, JobFilters(limit=50, status="completed"))
+        first = listing.page(conn, queue.worker, JobFilters(limit=2))
+        older = listing.page(
+            conn, queue.worker, JobFilters(limit=2, cursor=Keyset("before", (first.jobs[-1].id,)))
         )
-        newer = reading.list_jobs(
-            conn, queue.worker, JobFilters(limit=2, after_id=older.jobs[0].id)
+        newer = listing.page(
+            conn, queue.worker, JobFilters(limit=2, cursor=Keyset("after", (older.jobs[0].id,)))
         )
     mine = sorted((job.id for job in claimed if job), reverse=True)
     assert _ids(everything) == mine and jobs[6].id not in mine

@@ -18,8 +18,8 @@ from app.infra.queue_settings import queue_settings
 from app.queue.contract.cursors import encode_cursor
 from app.queue.contract.job_requests import EnqueueBody, ListQuery
 from app.queue.sql import due as due_sql
-from app.queue.usecases import claiming, enqueueing, reading, reports, stats
-from app.queue.vocabulary.models import Actor, JobFilters, Outcome
+from app.queue.usecases import claiming, enqueueing, listing, reading, reports, stats
+from app.queue.vocabulary.models import Actor, JobFilters, Keyset, Outcome
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import jobs
 from tests.builders import Api, make_job, make_token, make_user
@@ -144,7 +144,7 @@ def test_listing_reads_indexes_only(app: Flask) -> None:
 
             def page(actor: Actor = actor, args: dict[str, str] = args) -> object:
                 with db.read() as conn:
-                    return reading.list_jobs(
+                    return listing.page(
                         conn, actor, ListQuery.from_args(args, queue_settings()).to_filters()
                     )
 
@@ -216,7 +216,7 @@ def test_a_workers_views_walk_its_holder_rows(app: Flask) -> None:
             def page(args: dict[str, str] = args) -> object:
                 with db.read() as conn:
                     filters = ListQuery.from_args(args, queue_settings()).to_filters()
-                    return reading.list_jobs(conn, worker, filters)
+                    return listing.page(conn, worker, filters)
 
             assert_index_served(app, page)
 
@@ -417,7 +417,7 @@ def test_every_api_call_of_a_job_life_reads_indexes_only(app: Flask) -> None:
             answered(caller, f"/jobs?limit=2&cursor={answered(caller, lists[-1])['next_cursor']}")
         with app.app_context(), db.read() as conn:  # the pages also page towards newer jobs
             for actor in actors:
-                reading.list_jobs(conn, actor, JobFilters(limit=2, after_id=1))
+                listing.page(conn, actor, JobFilters(limit=2, cursor=Keyset("after", (1,))))
     assert any("api_tokens" in sql for sql, _ in statements)
     assert table_scans(app, statements) == []
 

@@ -15,7 +15,7 @@ from sqlalchemy import Connection
 from app.infra import db
 from app.queue.sql import explain as explain_sql
 from app.queue.sql import jobs as jobs_sql
-from app.queue.usecases import claiming, explain, job_actions, job_types, reports
+from app.queue.usecases import claiming, explain, job_actions, job_types, reports, type_polls
 from app.queue.usecases.explain import Explanation
 from app.queue.usecases.job_types import TypeChange
 from app.queue.vocabulary.errors import NotFound
@@ -47,11 +47,18 @@ class Bench:
         with self.tx() as conn:
             return make_job(conn, self.producer, self.settings, now=now, **fields)
 
-    def claim(self, now: datetime = T0) -> Job:
+    def claim(self, now: datetime = T0, **kw: Any) -> Job:
         with self.tx() as conn:
-            job = claiming.claim(conn, self.worker, now=now, settings=self.settings)
+            job = claiming.claim(conn, self.worker, now=now, settings=self.settings, **kw)
         assert job is not None
         return job
+
+    def claim_nothing(self, now: datetime, **kw: Any) -> list[Job]:
+        """A worker's claim that finds no job it may take."""
+        with self.tx() as conn:
+            return claiming.claim_many(
+                conn, self.worker, now=now, settings=self.settings, max_jobs=10, **kw
+            ).jobs
 
     def explain(self, job: Job, now: datetime, actor: Actor | None = None) -> Explanation:
         with db.read(self.app) as conn:
@@ -134,13 +141,45 @@ def test_no_worker_polling(bench: Bench) -> None:
     waiting = bench.enqueue(now=T0)
     assert "no_worker_polling" in bench.codes(waiting, T0)
     other = bench.enqueue(now=T0, **{"type": "report.build"})
-    bench.claim(T0 + timedelta(seconds=1))  # a worker takes the email.send job...
-    # ...so the report.build job still has nobody polling for its type
+    bench.claim(T0 + timedelta(seconds=1), types=("email.send",))  # takes the email.send job...
+    # ...so the report.build job still has nobody asking for its type
     assert "no_worker_polling" in bench.codes(other, T0 + timedelta(seconds=2))
     later = bench.enqueue(now=T0 + timedelta(seconds=2))
     assert "no_worker_polling" not in bench.codes(later, T0 + timedelta(minutes=4))
     figures = bench.codes(later, T0 + timedelta(minutes=6))["no_worker_polling"]
     assert figures == {"window_seconds": 300.0, "type": "email.send"}
+    bench.claim(T0 + timedelta(minutes=6))  # a claim of any type asks for every type
+    assert "no_worker_polling" not in bench.codes(other, T0 + timedelta(minutes=6))
+
+
+def test_a_worker_whose_claims_find_nothing_is_polling(bench: Bench) -> None:
+    """A worker long-polling a type held back by its max_running gets nothing, again and
+    again: it is still there, and the job's page must not say that nobody polls."""
+    bench.limit("report.build", max_running=1)
+    bench.enqueue(type="report.build")
+    waiting = bench.enqueue(type="report.build")
+    bench.claim(T0, types=("report.build",), lease_seconds=3600)  # and runs for long
+    later = T0 + timedelta(minutes=10)
+    assert "no_worker_polling" in bench.codes(waiting, later)  # nobody asked since
+    assert bench.claim_nothing(later, types=("report.build",)) == []
+    codes = bench.codes(waiting, later + timedelta(seconds=5))
+    assert "type_at_max_running" in codes and "no_worker_polling" not in codes
+
+
+def test_polls_are_written_at_most_once_an_interval_per_process(bench: Bench) -> None:
+    """The claim path is hot: a process writes a type's poll once per interval, whatever the
+    number of empty claims; another process (its own memory) writes its own."""
+    notes, elsewhere = (type_polls.PollNotes(timedelta(seconds=30)) for _ in range(2))
+    second = timedelta(seconds=1)
+    seen = []
+    for memory, at in [(notes, 0), (notes, 29), (elsewhere, 29), (notes, 30)]:
+        found = bench.claim_nothing(T0 + at * second, types=("report.build",), polls=memory)
+        assert found == []
+        with db.read(bench.app) as conn:
+            seen.append(type_polls.last_poll(conn, "report.build"))
+    assert seen == [T0, T0, T0 + 29 * second, T0 + 30 * second]
+    with db.read(bench.app) as conn:
+        assert type_polls.last_poll(conn, "email.send") is None  # nobody asked for it
 
 
 def test_type_paused(bench: Bench) -> None:
