@@ -48,6 +48,8 @@ from app.storage.wakeup import FALLBACK_POLL_SECONDS
 EXTENSION_KEY = "queuelog.dispatcher"
 # Look a little after a due instant: leases count as expired only strictly after their end.
 _AFTER_DUE = timedelta(milliseconds=5)
+# How long closing waits for a claim under way (its transaction is short).
+_CLOSE_WITHIN = 10.0
 Filter = tuple[str, ...] | None  # a waiter's types (None: any type)
 
 WAITS = Counter("queuelog_claim_waits", "Claims that found nothing due and waited.")
@@ -110,6 +112,7 @@ class Dispatcher:
         self._cleared = 0  # how many times everything became unknown (``_anything`` set)
         self._timer: datetime | None = None  # when the clock next makes a job claimable
         self._pid = 0
+        self._thread: threading.Thread | None = None
         self._closed = False
 
     # Called by requests.
@@ -169,10 +172,14 @@ class Dispatcher:
             self._cond.notify()
 
     def close(self) -> None:
-        """Stop the thread (tests and shutdown)."""
+        """Stop the thread and wait for its last claim to end (tests and shutdown: the
+        database's connections are closed next)."""
         with self._cond:
             self._closed = True
             self._cond.notify()
+            thread = self._thread if self._pid == os.getpid() else None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(_CLOSE_WITHIN)
 
     # What it knows (with the lock held).
 
@@ -202,7 +209,10 @@ class Dispatcher:
                 return
             self._pid, self._empty, self._anything = os.getpid(), [], False
             self._owed.clear()
-            threading.Thread(target=self._run, name="queuelog-dispatcher", daemon=True).start()
+            self._thread = threading.Thread(
+                target=self._run, name="queuelog-dispatcher", daemon=True
+            )
+            self._thread.start()
         db.announcer(self._app).wake.listening()  # the other processes' rings reach us
 
     def _run(self) -> None:

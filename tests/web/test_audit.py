@@ -227,8 +227,8 @@ def test_audit_rows_are_written_only_by_append_and_removed_only_by_prune() -> No
     }
     # Retention (AUDIT_RETENTION) prunes them; the rest only name the table in words.
     assert users == {
-        "schema.py", "audit/store.py", "queue/engines/prune.py", "queue/domain/retention.py",
-        "ticks.py", "cli.py",
+        "storage/schema.py", "audit/store.py", "queue/sql/retention.py",
+        "queue/rules/retention.py", "queue/usecases/housekeeping.py", "cli/commands.py",
     }  # fmt: skip
     store = (root / "audit" / "store.py").read_text()
     assert store.count("update(") == 0 and store.count("delete(audit_events)") == 1

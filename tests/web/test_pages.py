@@ -400,12 +400,13 @@ def test_a_repeated_filter_is_refused_like_the_api(team: Team) -> None:
 
 
 def test_an_admins_cap_reads_the_same_everywhere(team: Team) -> None:
-    """The users page and the enqueue form show the cap enqueue enforces: critical for admins."""
+    """The users page offers no cap for an admin and says admins enqueue any priority; the
+    enqueue form shows the cap enqueue enforces: critical."""
     boss = team.person("boss")
-    row = soup(boss.get("/ui/admin/users")).find("th", string="boss").parent
-    assert row.find("select", id=re.compile("max_priority")).find("option", selected=True).text == (
-        "critical"
-    )
+    page = soup(boss.get("/ui/admin/users"))
+    row = page.find("th", string="boss").parent
+    assert row.find("select", id=re.compile("max_priority")) is None
+    assert "admins enqueue any priority" in page.select_one("#who-signs-in").get_text()
     assert "Your cap is critical" in boss.get("/ui/jobs/new").get_data(as_text=True)
 
 
