@@ -38,7 +38,17 @@ from app.queue.domain.models import Actor
 from app.queue_settings import queue_settings
 from app.schema import jobs
 from app.timeutil import utcnow
-from bench import SECRET, e2e, http_calls, pg, retention, workflow, wrk_http, wsgi_calls
+from bench import (
+    SECRET,
+    e2e,
+    http_calls,
+    pg,
+    pg_requests,
+    retention,
+    workflow,
+    wrk_http,
+    wsgi_calls,
+)
 from bench.scale import run_scale
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -321,6 +331,7 @@ SECTIONS = {
     "wrk": wrk_http.run,
     "e2e": e2e.run,
     "pg": pg.run,
+    "statements": pg_requests.run,
     "scale": scale_section,
     "retention": retention.run,
     "workflow": workflow.run,
