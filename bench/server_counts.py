@@ -10,13 +10,14 @@ server counts its looks, that figure prints as n/a.
 
 from __future__ import annotations
 
-import http.client
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from devservers.servers import metrics
 
 REQUESTS = "queuelog_http_requests"
 LOOKS = "queuelog_claim_looks"  # label outcome: "jobs" or "empty"
@@ -41,17 +42,7 @@ def parse(exposition: str) -> Counter[Key]:
 
 def scrape(host: str, token: str) -> Counter[Key]:
     """The counters of the server at ``host`` (a monitor's ``token``)."""
-    name, _, port = host.partition(":")
-    conn = http.client.HTTPConnection(name, int(port), timeout=30)
-    try:
-        conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"})
-        response = conn.getresponse()
-        body = response.read().decode()
-    finally:
-        conn.close()
-    if response.status != 200:
-        raise RuntimeError(f"GET /metrics answered {response.status}: {body[:200]}")
-    return parse(body)
+    return parse(metrics(host, token))
 
 
 @dataclass
