@@ -8,7 +8,9 @@ idle queue, enqueue to a worker holding it). Queuelog's workers run ``queuelog_c
 Both systems run side by side; in each round every scenario runs on one right after the other
 (the order alternating), each time after draining a small warm-up batch, so neither is measured
 cold (process start-up, imports, an idle consumer's polling back-off) and a load change on the
-shared machine hits both. Each figure is the median, and the best, of the rounds.
+shared machine hits both. Each figure is the median, and the best, of the rounds. Beside them,
+the requests queuelog's server answered per job in the bulk and trickle runs, from its own
+counters (bench/server_counts.py); huey is driven by bench/huey_peer.py.
 """
 
 from __future__ import annotations

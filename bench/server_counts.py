@@ -22,7 +22,7 @@ from devservers.servers import metrics
 REQUESTS = "queuelog_http_requests"
 LOOKS = "queuelog_claim_looks"  # label outcome: "jobs" or "empty"
 RUNNER = {"/jobs/claim": "claims", "/jobs/finish": "finishes", "/jobs/heartbeat": "heartbeats"}
-PRODUCER = ("/jobs", "/jobs/batch")
+PRODUCER = ("/jobs", "/jobs/batch")  # the label is the route alone: no list is read in a run
 Key = tuple[str, ...]  # ("http", route, status) or ("looks", outcome)
 
 
@@ -53,6 +53,7 @@ class Tally:
     counts: Counter[Key] = field(default_factory=Counter)
 
     def per_job(self, key: Key) -> float:
+        """How many of ``key`` per job."""
         return self.counts[key] / max(self.jobs, 1)
 
     def route(self, route: str, status: str | None = None) -> float:
