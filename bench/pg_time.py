@@ -123,4 +123,4 @@ def report(ours: Tally, theirs: Tally, peer_bulk: float) -> None:
         text = statement.query
         shown = text if len(text) <= SHORT else text[: SHORT - 3] + "..."
         us, calls = 1000 * statement.ms / ours.jobs, statement.calls / ours.jobs
-        print(f"    {us:8.1f} {calls:9.3f}  {shown}")
+        print(f"    {us:8.1f} {calls:9.4f}  {shown}")
