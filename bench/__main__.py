@@ -42,7 +42,18 @@ from app.queue.vocabulary.timeutil import utcnow
 from app.storage import migrate
 from app.storage.databases import sqlite
 from app.storage.schema import jobs
-from bench import SECRET, e2e, http_calls, pg, retention, sanitize, workflow, wrk_http, wsgi_calls
+from bench import (
+    SECRET,
+    e2e,
+    http_calls,
+    pg,
+    pg_requests,
+    retention,
+    sanitize,
+    workflow,
+    wrk_http,
+    wsgi_calls,
+)
 from bench.scale import run_scale
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -325,6 +336,7 @@ SECTIONS = {
     "wrk": wrk_http.run,
     "e2e": e2e.run,
     "pg": pg.run,
+    "statements": pg_requests.run,
     "scale": scale_section,
     "retention": retention.run,
     "workflow": workflow.run,

@@ -8,31 +8,32 @@ idle queue, enqueue to a worker holding it). Queuelog's workers run ``queuelog_c
 Both systems run side by side; in each round every scenario runs on one right after the other
 (the order alternating), each time after draining a small warm-up batch, so neither is measured
 cold (process start-up, imports, an idle consumer's polling back-off) and a load change on the
-shared machine hits both. Each figure is the median, and the best, of the rounds.
+shared machine hits both. Each figure is the median, and the best, of the rounds. Beside them,
+the requests queuelog's server answered per job in the bulk and trickle runs, from its own
+counters (bench/server_counts.py); huey is driven by bench/huey_peer.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
 import multiprocessing as mp
 import os
 import sqlite3
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
+from bench.huey_peer import Huey
 from bench.references import against_reference
-from devservers.servers import REPO, Database, Served, prepare_database
+from bench.server_counts import Requests
+from devservers.servers import Database, Served, prepare_database
 
-WORKERS = 4
 # Handler threads per worker process. The Worker claims as many jobs as it has free slots (at
 # most 100), and no-op jobs free theirs at once, so 50 slots make every claim ask for 50 jobs.
 CONCURRENCY = 50
@@ -41,7 +42,8 @@ PICKUP_EVERY = 0.05
 PICKUP_JOBS = 100  # 5 s of one job every 50 ms: p99 is the second-worst
 WARM_UP = 100  # jobs drained before each measured run
 JOB_TYPE = "email.send"
-USERS = {"producer": "producer", "worker": "worker"}
+WORKERS = 4
+USERS = {"producer": "producer", "worker": "worker", "monitor": "monitor"}
 # Slots of the counters the worker processes share: claims that returned jobs and the jobs they
 # returned, /jobs/finish requests and the outcomes they carried. They show how the client
 # batches its requests in the runs measured, rather than how it is meant to.
@@ -98,6 +100,7 @@ class System(Protocol):
     def enqueue_bulk(self, jobs: int) -> None: ...
     def completed(self) -> int: ...
     def held_at(self) -> dict[Any, float]: ...
+    def counted(self, scenario: str, jobs: int) -> AbstractContextManager[None]: ...
 
 
 # The completed jobs, from the counters the server keeps: polled every 10 ms while the workers
@@ -125,6 +128,15 @@ class Queuelog:
         self._held: dict[Any, float] = {}
         self._url = self.database.url
         self.watch: Any = None  # the PostgreSQL connection that counts completed jobs
+        self.requests = Requests(self.server.host, self.database.tokens["monitor"])
+
+    def counted(self, scenario: str, jobs: int) -> AbstractContextManager[None]:
+        """Count the requests the server answers meanwhile (bench.server_counts)."""
+        return self.requests.counted(scenario, jobs)
+
+    def print_requests(self) -> None:
+        """The requests per job of every scenario counted."""
+        self.requests.print()
 
     def _client(self) -> Any:
         from queuelog_client import Client
@@ -170,68 +182,6 @@ class Queuelog:
         if self.watch is not None:
             self.watch.close()
         self.server.stop()
-
-
-class Huey:
-    """huey's consumer (4 worker processes, default polling) on SqliteHuey."""
-
-    name = "huey"
-
-    def __init__(self, folder: Path, synchronous: str) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        os.environ["BENCH_HUEY_FILE"] = str(folder / "huey.sqlite3")
-        os.environ["BENCH_HUEY_SYNCHRONOUS"] = synchronous
-        from bench import huey_app
-
-        # Executed again: this run's file and level (a plain import would keep the last run's).
-        self.app = importlib.reload(huey_app)
-        self.log = (folder / "huey.log").open("wb")
-        self.consumer = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "huey.bin.huey_consumer",
-                "bench.huey_app.huey",
-                "-w",
-                str(WORKERS),
-                "-k",
-                "process",
-            ],
-            cwd=REPO,
-            env=os.environ.copy(),
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        self.results: dict[Any, Any] = {}
-
-    def enqueue(self, tag: int) -> Any:
-        if tag >= 0:
-            return self.app.noop().id
-        result = self.app.picked_up()
-        self.results[result.id] = result  # only these are read back, for their pickup time
-        return result.id
-
-    def enqueue_bulk(self, jobs: int) -> None:
-        for _ in range(jobs):  # huey has no batch enqueue: one call per task
-            self.app.noop()
-
-    def held_at(self) -> dict[Any, float]:
-        held: dict[Any, float] = {}
-        deadline = time.monotonic() + 30  # its idle consumer polls at most every 10 s
-        while len(held) < len(self.results) and time.monotonic() < deadline:
-            for task_id, result in self.results.items():
-                if task_id not in held and (at := result.get(preserve=True)) is not None:
-                    held[task_id] = at
-            time.sleep(0.05)
-        return held  # a job never picked up is left out
-
-    def completed(self) -> int:
-        return int(self.app.huey.storage.result_store_size())
-
-    def close(self) -> None:
-        self.consumer.terminate()
-        self.consumer.wait(15)
-        self.log.close()
 
 
 def wait_completed(system: System, base: int, jobs: int, start: float) -> float:
@@ -297,10 +247,12 @@ def measure(systems: dict[str, Any], jobs: int, rounds: int) -> dict[str, dict[s
         order = list(systems) if n % 2 == 0 else list(reversed(systems))
         for name in order:
             warm_up(systems[name])
-            add(name, "bulk", bulk(systems[name], jobs))
+            with systems[name].counted("bulk", jobs):
+                add(name, "bulk", bulk(systems[name], jobs))
         for name in order:
             warm_up(systems[name])
-            add(name, "trickle", trickle(systems[name], jobs))
+            with systems[name].counted("trickle", jobs):
+                add(name, "trickle", trickle(systems[name], jobs))
         for name in order:
             warm_up(systems[name])
             p50, p99 = pickup(systems[name], PICKUP_JOBS)
@@ -348,14 +300,18 @@ def line(
     unit: str,
     peer: str,
     reference: str | None = None,
+    peer_ran: bool = True,
 ) -> None:
     """The median (and best) of each side and the ratio of the medians (above 1: queuelog does
     better), and how the peer's median stands against its ``reference`` (bench.references):
-    no ratio when it is far below."""
+    no ratio when it is far below, nor when the peer's bulk in the same run was (``peer_ran``
+    false: the machine was too busy for the peer's figures to mean much)."""
     higher = unit == "jobs/s"
     mid, top = statistics.median, (max if higher else min)
     ratio = mid(ours) / mid(theirs) if higher else mid(theirs) / mid(ours)
     allowed, note = against_reference(reference, mid(theirs)) if reference else (True, "")
+    if not peer_ran:
+        allowed, note = False, f"ratio not reported: {peer}'s bulk far below its reference"
     print(
         f"  {name:<28} queuelog {mid(ours):8.1f} ({top(ours):8.1f}) {unit:<6} "
         f"{peer} {mid(theirs):8.1f} ({top(theirs):8.1f}) {unit:<6} "
@@ -376,7 +332,7 @@ def run(base: Path) -> None:
         systems: dict[str, Any] = {}
         try:
             systems["queuelog"] = Queuelog(base / f"queuelog-{level}", SQLITE_SYNCHRONOUS=level)
-            systems["huey"] = Huey(base / f"huey-{level}", level)
+            systems["huey"] = Huey(base / f"huey-{level}", level, WORKERS)
             figures = measure(systems, jobs, rounds)
         finally:
             for system in systems.values():
@@ -390,7 +346,16 @@ def run(base: Path) -> None:
             "huey",
             reference=f"huey {level}",
         )
-        line("trickle (4 producers)", ours["trickle"], theirs["trickle"], "jobs/s", "huey")
+        huey_ran, _ = against_reference(f"huey {level}", statistics.median(theirs["bulk"]))
+        line(
+            "trickle (4 producers)",
+            ours["trickle"],
+            theirs["trickle"],
+            "jobs/s",
+            "huey",
+            peer_ran=huey_ran,
+        )
         line("pickup p50", ours["p50"], theirs["p50"], "ms", "huey")
         line("pickup p99 (goal: <= 50 ms)", ours["p99"], theirs["p99"], "ms", "huey")
+        systems["queuelog"].print_requests()
         print(f"  load average {started} at the start, {load()} at the end; fsync {fsync}")

@@ -13,17 +13,20 @@ rounds alternating between the two, each after a CHECKPOINT.
   the defaults, jobs enqueued in one call before the timed drain). Its figure is checked
   against its reference (bench/references.py) before a ratio is printed.
 
-Then one more, untimed, bulk run of queuelog counts the statements it sends per batch request
-(bench/pg_statements.py).
+The server runs pg_stat_statements: each side's timed bulk runs also give PostgreSQL's
+execution time per job, and queuelog's by statement (bench/pg_time.py). Then one more, untimed,
+bulk run of queuelog counts the statements it sends per batch request (bench/pg_statements.py;
+those of single requests of each route and size: ``SECTION=statements``, bench/pg_requests.py).
 """
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import psycopg
 
-from bench import pg_statements, pgqueuer_peer
+from bench import pg_statements, pg_time, pgqueuer_peer
 from bench.e2e import (
     BATCH,
     CLAIMED,
@@ -43,18 +46,18 @@ from bench.e2e import (
     rounds_per_section,
     warm_up,
 )
-from devservers.postgres import postgres_server
+from devservers.postgres import create_database, postgres_server
 
 
 def _sql(dsn: str, statement: str) -> None:
-    """One statement outside a transaction (CREATE DATABASE, ANALYZE, CHECKPOINT)."""
+    """One statement outside a transaction (ANALYZE, CHECKPOINT)."""
     with psycopg.connect(dsn.replace("+psycopg", ""), autocommit=True) as conn:
         conn.execute(statement)
 
 
-def _create(server: str, name: str) -> str:
-    _sql(f"{server}/postgres", f"CREATE DATABASE {name}")
-    return f"{server}/{name}"
+def _admin(url: str) -> str:
+    """The server's own database, for psycopg, from any database's URL on it."""
+    return url.replace("+psycopg", "").rsplit("/", 1)[0] + "/postgres"
 
 
 def _settle(system: Queuelog, jobs: int) -> None:
@@ -64,13 +67,20 @@ def _settle(system: Queuelog, jobs: int) -> None:
     _sql(system.database.url, "ANALYZE")
 
 
-def _queuelog_round(system: Queuelog, jobs: int, figures: dict[str, list[float]]) -> list[int]:
+def _queuelog_round(
+    system: Queuelog, jobs: int, figures: dict[str, list[float]], timed: pg_time.Tally
+) -> list[int]:
     """Bulk then pickup; returns what the workers' claims and finishes added during the bulk
     run (bench.e2e's counters)."""
     warm_up(system)
     _sql(system.database.url, "CHECKPOINT")  # no checkpoint left over from the last round
     before = system.counts[:]
-    figures["bulk"].append(bulk(system, jobs))
+    # The server's counters are read over HTTP outside the statements' time.
+    with (
+        system.counted("bulk", jobs),
+        pg_time.measured(_admin(system.database.url), "queuelog", timed, jobs),
+    ):
+        figures["bulk"].append(bulk(system, jobs))
     batching = [after - was for after, was in zip(system.counts[:], before, strict=True)]
     warm_up(system)
     p50, p99 = pickup(system, PICKUP_JOBS)
@@ -79,10 +89,13 @@ def _queuelog_round(system: Queuelog, jobs: int, figures: dict[str, list[float]]
     return batching
 
 
-def _pgqueuer_round(dsn: str, jobs: int, figures: dict[str, list[float]]) -> float:
+def _pgqueuer_round(
+    dsn: str, jobs: int, figures: dict[str, list[float]], timed: pg_time.Tally
+) -> float:
     """Bulk then pickup; returns the seconds of the bulk run's one enqueue call."""
     _sql(dsn, "CHECKPOINT")
-    rate, enqueue_seconds = pgqueuer_peer.drain(dsn, jobs)
+    with pg_time.measured(_admin(dsn), "pgqueuer", timed, jobs):
+        rate, enqueue_seconds = pgqueuer_peer.drain(dsn, jobs)
     figures["bulk"].append(rate)
     p50, p99 = percentiles(pgqueuer_peer.pickup(dsn, PICKUP_JOBS, PICKUP_EVERY))
     figures["p50"].append(p50)
@@ -110,31 +123,35 @@ def _print_batching(batching: list[int], enqueue_seconds: list[float], jobs: int
 def run(base: Path) -> None:
     """Bulk drain and pickup latency on PostgreSQL, queuelog next to pgqueuer."""
     jobs, rounds = jobs_per_section(), rounds_per_section()
-    with postgres_server(durable=True) as server:
+    with postgres_server(durable=True, settings=pg_time.SETTINGS) as server:
         print(
             f"end to end, PostgreSQL (fsync, synchronous_commit on), {jobs} no-op jobs, "
             f"4 worker processes each, median (best) of {rounds} rounds:"
         )
         started, fsync = load(), fsync_ms(base)
-        dsn = _create(server, "pgqueuer").replace("+psycopg", "")
+        dsn = create_database(server, "pgqueuer").replace("+psycopg", "")
+        pg_time.install(_admin(dsn))
         pgqueuer_peer.install(dsn)
-        system = Queuelog(base / "queuelog", url=_create(server, "queuelog"))
+        system = Queuelog(base / "queuelog", url=create_database(server, "queuelog"))
         ours: dict[str, list[float]] = {"bulk": [], "p50": [], "p99": []}
         theirs: dict[str, list[float]] = {"bulk": [], "p50": [], "p99": []}
         batching = [0, 0, 0, 0]
         enqueue_seconds: list[float] = []
+        timed = {"queuelog": pg_time.Tally(), "pgqueuer": pg_time.Tally()}
         try:
             _settle(system, jobs)
             _sql(dsn, "ANALYZE")  # the peer's tables too, though its drain leaves them empty
             for n in range(rounds):
                 for side in ("queuelog", "pgqueuer") if n % 2 == 0 else ("pgqueuer", "queuelog"):
                     if side == "queuelog":
-                        added = _queuelog_round(system, jobs, ours)
+                        added = _queuelog_round(system, jobs, ours, timed["queuelog"])
                         batching = [
                             total + more for total, more in zip(batching, added, strict=True)
                         ]
                     else:
-                        enqueue_seconds.append(_pgqueuer_round(dsn, jobs, theirs))
+                        enqueue_seconds.append(
+                            _pgqueuer_round(dsn, jobs, theirs, timed["pgqueuer"])
+                        )
             line(
                 f"bulk (batches of {BATCH})",
                 ours["bulk"],
@@ -146,7 +163,9 @@ def run(base: Path) -> None:
             line("pickup p50", ours["p50"], theirs["p50"], "ms", "pgqueuer")
             line("pickup p99 (goal: <= 50 ms)", ours["p99"], theirs["p99"], "ms", "pgqueuer")
             _print_batching(batching, enqueue_seconds, jobs)
+            system.print_requests()
+            pg_time.report(timed["queuelog"], timed["pgqueuer"], statistics.median(theirs["bulk"]))
             print(f"  load average {started} at the start, {load()} at the end; fsync {fsync}")
-            pg_statements.probe(system, f"{server.replace('+psycopg', '')}/postgres", jobs)
+            pg_statements.probe(system, _admin(dsn), jobs)
         finally:
             system.close()

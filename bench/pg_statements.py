@@ -26,7 +26,7 @@ LOGGED = re.compile(r"\[(\d+)\] (\S+) LOG:  duration: \S+ ms  (?:statement|execu
 SHOWN = 4  # the most frequent statements printed, by their first words
 
 
-def _log_statements(admin_url: str) -> Path:
+def log_statements(admin_url: str) -> Path:
     """Log every statement from now on; returns the server's log file (where the throwaway
     server of devservers/postgres.py writes it, next to its data folder)."""
     with psycopg.connect(admin_url, autocommit=True) as conn:
@@ -50,7 +50,7 @@ def count(lines: list[str], database: str, skip_pid: int) -> Counter[str]:
 
 def probe(system: Queuelog, admin_url: str, jobs: int) -> None:
     """One logged bulk run of ``jobs`` through ``system``; prints statements per request."""
-    log = _log_statements(admin_url)
+    log = log_statements(admin_url)
     if not log.exists():
         print(f"  statements not counted: no server log at {log}")
         return

@@ -6,13 +6,16 @@ skips then (or fails, under QUEUELOG_REQUIRE_POSTGRES=1), a benchmark says so.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+
+import psycopg
 
 BIN_DIRS = [Path(f"/usr/lib/postgresql/{v}/bin") for v in (17, 16, 15)]
 
@@ -44,10 +47,14 @@ def _as_postgres(args: list[str]) -> list[str]:
 
 
 @contextmanager
-def postgres_server(*, durable: bool = False) -> Iterator[str]:
+def postgres_server(
+    *, durable: bool = False, settings: Mapping[str, str] | None = None
+) -> Iterator[str]:
     """Start a server on 127.0.0.1 and yield its base URL (no database name).
 
     Tests run without fsync; ``durable`` (benchmarks) keeps fsync and synchronous_commit on.
+    ``settings`` are more server settings (``{"shared_preload_libraries": ...}``): those read
+    only at start.
     """
     binaries = bin_dir()
     if binaries is None:
@@ -79,7 +86,8 @@ def postgres_server(*, durable: bool = False) -> Iterator[str]:
         timeout=60,
     )
     sync = "-c fsync=on -c synchronous_commit=on" if durable else "-c fsync=off"
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} {sync}"
+    extra = "".join(f" -c {shlex.quote(f'{k}={v}')}" for k, v in (settings or {}).items())
+    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} {sync}{extra}"
     subprocess.run(
         _as_postgres(
             [
@@ -112,3 +120,11 @@ def postgres_server(*, durable: bool = False) -> Iterator[str]:
             check=False,
         )
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def create_database(server: str, name: str) -> str:
+    """Create database ``name`` on the server at base URL ``server``; returns its URL."""
+    admin = f"{server.replace('+psycopg', '')}/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{server}/{name}"

@@ -289,6 +289,21 @@ class Client:
         self.close()
 
 
+def metrics(host: str, token: str) -> str:
+    """The /metrics exposition of the server at ``host`` (a monitor's or an admin's token)."""
+    name, _, port = host.partition(":")
+    conn = http.client.HTTPConnection(name, int(port), timeout=30)
+    try:
+        conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"})
+        response = conn.getresponse()
+        body = response.read().decode()
+    finally:
+        conn.close()
+    if response.status != 200:
+        raise RuntimeError(f"GET /metrics answered {response.status}: {body[:300]}")
+    return body
+
+
 def send_on_new_sockets(port: int, data: bytes, count: int) -> list[socket.socket]:
     """Open ``count`` connections to 127.0.0.1:``port`` and send ``data`` on each without
     reading: many requests in flight from one thread (long-polls, or clients that stall)."""

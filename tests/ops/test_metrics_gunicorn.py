@@ -4,14 +4,13 @@ workers of a server."""
 
 from __future__ import annotations
 
-import http.client
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from devservers.servers import Client, Gunicorn, Served, prepare_database, running
+from devservers.servers import Client, Gunicorn, Served, metrics, prepare_database, running
 from tests.ops.metrics_help import parse, value
 
 pytestmark = pytest.mark.slow
@@ -20,16 +19,7 @@ CLIENTS = 6
 
 
 def scrape(host: str, token: str) -> dict[str, list[tuple[str, dict[str, str], float]]]:
-    name, _, port = host.partition(":")
-    conn = http.client.HTTPConnection(name, int(port), timeout=20)
-    try:
-        conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"})
-        response = conn.getresponse()
-        body = response.read().decode()
-    finally:
-        conn.close()
-    assert response.status == 200, body[:300]
-    return parse(body)
+    return parse(metrics(host, token))
 
 
 def test_figures_agree_with_the_database_across_workers_and_servers(tmp_path: Path) -> None:

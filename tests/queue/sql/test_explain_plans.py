@@ -64,7 +64,7 @@ def test_explaining_jobs_reads_indexes_only(app: Flask) -> None:
             if job_id == 30:
                 # the queue position: ranges of the claim index; the last poll: by its key
                 assert any("ix_jobs_claim (priority=? AND run_at<?)" in line for line in lines)
-                assert any("type_polls USING PRIMARY KEY" in line for line in lines), lines
+                assert any("type_polls USING" in line for line in lines), "\n".join(lines)
 
 
 def test_a_tick_reads_indexes_only(app: Flask) -> None:
