@@ -25,12 +25,17 @@ sys.path.insert(0, str(ROOT))
 
 from app import create_app  # noqa: E402
 from app.accounts import service as accounts  # noqa: E402
-from app.infra import db  # noqa: E402
+from app.infra import db, housekeeper  # noqa: E402
 from app.infra.queue_settings import queue_settings  # noqa: E402
 from app.queue.contract.job_requests import EnqueueBody  # noqa: E402
 from app.queue.contract.schedules import ScheduleCreate, parse  # noqa: E402
-from app.queue.usecases import housekeeping as ticks  # noqa: E402
-from app.queue.usecases import schedules, service  # noqa: E402
+from app.queue.usecases import (  # noqa: E402
+    claiming,
+    enqueueing,
+    job_actions,
+    reports,
+    schedules,
+)
 from app.queue.vocabulary.timeutil import utcnow  # noqa: E402
 from app.storage import migrate  # noqa: E402
 from tests.builders import PASSWORD, Api, make_token, make_user  # noqa: E402
@@ -104,13 +109,13 @@ def seed_retention(app) -> None:  # type: ignore[no-untyped-def]
         settings = queue_settings()
         for i in range(30):
             request = EnqueueBody.parse({"type": "email.send"}, settings).to_request()
-            job, _ = service.enqueue(conn, pat, request, now=long_ago)
+            job, _ = enqueueing.enqueue(conn, pat, request, now=long_ago).value
             if i % 6 == 5:
-                service.cancel(conn, pat, job.id, now=long_ago)
+                job_actions.cancel(conn, pat, job.id, now=long_ago)
                 continue
-            service.claim(conn, wendy, now=long_ago, settings=settings)
-            service.complete(conn, wendy, job.id, now=long_ago, settings=settings)
-    ticks.prune(utcnow(), app)
+            claiming.claim(conn, wendy, now=long_ago, settings=settings)
+            reports.complete(conn, wendy, job.id, now=long_ago, settings=settings)
+    housekeeper.housekeeping(app).prune(utcnow())
 
 
 def seed_schedules(app) -> None:  # type: ignore[no-untyped-def]

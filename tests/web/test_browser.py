@@ -92,6 +92,7 @@ def test_sign_in_lands_on_the_dashboard(watched: Page, live_site: LiveSite, peop
         ".map((h) => parseFloat(getComputedStyle(h).fontSize))"
     )
     assert all(sizes[0] >= 1.5 * size for size in sizes[1:]), sizes  # h1 stands out
+    watched.locator("nav details.dropdown summary").click()  # the account menu holds it
     watched.get_by_role("button", name=re.compile("Sign out")).click()
     expect(watched).to_have_url(live_site.url + "/login")
     watched.goto(live_site.url + "/ui/")
