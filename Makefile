@@ -2,45 +2,54 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+# One venv; each target installs what it needs into it once (a stamp per set): `make run` the app
+# and the client only, `make test`, `make lint` and `make bench` their tools on top (the extras of
+# the same names in pyproject.toml).
+STAMP := $(VENV)/.installed
 # Where `make run` serves: `make run PORT=5733` for another port.
 HOST ?= 127.0.0.1
 PORT ?= 5000
 
 .PHONY: install run serve test bench lint fmt
 
-$(STAMP): pyproject.toml client/pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	$(BIN)/pip install --quiet -e ./client
-	touch $(STAMP)
 
-install: $(STAMP)
+$(STAMP)-run: pyproject.toml setup.py client/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e . -e ./client
+	touch $@
 
-run: install
+$(STAMP)-test $(STAMP)-lint $(STAMP)-bench: $(STAMP)-%: pyproject.toml $(STAMP)-run
+	$(BIN)/pip install --quiet -e '.[$*]'
+	touch $@
+
+# Everything, for working on queuelog.
+install: $(STAMP)-test $(STAMP)-lint $(STAMP)-bench
+
+run: $(STAMP)-run
 	$(BIN)/flask --app app setup --url http://$(HOST):$(PORT)
 	$(BIN)/flask --app app run --host $(HOST) --port $(PORT)
 
 # Production: migrate, then granian (serve.py: settings and why) on QUEUELOG_BIND.
 # Plain gunicorn still works: gunicorn -c gunicorn.conf.py wsgi:app.
-serve: install
+serve: $(STAMP)-run
 	@test -n "$$FLASK_SECRET_KEY" || { echo "make serve needs FLASK_SECRET_KEY (32+ characters), e.g." \
 		"export FLASK_SECRET_KEY=\$$(python3 -c 'import secrets; print(secrets.token_urlsafe(48))')" >&2; exit 2; }
 	$(BIN)/flask --app app db upgrade
 	$(BIN)/python serve.py
 
-test: install
+test: $(STAMP)-test
 	$(BIN)/python -m pytest -n 2 --durations=15
 
-bench: install
+bench: $(STAMP)-bench
 	$(BIN)/python -m bench $(SECTION)
 
-lint: install
+lint: $(STAMP)-lint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-fmt: install
+fmt: $(STAMP)-lint
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .

@@ -1,10 +1,8 @@
-"""Packaging beyond ``pyproject.toml``: the pages' ``templates/`` and ``static/`` folders stay at
-the top of the repository but ship inside the app package (``app/templates``, ``app/static``), so
-an installed queuelog serves its pages; ``create_app`` looks there first."""
+"""Packaging beyond ``pyproject.toml``: every folder of ``app`` ships as a package, those without
+``__init__.py`` too (``migrations``, and ``templates``/``static``, links to the repository's
+folders of the pages): setuptools treats each importable folder as a package and warns about any
+it is not told of."""
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 
-setup(
-    packages=[*find_packages(include=["app", "app.*"]), "app.templates", "app.static"],
-    package_dir={"app.templates": "templates", "app.static": "static"},
-)
+setup(packages=find_namespace_packages(include=["app", "app.*"], exclude=["*.__pycache__"]))

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from flask import Flask
-
-# templates/ and static/: inside the package when installed from a wheel (setup.py puts them
-# there), beside it in a checkout.
-_PACKAGE = Path(__file__).resolve().parent
-PAGES = _PACKAGE if (_PACKAGE / "templates").is_dir() else _PACKAGE.parent
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
@@ -23,9 +17,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         __name__,
         instance_path=(config or {}).get("INSTANCE_PATH"),
         instance_relative_config=True,
-        template_folder=str(PAGES / "templates"),
-        static_folder=str(PAGES / "static"),
-    )
+    )  # its templates/ and static/: links to the repository's folders, copied into a wheel
     from app import config as app_config
     from app.accounts import passwords
     from app.api import (

@@ -10,7 +10,6 @@ the large size at most 100 ms, p50 at most twice the small size's (the claim: 1.
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import re
@@ -38,6 +37,7 @@ from app.queue.vocabulary.timeutil import utcnow
 from bench import SECRET
 from bench import scale_load as load
 from bench.http_calls import wait_ready
+from devservers.keepalive import KeepAlive
 from devservers.postgres import PostgresMissing, postgres_server
 from devservers.servers import free_port
 
@@ -53,7 +53,7 @@ class Session:
     """One keep-alive HTTP connection with a bearer token or a signed-in cookie."""
 
     def __init__(self, port: int) -> None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.conn = KeepAlive("127.0.0.1", port, timeout=60)
         self.headers: dict[str, str] = {}
         self.cookies: dict[str, str] = {}
 
@@ -65,14 +65,7 @@ class Session:
         elif isinstance(body, str):
             data = body.encode()
             headers["Content-Type"] = "application/x-www-form-urlencoded"
-        try:
-            self.conn.request(method, path, body=data, headers=headers)
-            response = self.conn.getresponse()
-        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-            self.conn.close()  # the server dropped the idle keep-alive connection: reconnect
-            self.conn.request(method, path, body=data, headers=headers)
-            response = self.conn.getresponse()
-        raw = response.read()
+        response, raw = self.conn.exchange(method, path, data, headers)
         for cookie in response.msg.get_all("Set-Cookie") or []:
             name, _, value = cookie.split(";", 1)[0].partition("=")
             self.cookies[name] = value

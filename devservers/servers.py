@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
+from devservers.keepalive import KeepAlive
+from devservers.sockets import read_answer
+
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "reliability-secret-key-Vb7Kq2Lx9-Rm4Tz0Wc6Np1Hs8Fy3Dj5Ga"
 JOB_TYPES = ["email.send", "report.build", "webhook.deliver"]
@@ -142,7 +145,7 @@ class Server:
                 start_new_session=True,  # its own process group: kill_9 takes the workers too
             )
             log.close()
-            if self._wait_ready():
+            if self.answers():
                 return self
             self.stop()
         raise RuntimeError(f"{self.name} did not start; see {self.log_dir}\n{self.log_tail()}")
@@ -153,7 +156,8 @@ class Server:
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
         return [int(pid) for pid in children.read_text().split()]
 
-    def _wait_ready(self) -> bool:
+    def answers(self) -> bool:
+        """Wait (bounded) until the app answers HTTP here; False if the server exited first."""
         deadline = time.monotonic() + START_TIMEOUT
         assert self.process is not None
         while time.monotonic() < deadline:
@@ -239,14 +243,15 @@ def running(server: ServerT) -> Iterator[ServerT]:
 
 
 class Client:
-    """A tiny JSON client over one keep-alive connection (http.client, no extra packages)."""
+    """A tiny JSON client over one kept-alive connection (http.client, no extra packages; what
+    is safe to send again after the server closed it: ``devservers.keepalive``)."""
 
     def __init__(self, host: str, token: str, timeout: float = 20.0) -> None:
         self.host, _, port = host.partition(":")
         self.port = int(port)
         self.token = token
         self.timeout = timeout
-        self._conn: http.client.HTTPConnection | None = None
+        self._conn: KeepAlive | None = None
 
     def request(
         self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None
@@ -258,16 +263,8 @@ class Client:
             data = json.dumps(body).encode()
             all_headers["Content-Type"] = "application/json"
         if self._conn is None:
-            self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
-        try:
-            self._conn.request(method, path, body=data, headers=all_headers)
-            response = self._conn.getresponse()
-            raw = response.read()
-        except (OSError, http.client.HTTPException):
-            self.close()
-            raise
-        if response.getheader("Connection", "").lower() == "close":
-            self.close()
+            self._conn = KeepAlive(self.host, self.port, self.timeout)
+        response, raw = self._conn.exchange(method, path, data, all_headers)
         decoded = json.loads(raw) if raw else None
         return response.status, decoded, {k.lower(): v for k, v in response.getheaders()}
 
@@ -276,6 +273,10 @@ class Client:
 
     def get(self, path: str) -> tuple[int, Any, dict[str, str]]:
         return self.request("GET", path)
+
+    def closed_by_server(self, wait: float = 0.0) -> bool:
+        """Whether the server has closed the kept connection, waiting up to ``wait`` seconds."""
+        return self._conn is not None and self._conn.closed_by_server(wait)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -317,13 +318,5 @@ def http_request(method: str, path: str, token: str, body: Any = None) -> bytes:
 def read_status(sock: socket.socket, timeout: float) -> tuple[int, dict[str, str]] | None:
     """The status and headers of the response arriving on ``sock`` within ``timeout`` seconds;
     None when the server closed the connection without answering."""
-    sock.settimeout(timeout)
-    received = b""
-    while b"\r\n\r\n" not in received:
-        chunk = sock.recv(4096)
-        if not chunk:
-            return None
-        received += chunk
-    lines = received.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-    headers = dict(line.split(":", 1) for line in lines[1:])
-    return int(lines[0].split()[1]), {k.strip().lower(): v.strip() for k, v in headers.items()}
+    answer = read_answer(sock, timeout)
+    return None if answer is None else answer[:2]

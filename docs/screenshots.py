@@ -233,7 +233,7 @@ def main(wanted: list[str]) -> None:
         finally:
             server.shutdown()
             thread.join(timeout=10)
-            app.extensions["queuelog.db"].dispose()
+            db.close(app)
 
 
 if __name__ == "__main__":

@@ -169,7 +169,7 @@ def finish() -> Response:
     body = parse_body(FinishBody)
     outcomes = [item.to_outcome() for item in body.results]
     wanted = None if body.claim is None else body.claim.to_wanted()
-    seen = claims.ring() if wanted is not None and wanted.wait_seconds else 0
+    seen = claims.knowledge() if wanted is not None and wanted.wait_seconds else 0
     found = None
     with db.transaction() as conn:
         done = reports.finish(conn, g.actor, outcomes, now=utcnow(), settings=queue_settings())

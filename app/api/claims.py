@@ -41,9 +41,9 @@ class Claim(NamedTuple):
     next_due: datetime | None = None
 
 
-def ring() -> int:
-    """The dispatcher's rings so far: read before deciding whether to look (``wait``)."""
-    return dispatcher_of(current_app._get_current_object()).generation()  # type: ignore[attr-defined]
+def knowledge() -> int:
+    """Where the dispatcher's knowledge stands: read before deciding whether to look."""
+    return dispatcher_of(current_app._get_current_object()).seen()  # type: ignore[attr-defined]
 
 
 def worth_a_look(wanted: Wanted, effects: Effects) -> bool:
@@ -100,14 +100,14 @@ def wait(wanted: Wanted, seen: int, looked: Claim | None) -> Claim:
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         if looked is not None:
             dispatcher_of(app).learned(wanted.types, looked.next_due, seen)
-        served = dispatcher_of(app).wait(waiter, seen)
+        served = dispatcher_of(app).wait(waiter)
         return Claim(served.jobs, served.secrets)
 
 
 def claim(wanted: Wanted) -> Claim:
     """``POST /jobs/claim``: a look in a transaction of its own (skipped when nothing is due
     for the caller, who waits anyway), then, if the caller waits, the wait."""
-    seen = ring() if wanted.wait_seconds else 0
+    seen = knowledge() if wanted.wait_seconds else 0
     found = None
     if worth_a_look(wanted, NOTHING):
         with db.transaction() as conn:

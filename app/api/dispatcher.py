@@ -19,6 +19,7 @@ token and role in its own transaction, as the waiter's own request would.
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import time
@@ -39,7 +40,6 @@ from app.queue.rules.policy import Action, require
 from app.queue.rules.secret_fields import Secrets
 from app.queue.usecases import claiming
 from app.queue.vocabulary.effects import Effects
-from app.queue.vocabulary.errors import QueueError
 from app.queue.vocabulary.models import Actor, Job
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
@@ -91,53 +91,57 @@ def wants(types: Filter, due: Iterable[str]) -> bool:
 
 
 class Dispatcher:
-    """This process's waiting claims and the thread that serves them."""
+    """This process's waiting claims and the thread that serves them.
+
+    What it knows of the queue: the filters whose last look found nothing (``_empty``), the
+    jobs announced due since and not claimed here yet, by type (``_owed``), and whether
+    anything at all may have become due (``_anything``: a limit changed, a due instant came,
+    another process rang without saying what). A filter is known to have nothing due while it
+    is in ``_empty``, owes nothing and nothing at all happened: a look would find nothing.
+    """
 
     def __init__(self, app: Flask) -> None:
         self._app = app
         self._cond = threading.Condition()
         self._waiters: list[Waiter] = []
-        self._due: set[str] | None = set()  # types to serve next round (None: every type)
+        self._empty: list[Filter] = []
+        self._owed: collections.Counter[str] = collections.Counter()
+        self._anything = False
+        self._cleared = 0  # how many times everything became unknown (``_anything`` set)
         self._timer: datetime | None = None  # when the clock next makes a job claimable
-        self._empty: list[Filter] = []  # filters known to have nothing due since the last ring
-        self._generation = 0  # rings heard so far
         self._pid = 0
         self._closed = False
 
     # Called by requests.
 
-    def generation(self) -> int:
-        """How many rings this process heard so far (listening from now on, so none is missed):
-        read it before looking, then ``wait`` with it."""
+    def seen(self) -> int:
+        """Where this process's knowledge stands (listening from now on, so no ring is
+        missed): read it before looking, then ``learned`` and ``wait`` with it."""
         self._start()
         with self._cond:
-            return self._generation
+            return self._cleared
 
     def nothing_due(self, types: Filter) -> bool:
-        """Whether the last look for a filter covering ``types`` found nothing, and no ring nor
-        due instant came since (a look now would find nothing either)."""
+        """Whether a look for ``types`` would find nothing: the last look of a filter covering
+        it found nothing, and nothing it wants was announced since."""
         with self._cond:
-            return any(_covers(f, types) for f in self._empty)
+            return self._known_empty(types)
 
     def learned(self, types: Filter, next_due: datetime | None, seen: int) -> None:
-        """A request's look at ring ``seen`` found nothing for ``types``: remember it (and when
-        the clock next makes a job claimable), unless a ring came since."""
+        """A request's look found nothing for ``types``: remember it (and when the clock next
+        makes a job claimable), unless everything became unknown since ``seen``."""
         with self._cond:
-            if self._generation != seen:
+            if self._cleared != seen:
                 return
             self._empty.append(types)
             if next_due is not None:
-                self._timer = min(next_due + _AFTER_DUE, self._timer or next_due + _AFTER_DUE)
-                self._cond.notify()
+                self._set_timer(next_due)
 
-    def wait(self, waiter: Waiter, seen: int) -> Waiter:
-        """Wait until ``waiter`` is served or its deadline passes. Its request knew nothing due
-        at ring ``seen`` (it looked, or ``nothing_due`` said so): a ring since is worth a look."""
+    def wait(self, waiter: Waiter) -> Waiter:
+        """Wait until ``waiter`` is served or its deadline passes."""
         WAITS.inc()
         with self._cond:
             self._waiters.append(waiter)
-            if self._generation != seen:
-                self._due = None
             self._cond.notify()
         waiter.settled.wait(max(waiter.deadline - time.monotonic(), 0))
         with self._cond:
@@ -157,15 +161,11 @@ class Dispatcher:
 
     def serve(self, effects: Effects) -> None:
         with self._cond:
-            self._generation += 1
             if effects.next_at is not None:
-                self._timer = min(effects.next_at, self._timer or effects.next_at)
+                self._set_timer(effects.next_at)
             if effects.any_due:
-                self._due = None
-            elif effects.due and self._due is not None:
-                self._due.update(effects.due)
-            if effects.any_due or effects.due:
-                self._forget(effects)
+                self._forget_all()
+            self._owed.update(effects.due)
             self._cond.notify()
 
     def close(self) -> None:
@@ -174,74 +174,92 @@ class Dispatcher:
             self._closed = True
             self._cond.notify()
 
-    # The thread.
+    # What it knows (with the lock held).
 
-    def _forget(self, effects: Effects) -> None:
-        """Drop what new due jobs make untrue (with the lock held)."""
-        if effects.any_due:
-            self._empty.clear()
-        else:
-            self._empty = [f for f in self._empty if f is not None and not wants(f, effects.due)]
+    def _known_empty(self, types: Filter) -> bool:
+        if self._anything or not any(_covers(f, types) for f in self._empty):
+            return False
+        owed = [t for t, n in self._owed.items() if n > 0]
+        return not (owed and wants(types, owed))
+
+    def _forget_all(self) -> None:
+        self._anything, self._empty, self._cleared = True, [], self._cleared + 1
+        self._owed.clear()
+
+    def _set_timer(self, instant: datetime) -> None:
+        at = instant + _AFTER_DUE
+        self._timer = at if self._timer is None else min(self._timer, at)
+
+    def _wanted(self, waiter: Waiter) -> bool:
+        """Whether a look for ``waiter`` may find something."""
+        return not waiter.settled.is_set() and not self._known_empty(waiter.types)
+
+    # The thread.
 
     def _start(self) -> None:
         with self._cond:
             if self._pid == os.getpid():
                 return
-            self._pid, self._empty, self._due = os.getpid(), [], set()
+            self._pid, self._empty, self._anything = os.getpid(), [], False
+            self._owed.clear()
             threading.Thread(target=self._run, name="queuelog-dispatcher", daemon=True).start()
         db.announcer(self._app).wake.listening()  # the other processes' rings reach us
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                found = self._next_round()
-            if found is None:
+                now = self._next_round()
+            if now is None:
                 return
-            self._round(*found)
+            self._round(now)
 
-    def _next_round(self) -> tuple[set[str] | None, datetime] | None:
-        """Wait (with the lock held) until there is something to serve: the types newly due
-        (None: every type) and the time; None once closed."""
+    def _next_round(self) -> datetime | None:
+        """Wait (with the lock held) until a waiter may find something; the time then (None
+        once closed)."""
         while not self._closed:
-            waiting = [w for w in self._waiters if not w.settled.is_set()]
             now = utcnow()
             if self._timer is not None and self._timer <= now:
-                self._timer, self._due, self._empty = None, None, []
-            if waiting and (self._due is None or self._due):
-                due, self._due = self._due, set()
-                return due, now
-            timeout = None
-            if self._timer is not None:
-                timeout = (self._timer - now).total_seconds()
+                self._timer = None
+                self._forget_all()  # the clock made something due: anything may be
+            if any(self._wanted(w) for w in self._waiters):
+                self._anything = False  # this round looks for everything that is owed
+                return now
+            timeout = None if self._timer is None else (self._timer - now).total_seconds()
             if not db.announcer(self._app).wake.listening():
                 timeout = min(timeout or FALLBACK_POLL_SECONDS, FALLBACK_POLL_SECONDS)
-                self._due = None
+                self._forget_all()
             self._cond.wait(timeout)
         return None
 
-    def _round(self, due: set[str] | None, now: datetime) -> None:
-        """Serve the waiters oldest first, one claim each, skipping the filters known to have
-        nothing due; then, if some filter found nothing, when to look again."""
+    def _round(self, now: datetime) -> None:
+        """Serve the waiters oldest first, one claim each, while a look for them may find
+        something; then, if some filter found nothing, when the clock next makes a job due."""
         with self._cond:
-            queue = [w for w in self._waiters if not w.settled.is_set()]
-        empty: list[Filter] = []
+            queue = list(self._waiters)
         held_back: datetime | None = None
+        found_nothing = False
         for waiter in queue:
-            if due is not None and not wants(waiter.types, due):
-                continue  # nothing it wants became claimable
-            if any(_covers(f, waiter.types) for f in empty):
-                continue
             with self._cond:
-                if waiter.settled.is_set() or waiter not in self._waiters:
+                if waiter not in self._waiters or not self._wanted(waiter):
                     continue
                 waiter.serving = True
             claimed = self._claim(waiter)
-            if claimed is not None and len(claimed.jobs) < waiter.max_jobs:
-                empty.append(waiter.types)
-                if claimed.held_back_until is not None:
-                    held_back = min(held_back or claimed.held_back_until, claimed.held_back_until)
-        if empty:
-            self._remember(empty, held_back, now)
+            if claimed is None:
+                continue
+            with self._cond:
+                for job in claimed.jobs:
+                    if self._owed[job.type] > 0:
+                        self._owed[job.type] -= 1
+                if len(claimed.jobs) < waiter.max_jobs:  # nothing more is due for its filter
+                    self._empty.append(waiter.types)
+                    for job_type in list(self._owed):
+                        if waiter.types is None or job_type in waiter.types:
+                            del self._owed[job_type]
+                    found_nothing = True
+            if claimed.held_back_until is not None:
+                held_back = min(held_back or claimed.held_back_until, claimed.held_back_until)
+        if found_nothing:
+            self._next_due(now, held_back)
 
     def _claim(self, waiter: Waiter) -> claiming.Claimed | None:
         """Claim for ``waiter`` in a transaction of its own, and hand the jobs over."""
@@ -263,10 +281,8 @@ class Dispatcher:
                 announce(claimed.effects)
             waiter.jobs = claimed.jobs
             LOOKS.labels("dispatcher", "yes" if claimed.jobs else "no").inc()
-        except (TokenRefused, QueueError) as exc:
-            waiter.refused = exc
-        except Exception as exc:  # a database failure: the waiter answers as its request would
-            waiter.refused = exc
+        except Exception as exc:  # refused (token, role) or a database failure: the waiter
+            waiter.refused = exc  # answers as its own request would have
         with self._cond:
             waiter.serving = False
             if waiter.jobs or waiter.refused is not None:
@@ -281,17 +297,14 @@ class Dispatcher:
             raise TokenRefused
         return require(found[1].actor(), Action.WORK)
 
-    def _remember(self, empty: list[Filter], held_back: datetime | None, now: datetime) -> None:
-        """Note the filters that found nothing, and when the clock next makes a job claimable."""
+    def _next_due(self, now: datetime, held_back: datetime | None) -> None:
+        """When the clock next makes a job claimable (or limits let one go): the timer."""
         with self._app.app_context(), db.read(self._app) as conn:
             next_due = claiming.next_due_at(conn, now)
-        instants = [t + _AFTER_DUE for t in (next_due, held_back) if t is not None]
         with self._cond:
-            if self._due is None or self._due:
-                return  # something came meanwhile: what we learned may be stale already
-            self._empty.extend(empty)
-            if instants:
-                self._timer = min([*instants, *([self._timer] if self._timer else [])])
+            for instant in (next_due, held_back):
+                if instant is not None:
+                    self._set_timer(instant)
 
 
 def init_app(app: Flask) -> None:

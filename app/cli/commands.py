@@ -33,6 +33,14 @@ def _fail(exc: AccountError) -> None:
     raise click.ClickException(exc.detail)
 
 
+def _password_from_stdin() -> str:
+    """The password on stdin: on a terminal asked for twice, unechoed, until both agree;
+    from a pipe or a file its first line, so scripts need not say it twice."""
+    if sys.stdin.isatty():
+        return str(click.prompt("Password", hide_input=True, confirmation_prompt=True, err=True))
+    return sys.stdin.readline().rstrip("\r\n")
+
+
 @db_cli.command("upgrade")
 def db_upgrade() -> None:
     """Create the schema or migrate it to the latest revision."""
@@ -49,10 +57,14 @@ def db_upgrade() -> None:
     default=None,
     help="Highest priority a producer may enqueue (default: DEFAULT_MAX_PRIORITY).",
 )
-@click.option("--password-stdin", is_flag=True, help="Read a login password from stdin.")
+@click.option(
+    "--password-stdin",
+    is_flag=True,
+    help="Read a login password from stdin (asked twice, unechoed, on a terminal).",
+)
 def user_create(name: str, role: str, max_priority: str | None, password_stdin: bool) -> None:
     """Create a user (without --password-stdin it can only use API tokens)."""
-    password = sys.stdin.readline().rstrip("\r\n") if password_stdin else None
+    password = _password_from_stdin() if password_stdin else None
     cap = max_priority or current_app.config["DEFAULT_MAX_PRIORITY"]
     try:
         with db.transaction() as conn:
@@ -108,8 +120,8 @@ def user_enable(name: str) -> None:
 @user_cli.command("set-password")
 @click.argument("name")
 def user_set_password(name: str) -> None:
-    """Set a user's password from stdin."""
-    password = sys.stdin.readline().rstrip("\r\n")
+    """Set a user's password from stdin (asked twice, unechoed, on a terminal)."""
+    password = _password_from_stdin()
     try:
         with db.transaction() as conn:
             accounts.set_password(conn, accounts.OPERATOR, name, password)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable
@@ -17,6 +18,11 @@ from queuelog_client.errors import Unreachable, from_response
 NOT_DONE = frozenset({429, 503})
 # The request never reached the server, so resending it cannot do anything twice.
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# The server closed the connection without answering: on a kept-alive connection it may have
+# closed it, idle, as the request went out (httpx replaces one it sees closed before sending), or
+# it may have read the request and died; the client cannot tell which, so only a request that
+# may be applied twice is sent again for it.
+CLOSED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
 def backoff(retry: int, *, base: float, cap: float) -> float:
@@ -44,7 +50,9 @@ class Transport:
 
     ``idempotent`` requests (GETs, writes fenced by an idempotency key or an attempt) are retried
     on any network error, 429 and 5xx; others only when they cannot have been applied: the
-    connection was never made, or the server answered 429/503."""
+    connection was never made, or the server answered 429/503. An idempotent request whose
+    connection the server closed without answering goes once more at once, outside the retries:
+    a kept-alive connection closed as the request went out is no failure of the server."""
 
     def __init__(
         self,
@@ -83,17 +91,19 @@ class Transport:
         """Send one request, retrying what is safe to retry; an error status raises its typed
         ``QueuelogError``, a network failure after the last retry raises ``Unreachable``."""
         budget = self.retries if retries is None else retries
+        send = functools.partial(
+            self._http.request,
+            method,
+            path,
+            json=json,
+            params=params,
+            headers=headers,
+            timeout=timeout or self.timeout,
+        )
         for retry in range(budget + 1):
             last = retry == budget
             try:
-                response = self._http.request(
-                    method,
-                    path,
-                    json=json,
-                    params=params,
-                    headers=headers,
-                    timeout=timeout or self.timeout,
-                )
+                response = _send(send, resend=idempotent and retry == 0)
             except httpx.TransportError as exc:
                 if last or not (idempotent or isinstance(exc, NOT_SENT)):
                     raise Unreachable(None, "server unreachable", _describe(exc)) from exc
@@ -113,6 +123,17 @@ class Transport:
     def close(self) -> None:
         """Close the pooled connections."""
         self._http.close()
+
+
+def _send(send: Callable[[], httpx.Response], *, resend: bool) -> httpx.Response:
+    """``send()``, and once more at once when ``resend`` and the server closed the connection
+    without answering (httpx drops that connection: the second goes on a new one)."""
+    try:
+        return send()
+    except CLOSED:
+        if not resend:
+            raise
+    return send()
 
 
 def _describe(exc: httpx.TransportError) -> str:

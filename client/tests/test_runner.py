@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import os
+import re
+import select
 import shutil
 import signal
 import subprocess
@@ -16,6 +18,7 @@ import pytest
 from conftest import Server, statuses, transitions, wait_until
 
 import devservers.servers
+from devservers.sockets import wait_until_read_from
 
 pytestmark = pytest.mark.slow
 
@@ -59,6 +62,7 @@ class Runner:
         self.log = directory / "executions.log"
         self.log.touch()
         self.process: subprocess.Popen[str] | None = None
+        self.logged = ""  # the worker's log lines read so far (by ``wait_for_log``)
 
     def start(self, *options: str, wrapper: tuple[str, ...] = ()) -> Runner:
         env = {**os.environ, "QUEUELOG_TOKEN": self.server.database.tokens["worker"]}
@@ -83,10 +87,22 @@ class Runner:
         assert self.process is not None
         self.process.send_signal(signum)
 
+    def wait_for_log(self, text: str, timeout: float) -> None:
+        """Read the worker's log until a line holds ``text``; fail after ``timeout`` seconds."""
+        assert self.process is not None and self.process.stderr is not None
+        pipe = self.process.stderr.fileno()  # read unbuffered: ``wait`` reads the rest
+        deadline = time.monotonic() + timeout
+        while text not in self.logged:
+            ready, _, _ = select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"the worker never logged {text!r}: {self.logged}"
+            chunk = os.read(pipe, 4096).decode()
+            assert chunk, f"the worker exited before it logged {text!r}: {self.logged}"
+            self.logged += chunk
+
     def wait(self, timeout: float) -> tuple[int, str]:
         assert self.process is not None
         _, err = self.process.communicate(timeout=timeout)
-        return self.process.returncode, err
+        return self.process.returncode, self.logged + err
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -136,7 +152,7 @@ def test_a_second_signal_exits_at_once(fresh_server: Server, runner: Runner) -> 
         runner.start("--grace", "120")
         wait_until(lambda: len(runner.lines("start")) == 1, 30, "the handler to start")
         runner.signal(signal.SIGTERM)
-        time.sleep(0.5)
+        runner.wait_for_log("SIGTERM: stopping", 60)  # the first is handled: the next is a second
         signalled = time.monotonic()
         runner.signal(signal.SIGINT)
         code, err = runner.wait(10)
@@ -152,18 +168,27 @@ def test_timeouts_doubled_sigterm_still_gives_the_grace(
 
     The two ``kill`` calls are microseconds apart, so Python usually merges them into one call
     of the handler; ``strace`` on ``timeout`` (not on the worker) slows its system calls enough
-    that the worker handles the first before the second arrives, every time."""
+    that the worker handles the first before the second arrives, every time. ``timeout``'s time
+    runs out (its SIGALRM) once the handler runs, however long the worker took to start."""
     if shutil.which("strace") is None or shutil.which("timeout") is None:
         pytest.skip("needs strace and GNU timeout (Debian packages strace, coreutils)")
     with fresh_server.client("producer") as producer:
         job = producer.enqueue("report.build", {"seconds": 4})
-        wrapper = ("strace", "-o", os.devnull, "timeout", "2")
+        wrapper = ("strace", "-o", os.devnull, "timeout", "600")
         runner.start("--grace", "30", wrapper=wrapper)
+        wait_until(lambda: runner.lines("start")[job.id] == 1, 60, "the handler to start")
+        assert runner.process is not None
+        (timeout,) = _children(runner.process.pid)  # strace's one child
+        os.kill(timeout, signal.SIGALRM)
         code, err = runner.wait(30)
         assert code == 124, err  # timeout's own code: it did send its signal
         assert "exiting now" not in err and "SIGTERM: stopping" in err, err
         assert runner.lines("end")[job.id] == 1  # the handler got its grace and finished
         assert producer.get(job.id).status == "completed"
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
 def test_the_worker_carries_on_when_the_server_is_killed_and_restarted(
@@ -198,7 +223,9 @@ def test_a_job_claimed_while_stopping_is_released_at_once(
     fresh_server: Server, runner: Runner
 ) -> None:
     runner.start("--concurrency", "1")
-    time.sleep(2.0)  # the worker is now in a long-poll claim (5 s) on an empty queue
+    runner.wait_for_log("worker started", 60)  # its signal handlers are in place
+    assert runner.process is not None
+    wait_until_read_from(runner.process.pid, fresh_server.gunicorn.port, 60)  # its claim waits
     runner.signal(signal.SIGTERM)
     with fresh_server.client("producer") as producer:
         job = producer.enqueue("report.build", {"seconds": 0})  # wakes the waiting claim
@@ -206,5 +233,5 @@ def test_a_job_claimed_while_stopping_is_released_at_once(
         assert code == 0, err
         again = producer.get(job.id)
         assert again.status == "pending" and again.retry_count == 0 and not runner.lines("start")
-        if "released unstarted" in err:  # the claim was still waiting when the job arrived
-            assert [e.kind for e in producer.events(job.id)][-1] == "released"
+        if not re.search(r"\b0 released unstarted", err):  # its claim's 5 s had not run out
+            assert [e.kind for e in producer.events(job.id)][-1] == "released", err

@@ -19,6 +19,7 @@ from conftest import Server, start_server
 from queuelog_client import Client, Conflict, ServerError, Unreachable
 
 from devservers.servers import free_port
+from devservers.sockets import serving
 
 AT = "2026-01-02T03:04:05Z"
 JOB = {
@@ -87,13 +88,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def scripted() -> Iterator[Scripted]:
-    httpd = Scripted([])
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(5)
+    with serving(Scripted([])) as httpd:
+        yield httpd
 
 
 def busy(status: int = 503, after: str = "0") -> Answer:
@@ -130,6 +126,26 @@ def test_cancel_is_resent_only_when_it_cannot_have_happened(scripted: Scripted) 
         with pytest.raises(Unreachable):
             client.cancel(7)
     assert len(scripted.received) == 5  # neither the 502 nor the dropped cancel was resent
+
+
+def test_a_fenced_report_whose_connection_the_server_closed_goes_again_at_once(
+    scripted: Scripted,
+) -> None:
+    """The server closes a kept-alive connection as a heartbeat goes out: the worker's reports
+    (sent without retries, the worker keeps them itself) go once more on a new connection."""
+    answer = {"results": [{"id": 7, "status": 200}]}
+    scripted.script += [Answer(200, answer), Answer(drop=True), Answer(200, answer)]
+    slept: list[float] = []
+    with Client(scripted.url, "t") as client:
+        client.transport.sleep = slept.append
+        beat = [{"id": 7, "attempt": 1}]
+        assert client.heartbeat(beat, retries=0) == answer["results"]
+        assert client.heartbeat(beat, retries=0) == answer["results"]
+        assert slept == []  # at once: a closed connection is no failure of the server
+        scripted.script += [Answer(drop=True), Answer(drop=True)]
+        with pytest.raises(Unreachable):  # but only once: a server that drops every request
+            client.heartbeat(beat, retries=0)
+    assert len(scripted.received) == 5
 
 
 def test_retry_after_is_honoured(scripted: Scripted) -> None:

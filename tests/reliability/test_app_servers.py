@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -15,7 +14,16 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-from devservers.servers import REPO, Client, Database, Served, prepare_database
+from devservers.servers import (
+    REPO,
+    Client,
+    Database,
+    Served,
+    http_request,
+    prepare_database,
+    send_on_new_sockets,
+)
+from devservers.sockets import read_answer, wait_until_read
 from tests.reliability import fleet
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
@@ -151,22 +159,18 @@ def test_jobs_complete_exactly_once_across_two_servers_even_when_one_is_killed(
 def test_a_long_poll_on_one_server_is_woken_by_an_enqueue_on_the_other(
     servers: list[Served], database: Database
 ) -> None:
-    answer: dict[str, Any] = {}
-
-    def poll() -> None:
-        client = Client(servers[0].host, database.tokens["worker"], timeout=30)
-        answer["status"], answer["job"], _ = client.post("/jobs/claim", {"wait_seconds": 15})
-        answer["at"] = time.monotonic()
-        client.close()
-
-    thread = threading.Thread(target=poll)
-    thread.start()
-    time.sleep(0.5)
-    producer = Client(servers[1].host, database.tokens["producer-0"])
-    status, job, _ = producer.post("/jobs", {"type": "email.send"})
-    enqueued = time.monotonic()
-    producer.close()
-    thread.join(30)
-    assert status == 201
-    assert answer["status"] == 200 and answer["job"]["id"] == job["id"]
-    assert answer["at"] - enqueued < 1.0
+    claim = http_request("POST", "/jobs/claim", database.tokens["worker"], {"wait_seconds": 15})
+    (sock,) = send_on_new_sockets(servers[0].port, claim, 1)
+    try:
+        wait_until_read([sock], 30)  # the claim is the first server's
+        producer = Client(servers[1].host, database.tokens["producer-0"])
+        status, job, _ = producer.post("/jobs", {"type": "email.send"})
+        enqueued = time.monotonic()
+        producer.close()
+        answer = read_answer(sock, 30)
+        answered = time.monotonic()
+    finally:
+        sock.close()
+    assert status == 201 and answer is not None
+    assert answer[0] == 200 and json.loads(answer[2])["id"] == job["id"], answer
+    assert answered - enqueued < 1.0

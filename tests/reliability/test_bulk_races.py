@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from app.infra import db
 from app.queue.usecases import bulk, bulk_runs, claiming, reports
@@ -28,6 +28,10 @@ from tests.harness import Queue
 CHURNING = 40  # email.send jobs: claimed and released over and over (always pending or running)
 FINISHING = 20  # report.build jobs: claimed and completed (outside the cancel's filter)
 DEADLINE = 60.0
+LOCK_WAITERS = text(
+    "SELECT count(*) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+)
 
 
 @pytest.fixture
@@ -123,16 +127,20 @@ def test_a_job_locked_through_every_skipped_pass_is_waited_for(queue: Queue, bac
     still cancelled, once that transaction ends (only PostgreSQL skips locked rows: SQLite has
     no concurrent writer to wait for)."""
     jobs = [queue.enqueue(now=utcnow()).id for _ in range(3)]
-    hold = bulk_runs.BUSY_PASSES * bulk_runs.BUSY_PAUSE_SECONDS + 0.3
     locked = threading.Event()
 
     def hold_the_last_job() -> None:
+        """Lock the job until the operation, its skipped passes done, waits for the lock."""
         with db.engine(queue.app).connect() as conn, conn.begin():
             conn.execute(
                 select(jobs_table.c.id).where(jobs_table.c.id == jobs[-1]).with_for_update()
             )
             locked.set()
-            time.sleep(hold)
+            deadline = time.monotonic() + DEADLINE
+            while time.monotonic() < deadline:
+                if conn.execute(LOCK_WAITERS).scalar():
+                    return
+                time.sleep(0.01)
 
     holder = threading.Thread(target=hold_the_last_job)
     holder.start()

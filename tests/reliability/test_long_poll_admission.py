@@ -3,6 +3,7 @@ request handler wait (real server, real sockets)."""
 
 from __future__ import annotations
 
+import select
 import selectors
 import socket
 import threading
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 USERS = {"producer": "producer", "worker": "worker", "other": "worker"}
 WAIT = 2.5  # seconds each admitted long-poll waits (nothing is ever due)
-AT_ONCE = 1.0  # a refused long-poll answers well before its wait would have ended
+AT_ONCE = 1.0  # seconds other requests take at most while the admitted long-polls wait
 
 
 @pytest.fixture
@@ -43,17 +44,21 @@ def server(database: Database, tmp_path: Path) -> Iterator[Served]:
 
 
 def _claims(
-    server: Served, token: str, count: int, then: Client | None = None
+    server: Served, token: str, count: int, then: tuple[Client, int] | None = None
 ) -> list[tuple[int, dict[str, str], float]]:
     """Send ``count`` long-polling claims at once; (status, headers, seconds) of each. With
-    ``then``, that client's own long-poll meanwhile must be let wait its whole time."""
+    ``then`` (a client and how many of the claims are refused), that client's own long-poll,
+    sent once the refusals have come (every claim has been admitted or refused by then), must
+    be let wait its whole time."""
     start = time.monotonic()
     request = http_request("POST", "/jobs/claim", token, {"wait_seconds": WAIT})
     sockets = send_on_new_sockets(server.port, request, count)
     try:
         other: list[tuple[int, float]] = []
         if then is not None:
-            thread = threading.Thread(target=lambda: other.append(_timed_claim(then, start)))
+            client, refusals = then
+            _wait_for_answers(sockets, refusals)
+            thread = threading.Thread(target=lambda: other.append(_timed_claim(client, start)))
             thread.start()
         answered_after = _answer_times(sockets, start)
         answers = []
@@ -71,11 +76,31 @@ def _claims(
 
 
 def _timed_claim(client: Client, start: float) -> tuple[int, float]:
-    """A long-poll of ``client`` sent a moment after the others: it waits its whole time."""
-    time.sleep(0.3)
+    """A long-poll of ``client``: its status (-1 when turned away) and seconds since ``start``."""
     status, _, headers = client.post("/jobs/claim", {"wait_seconds": WAIT})
     client.close()
     return (status if "retry-after" not in headers else -1), time.monotonic() - start
+
+
+def _wait_for_answers(sockets: list[socket.socket], count: int) -> None:
+    """Wait (bounded) until ``count`` of ``sockets`` have an answer to read: the long-polls
+    turned away answer at once, the admitted ones only when their wait ends."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        readable, _, _ = select.select(sockets, [], [], deadline - time.monotonic())
+        if len(readable) >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"fewer than {count} long-polls were turned away")
+
+
+def _turned_away(answers: list[tuple[int, dict[str, str], float]]) -> list[bool]:
+    """Which long-polls were turned away (``Retry-After: 1``, at once) rather than let wait
+    (their whole time), checking each answer is one or the other."""
+    for status, headers, took in answers:
+        assert status == 204 and headers.get("retry-after", "1") == "1", answers
+        assert took < WAIT if "retry-after" in headers else took >= WAIT, answers
+    return ["retry-after" in headers for _, headers, _ in answers]
 
 
 def _answer_times(sockets: list[socket.socket], start: float) -> dict[socket.socket, float]:
@@ -99,19 +124,15 @@ def test_a_token_waits_in_at_most_its_share_and_the_rest_answer_at_once(
     # 16 of the process's 32 handlers may wait, 8 per token: a second token still gets its own.
     with running(Served(database, tmp_path, workers=1, threads=32)) as server:
         other = Client(server.host, database.tokens["other"], timeout=WAIT + 10)
-        answers = _claims(server, database.tokens["worker"], 10, then=other)
-    refused = [a for a in answers if a[2] < AT_ONCE]
-    waited = [a for a in answers if a[2] >= WAIT]
-    assert len(refused) == 2 and len(waited) == 8, answers
-    assert all(status == 204 and headers["retry-after"] == "1" for status, headers, _ in refused)
-    assert all(status == 204 and "retry-after" not in headers for status, headers, _ in waited)
+        answers = _claims(server, database.tokens["worker"], 10, then=(other, 2))
+    assert sorted(_turned_away(answers)) == [False] * 8 + [True] * 2, answers
 
 
 def test_while_the_handlers_wait_other_requests_answer(server: Served, database: Database) -> None:
     request = http_request("POST", "/jobs/claim", database.tokens["worker"], {"wait_seconds": WAIT})
     waiting = send_on_new_sockets(server.port, request, 20)
     try:
-        time.sleep(0.5)  # every admitted claim is asleep now
+        _wait_for_answers(waiting, 20 - 4)  # 4 wait (the process's half), the rest turned away
         producer = Client(server.host, database.tokens["producer"], timeout=3)
         started = time.monotonic()
         assert producer.get("/healthz")[0] == 200
@@ -121,7 +142,7 @@ def test_while_the_handlers_wait_other_requests_answer(server: Served, database:
         statuses = [read_status(sock, WAIT + 10) for sock in waiting]
         assert [s[0] if s else None for s in statuses].count(200) == 1, statuses
         refused = [s for s in statuses if s and "retry-after" in s[1]]
-        assert len(refused) == 20 - 4, statuses  # 4 waited (the process's half), one got the job
+        assert len(refused) == 20 - 4, statuses  # of the 4 that waited, one got the job
     finally:
         for sock in waiting:
             sock.close()
@@ -132,4 +153,4 @@ def test_the_per_token_bound_is_a_setting(tmp_path: Path, database: Database) ->
         Served(database, tmp_path, workers=1, threads=32, LONG_POLL_PER_TOKEN=2)
     ) as server:
         answers = _claims(server, database.tokens["worker"], 5)
-    assert sorted(a[2] < AT_ONCE for a in answers) == [False] * 2 + [True] * 3, answers
+    assert sorted(_turned_away(answers)) == [False] * 2 + [True] * 3, answers

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import json
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +18,7 @@ from app.infra.queue_settings import queue_settings
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.usecases import enqueueing
 from app.queue.vocabulary.timeutil import utcnow
+from app.storage.transactions import announce
 from devservers.servers import (
     Client,
     Database,
@@ -29,6 +30,7 @@ from devservers.servers import (
     running,
     send_on_new_sockets,
 )
+from devservers.sockets import read_answer, wait_until_read
 from tests.backends import every_backend  # noqa: F401 (these tests run on both engines)
 
 pytestmark = pytest.mark.slow
@@ -51,26 +53,26 @@ def server(database: Database, tmp_path: Path) -> Iterator[Served]:
 
 
 def _long_polls(server: Served, token: str, count: int, wait: float) -> Callable[[], list[Any]]:
-    """Start ``count`` long-polling claims, each on its own connection and thread; the
-    returned function joins them and gives [(status, job or None, seconds taken)]."""
-    results: list[Any] = [None] * count
-
-    def poll(i: int) -> None:
-        client = Client(server.host, token, timeout=wait + 20)
-        start = time.monotonic()
-        status, job, _ = client.post("/jobs/claim", {"wait_seconds": wait})
-        results[i] = (status, job, time.monotonic() - start)
-        client.close()
-
-    threads = [threading.Thread(target=poll, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
+    """Send ``count`` long-polling claims, each on its own connection, and wait until the
+    server has read every one; the returned function waits for their answers and gives
+    [(status, job or None)]."""
+    request = http_request("POST", "/jobs/claim", token, {"wait_seconds": wait})
+    sockets = send_on_new_sockets(server.port, request, count)
+    try:
+        wait_until_read(sockets, 30)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
 
     def join() -> list[Any]:
-        for thread in threads:
-            thread.join(wait + 30)
-        assert all(r is not None for r in results), results
-        return results
+        try:
+            answers = [read_answer(sock, wait + 30) for sock in sockets]
+        finally:
+            for sock in sockets:
+                sock.close()
+        assert all(a is not None for a in answers), answers
+        return [(status, json.loads(body) if body else None) for status, _, body in answers]
 
     return join
 
@@ -85,7 +87,6 @@ def test_more_waiting_claims_than_processes_leave_enqueues_and_lists_answering(
     server: Served, database: Database
 ) -> None:
     waiting = _long_polls(server, database.tokens["worker"], count=8, wait=6)
-    time.sleep(0.5)  # every long-poll is asleep in a server thread now
     producer = Client(server.host, database.tokens["producer"], timeout=10)
     for _ in range(3):
         status, took = _timed(lambda: producer.post("/jobs", {"type": "email.send"}))
@@ -108,7 +109,7 @@ def test_slow_clients_do_not_stall_others(server: Served, database: Database) ->
         )
         stalled.append(sock)
     try:
-        time.sleep(0.3)
+        wait_until_read(stalled, 30)  # each holds the server's attention now
         producer = Client(server.host, database.tokens["producer"], timeout=10)
         for _ in range(5):
             status, took = _timed(lambda: producer.get("/jobs"))
@@ -127,7 +128,6 @@ def test_long_polls_in_every_process_are_woken_by_an_enqueue_from_another_proces
 ) -> None:
     """Waiters in both server processes; the jobs are enqueued by this test's own process."""
     waiting = _long_polls(server, database.tokens["worker"], count=6, wait=15)
-    time.sleep(1.0)  # connections spread over both processes, every claim asleep
     app = create_app(app_settings(database))
     try:
         with app.app_context():
@@ -137,10 +137,10 @@ def test_long_polls_in_every_process_are_woken_by_an_enqueue_from_another_proces
                 assert found is not None
                 actor = found[1].actor()
                 for _ in range(6):
-                    enqueueing.enqueue(conn, actor, request, now=utcnow())
+                    announce(enqueueing.enqueue(conn, actor, request, now=utcnow()).effects)
             enqueued = time.monotonic()
     finally:
-        db.engine(app).dispose()
+        db.close(app)
     results = waiting()
     woken = time.monotonic()
     assert [r[0] for r in results] == [200] * 6, results
@@ -169,7 +169,7 @@ def test_slow_bodies_and_one_tokens_long_polls_leave_the_service_answering(
     claim = http_request("POST", "/jobs/claim", database.tokens["worker"], {"wait_seconds": 5})
     waiting = send_on_new_sockets(server.port, claim, 140)
     try:
-        time.sleep(0.5)
+        wait_until_read(stalled + waiting, 30)
         producer = Client(server.host, database.tokens["producer"], timeout=10)
         for _ in range(5):
             status, took = _timed(lambda: producer.get("/healthz"))

@@ -1,0 +1,150 @@
+"""Waiting claims behind the production server's two processes: a trickle of jobs costs about
+one claim statement per job, no empty looks from a commit another process serves, and a waiter
+whose types match nothing due is not woken (real server, real sockets, its /metrics)."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from devservers.servers import Client, Database, Served, prepare_database, running
+
+pytestmark = pytest.mark.slow
+
+USERS = {"producer": "producer", "worker": "worker", "reporter": "worker", "admin": "admin"}
+JOBS = 40  # enqueued one at a time
+WORKERS = 6  # long-polling claimers, each asking again as soon as it got a job
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Database:
+    return prepare_database(tmp_path / "db", USERS)
+
+
+@pytest.fixture
+def server(database: Database, tmp_path: Path) -> Iterator[Served]:
+    with running(Served(database, tmp_path, workers=2, threads=16)) as started:
+        yield started
+
+
+def _figures(server: Served, database: Database) -> dict[tuple[str, tuple[Any, ...]], float]:
+    """Every sample of /metrics, by name and labels (both processes' added up)."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request(
+            "GET", "/metrics", headers={"Authorization": f"Bearer {database.tokens['admin']}"}
+        )
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def _total(samples: dict[tuple[str, tuple[Any, ...]], float], name: str, **labels: str) -> float:
+    return sum(
+        value
+        for (sample, found), value in samples.items()
+        if sample == name and all((k, v) in found for k, v in labels.items())
+    )
+
+
+def _claimer(
+    server: Served, token: str, got: list[int], stop: threading.Event, **claim: Any
+) -> None:
+    """A worker's loop on its own keep-alive connection (as a worker's HTTP client keeps one):
+    long-poll for one job, take it, ask again."""
+    client = Client(server.host, token)
+    try:
+        while not stop.is_set():
+            status, body, _ = client.post("/jobs/claim", {"wait_seconds": 2, **claim})
+            if status == 200:
+                got.append(body["id"])
+    finally:
+        client.close()
+
+
+def test_a_trickle_costs_one_claim_per_job_and_no_empty_looks(
+    server: Served, database: Database
+) -> None:
+    before = _figures(server, database)
+    got: list[int] = []
+    stop = threading.Event()
+    claimers = [
+        threading.Thread(
+            target=_claimer,
+            args=(server, database.tokens["worker"], got, stop),
+            kwargs={"types": ["email.send"]},
+        )
+        for _ in range(WORKERS)
+    ]
+    for thread in claimers:
+        thread.start()
+    time.sleep(1.0)  # every claimer waits
+    producer = Client(server.host, database.tokens["producer"])
+    enqueued = []
+    for _ in range(JOBS):
+        status, job, _ = producer.post("/jobs", {"type": "email.send"})
+        assert status == 201
+        enqueued.append(job["id"])
+        time.sleep(0.05)
+    deadline = time.monotonic() + 20
+    while len(got) < JOBS and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    for thread in claimers:
+        thread.join(10)
+    assert sorted(got) == sorted(enqueued)  # each job claimed once, none lost
+    after = _figures(server, database)
+
+    def grew(name: str, **labels: str) -> float:
+        return _total(after, name, **labels) - _total(before, name, **labels)
+
+    found = grew("queuelog_claim_looks_total", found="yes")
+    empty = grew("queuelog_claim_looks_total", found="no")
+    by = {
+        s: grew("queuelog_claim_looks_total", found="no", source=s)
+        for s in ("request", "dispatcher")
+    }
+    print(f"\n{JOBS} jobs: {found:.0f} looks that found one, {empty:.0f} empty looks {by}")
+    assert found == JOBS  # one claim statement per job
+    # Empty looks: each claimer's first look, and the odd race between a ring and a new wait.
+    assert empty <= WORKERS + 0.1 * JOBS
+
+
+def test_a_waiter_of_other_types_is_not_woken(server: Served, database: Database) -> None:
+    before = _figures(server, database)
+    got: list[int] = []
+    stop = threading.Event()
+    reporter = threading.Thread(
+        target=_claimer,
+        args=(server, database.tokens["reporter"], got, stop),
+        kwargs={"types": ["report.build"]},
+    )
+    reporter.start()
+    time.sleep(1.0)
+    producer = Client(server.host, database.tokens["producer"])
+    for _ in range(10):
+        assert producer.post("/jobs", {"type": "email.send"})[0] == 201
+        time.sleep(0.05)
+    time.sleep(0.5)
+    stop.set()
+    reporter.join(10)
+    after = _figures(server, database)
+    looks = _total(after, "queuelog_claim_looks_total") - _total(
+        before, "queuelog_claim_looks_total"
+    )
+    assert got == []
+    # The reporter's own first look in each process (and, there, one when the process starts
+    # listening), none caused by the ten email jobs.
+    assert looks <= 4
