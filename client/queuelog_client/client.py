@@ -316,17 +316,14 @@ class Client:
         """Claim up to ``max_jobs`` due jobs (``POST /jobs/claim``), waiting up to
         ``wait_seconds`` for one to become due; an empty list when none did. Not retried after
         it may have reached the server (claimed jobs would be held for nothing)."""
-        response = self.transport.request(
-            "POST",
-            "/jobs/claim",
-            json=claim_body(max_jobs, types, wait_seconds, lease_seconds),
-            idempotent=False,
-            timeout=self.transport.timeout + wait_seconds + LONG_POLL_MARGIN,
+        return self.finish_and_claim(
+            [],
+            max_jobs=max_jobs,
+            types=types,
+            wait_seconds=wait_seconds,
+            lease_seconds=lease_seconds,
             retries=retries,
-        )
-        if response.status_code == 204:
-            return []
-        return [Job.from_json(job) for job in response.json()["jobs"]]
+        ).jobs
 
     def finish(
         self, results: list[dict[str, Any]], *, retries: int | None = None
@@ -349,27 +346,26 @@ class Client:
         lease_seconds: int | None = None,
         retries: int | None = None,
     ) -> Finished:
-        """Report outcomes (``results`` may be empty), then claim up to ``max_jobs`` due jobs,
-        in one request (``POST /jobs/finish`` with a ``claim``): the outcomes are applied first,
-        then jobs are claimed as ``claim`` would, waiting up to ``wait_seconds`` for one. Not
+        """Report outcomes, then claim up to ``max_jobs`` due jobs, in one request
+        (``POST /jobs/finish`` with a ``claim``): the outcomes are applied first, then jobs are
+        claimed as ``claim`` would, waiting up to ``wait_seconds`` for one. With no ``results``
+        it is a plain ``POST /jobs/claim``, the same answer without a write for nothing. Not
         retried after it may have reached the server (claimed jobs would be held for nothing);
         the outcomes may be sent again, their attempts fence them."""
-        body = {
-            "results": results,
-            "claim": claim_body(max_jobs, types, wait_seconds, lease_seconds),
-        }
+        claim = claim_body(max_jobs, types, wait_seconds, lease_seconds)
+        body = {"results": results, "claim": claim} if results else claim
         response = self.transport.request(
             "POST",
-            "/jobs/finish",
+            "/jobs/finish" if results else "/jobs/claim",
             json=body,
             idempotent=False,
             timeout=self.transport.timeout + wait_seconds + LONG_POLL_MARGIN,
             retries=retries,
         )
-        answer = response.json()
-        jobs = [Job.from_json(job) for job in answer["jobs"]]
+        answer = {} if response.status_code == 204 else response.json()  # 204: none claimed
+        jobs = [Job.from_json(job) for job in answer.get("jobs", [])]
         pause = None if jobs else retry_after(response, MAX_WAIT)
-        return Finished(answer["results"], jobs, pause)
+        return Finished(answer.get("results", []), jobs, pause)
 
     def heartbeat(
         self, items: list[dict[str, Any]], *, retries: int | None = None
