@@ -107,7 +107,11 @@ class Coalescer:
             else:
                 self._waiting.append(call)
         if not alone:
-            call.answered.wait()
+            try:
+                call.answered.wait()
+            except BaseException:  # a signal's exception: leave no batch waiting for this call
+                self._abandon(call)
+                raise
             if call.lead is None:
                 return call.result()
         self._send(call.lead or [call])
@@ -141,8 +145,25 @@ class Coalescer:
             batch = [call for call in self._waiting if call.headers == headers][:MAX_COALESCED]
             chosen = set(map(id, batch))
             self._waiting = [call for call in self._waiting if id(call) not in chosen]
-        batch[0].lead = batch
+            batch[0].lead = batch  # under the lock, for ``_abandon`` to see
         batch[0].answered.set()
+
+    def _abandon(self, call: _Call) -> None:
+        """Forget a call whose caller stopped waiting: out of the queue; or, when it was chosen
+        to send the next batch, another call of that batch sends it (or the next batch goes)."""
+        with self._lock:
+            if call in self._waiting:
+                self._waiting.remove(call)
+                return
+            if call.lead is None:
+                return  # in a batch another caller sends: its answer goes unread
+            others = [other for other in call.lead if other is not call]
+            if others:
+                others[0].lead = others
+        if others:
+            others[0].answered.set()
+        else:
+            self._hand_over()
 
 
 def _copy(exc: QueuelogError) -> QueuelogError:

@@ -1,16 +1,22 @@
 """Enqueues from threads sharing one ``Client`` against a real server: fewer requests than
 calls, each caller its own job or its own exception, a lone call sent alone as ``POST /jobs``.
-Requests are counted by the server itself (``/metrics``)."""
+Requests are counted by the server itself (``/metrics``); a scripted server holds a request
+open for as long as the interrupted caller's test needs."""
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import pytest
-from conftest import Server
+from conftest import Server, wait_until
 from queuelog_client import Client, Forbidden, Job, Unprocessable
+from test_transport import JOB, Answer, Scripted
+
+from devservers.sockets import serving
 
 pytestmark = pytest.mark.slow
 
@@ -115,3 +121,39 @@ def test_coalesce_false_sends_one_request_per_call(server: Server) -> None:
 
         singles, batches = sent_by(server, lambda: in_threads(enqueue))
     assert (singles, batches) == (THREADS * CALLS, 0)
+
+
+class Interrupted(Exception):
+    """What the test's signal handler raises in the main thread."""
+
+
+def interrupt(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted
+
+
+def test_a_caller_interrupted_while_waiting_holds_up_no_later_call() -> None:
+    """The main thread's call waits behind another thread's slow request when a signal handler
+    raises in it: once that request is answered, a later call is still sent (the interrupted
+    call is not left to lead a batch nobody sends)."""
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with serving(Scripted([])) as scripted, Client(scripted.url, "t", retries=0) as client:
+            scripted.script += [Answer(201, JOB, delay=1.5), Answer(201, {**JOB, "id": 8})]
+            first = threading.Thread(target=client.enqueue, args=("email.send",), daemon=True)
+            first.start()
+            wait_until(lambda: len(scripted.received) == 1, 10, "the first call in flight")
+            signal.setitimer(signal.ITIMER_REAL, 0.3)  # while the main thread's call waits
+            with pytest.raises(Interrupted):
+                client.enqueue("email.send")
+            first.join(10)
+            later: list[Job] = []
+            after = threading.Thread(
+                target=lambda: later.append(client.enqueue("email.send")), daemon=True
+            )
+            after.start()
+            after.join(10)
+            assert not after.is_alive() and later[0].id == 8
+            assert [path for _, path, _ in scripted.received] == ["/jobs", "/jobs"]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
