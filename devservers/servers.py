@@ -56,10 +56,15 @@ def app_settings(database: Database, **config: Any) -> dict[str, Any]:
 
 
 def prepare_database(
-    directory: Path, users: Mapping[str, str], *, url: str | None = None
+    directory: Path,
+    users: Mapping[str, str],
+    *,
+    url: str | None = None,
+    caps: Mapping[str, str] | None = None,
 ) -> Database:
     """Migrate a fresh SQLite file in ``directory`` (or the empty PostgreSQL database at
-    ``url``) and create ``users`` (name -> role) with one API token each."""
+    ``url``) and create ``users`` (name -> role) with one API token each; ``caps``: a user's
+    highest priority, when not the default (critical for producers, medium for the others)."""
     from app import create_app  # here, so client processes import only the stdlib
     from app.infra import db  # here, so client processes import only the stdlib
     from app.storage import migrate
@@ -71,7 +76,8 @@ def prepare_database(
     try:
         migrate.upgrade(app)
         for name, role in users.items():
-            make_user(app, name, role, max_priority="critical" if role == "producer" else "medium")
+            cap = (caps or {}).get(name, "critical" if role == "producer" else "medium")
+            make_user(app, name, role, max_priority=cap)
             database.tokens[name] = make_token(app, name)
     finally:
         db.close(app)

@@ -13,6 +13,7 @@ from app.api.views import (
     ROLE,
     WORK_PROBLEMS,
     bp,
+    json_body,
     parse_body,
     requires,
 )
@@ -20,9 +21,16 @@ from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.infra.secretbox import current_box
 from app.queue.contract import response_builders
-from app.queue.contract.batch_requests import BatchBody, ChildrenBody, FinishBody, HeartbeatsBody
-from app.queue.contract.job_responses import BeatResults, CreatedJobs, FinishResults
+from app.queue.contract.batch_requests import (
+    BatchRequest,
+    ChildrenBody,
+    FinishBody,
+    HeartbeatsBody,
+    PerItemBatchBody,
+)
+from app.queue.contract.job_responses import BatchAnswer, BeatResults, CreatedJobs, FinishResults
 from app.queue.rules.policy import Action
+from app.queue.rules.secret_fields import Sealer
 from app.queue.usecases import children, enqueueing, reports
 from app.queue.vocabulary.models import Job
 from app.queue.vocabulary.timeutil import utcnow
@@ -35,26 +43,37 @@ _PER_ITEM = "Each item is answered with the status its single-job route would gi
 @requires(Action.ENQUEUE)
 @documented(
     Operation(
-        summary="Enqueue many jobs in one transaction, all or nothing (producers, admins)",
+        summary="Enqueue many jobs: all or nothing, or each on its own (producers, admins)",
         description="Each item is a `POST /jobs` body, with the same idempotency rules. 201 "
         "with the jobs in request order (200 when every item was an idempotent replay). A "
         "refused item refuses the batch: 422 with `errors` keyed like `jobs[3].type`, or 403 "
         "naming the item above the caller's priority cap; nothing is stored. Items may wait "
         "for jobs (`depends_on`) and for earlier items (`after_items`, their indexes); with "
         "`group`, the new jobs form a group (`group_id`) whose callbacks are enqueued once "
-        "every member has finished.",
-        body=BatchBody,
+        'every member has finished. With `"atomic": false` (no `group` then), each item is '
+        "admitted on its own, as `POST /jobs` would admit it after the items before it: 200 "
+        "with `results`, each item's status (201, 200, 403, 409, 422) and its job or its "
+        "`detail` and `errors` (keyed as `POST /jobs` keys them); a refused item, malformed "
+        "or not, undoes nothing, and an item whose `after_items` names a refused item is "
+        "refused too (422).",
+        body=BatchRequest,
         headers=TRACE_HEADERS,
         responses={
             201: ResponseDoc("The jobs, in request order", CreatedJobs),
-            200: ResponseDoc("Every item was an idempotent replay: the existing jobs", CreatedJobs),
+            200: ResponseDoc(
+                "Every item was an idempotent replay: the existing jobs; or, with "
+                '`"atomic": false`, each item\'s answer',
+                BatchAnswer,
+            ),
         },
         problems={403: CAP, 409: "An idempotency key is being used by a request in flight"},
     )
 )
 def enqueue_batch() -> Response:
     box = current_box()
-    batch = parse_body(BatchBody, secrets_box=box)
+    batch = BatchRequest.parse(json_body(), queue_settings(), secrets_box=box)
+    if isinstance(batch, PerItemBatchBody):
+        return _enqueue_each(batch, box)
     trace = request_trace()
     requests = [item.to_request(box, trace=trace) for item in batch.jobs]
     group = None if batch.group is None else batch.group.to_request()
@@ -67,6 +86,16 @@ def enqueue_batch() -> Response:
         requests, added, include_error=sees_errors, grouped=group is not None
     )
     return _created(answer, added)
+
+
+def _enqueue_each(batch: PerItemBatchBody, box: Sealer | None) -> Response:
+    """``"atomic": false``: each item admitted on its own, answered 200 item by item."""
+    items = batch.to_requests(queue_settings(), box, request_trace())
+    with db.transaction() as conn:
+        enqueued = enqueueing.enqueue_each(conn, g.actor, items, now=utcnow())
+        announce(enqueued.effects)
+    answer = response_builders.each_out(items, enqueued.value, include_error=g.actor.sees_errors)
+    return respond(answer)
 
 
 def _created(answer: CreatedJobs, added: list[tuple[Job, bool]]) -> Response:

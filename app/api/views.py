@@ -79,10 +79,14 @@ def queue_error(exc: QueueError) -> Response:
 
 def parse_body(model: type[Model], *, optional: bool = False, **context: Any) -> Model:
     """The request body as ``model`` (``optional``: an empty body stands for ``{}``)."""
-    data = body.json_object(
+    return model.parse(json_body(optional=optional), queue_settings(), **context)
+
+
+def json_body(*, optional: bool = False) -> dict[str, Any]:
+    """The request's JSON object body (``optional``: an empty body stands for ``{}``)."""
+    return body.json_object(
         request, max_depth=current_app.config["MAX_JSON_DEPTH"], optional=optional
     )
-    return model.parse(data, queue_settings(), **context)
 
 
 _LOCATION = {

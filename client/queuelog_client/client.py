@@ -6,10 +6,12 @@ import math
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+from queuelog_client.coalescing import Coalescer, send_one
 from queuelog_client.models import Event, Job, JobType, Schedule, format_time
 from queuelog_client.tracing import outgoing_headers
 from queuelog_client.transport import Transport, retry_after
@@ -59,6 +61,29 @@ def enqueue_item(job_type: str, payload: dict[str, Any] | None, options: Any) ->
     return {"type": job_type, "payload": payload or {}, **options}
 
 
+@dataclass(frozen=True)
+class Finished:
+    """What ``Client.finish_and_claim`` got: each outcome's answer in order, the jobs claimed,
+    and, when the server refused to let the claim wait, how long to pause before asking again
+    (its ``Retry-After``)."""
+
+    results: list[dict[str, Any]]
+    jobs: list[Job]
+    retry_after: float | None = None
+
+
+def claim_body(
+    max_jobs: int, types: list[str] | None, wait_seconds: float, lease_seconds: int | None
+) -> dict[str, Any]:
+    """The fields of a claim (``POST /jobs/claim`` with ``max_jobs``, or a finish's ``claim``)."""
+    body: dict[str, Any] = {"max_jobs": max_jobs, "wait_seconds": wait_seconds}
+    if types is not None:
+        body["types"] = types
+    if lease_seconds is not None:
+        body["lease_seconds"] = lease_seconds
+    return body
+
+
 class _Keep:
     """The default of ``set_limits``' fields: leave that override as it is."""
 
@@ -75,13 +100,27 @@ class Client:
     Every call has a timeout (``timeout`` seconds; long-polls get their wait on top). Reads and
     idempotent writes are retried with exponential backoff and full jitter on network errors,
     429 (after ``Retry-After``) and 5xx, up to ``retries`` times; cancel and retry are resent only
-    when the server cannot have applied them. Errors raise ``QueuelogError`` subclasses."""
+    when the server cannot have applied them. Errors raise ``QueuelogError`` subclasses.
 
-    def __init__(self, url: str, token: str, *, timeout: float = 10.0, retries: int = 5) -> None:
+    One client may be shared by threads. Their ``enqueue`` calls coalesce (``coalesce=False``
+    turns it off): a call made while another's request is in flight goes in the next request
+    with the others that arrived meanwhile, one batch admitting each on its own; each caller
+    still gets its own job or exception, and a call that finds nothing in flight goes at once."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        timeout: float = 10.0,
+        retries: int = 5,
+        coalesce: bool = True,
+    ) -> None:
         if not token:
             raise ValueError("a queuelog API token is required")
         self.url = url
         self.transport = Transport(url, token, timeout=timeout, retries=retries)
+        self._coalescer = Coalescer(self.transport) if coalesce else None
 
     def __enter__(self) -> Client:
         return self
@@ -103,12 +142,11 @@ class Client:
         on_dependency_failure and group (sent as given). Without an idempotency key a random
         one is sent, so the retries this client makes after a lost answer return the same job
         instead of a second one. With OpenTelemetry installed, the active trace context goes
-        along."""
+        along. Calls from several threads at once share requests (see ``Client``)."""
         body = enqueue_body(enqueue_item(type, payload, options))
-        response = self.transport.request(
-            "POST", "/jobs", json=body, headers=outgoing_headers(), idempotent=True
-        )
-        return Job.from_json(response.json())
+        if self._coalescer is None:
+            return send_one(self.transport, body, outgoing_headers())
+        return self._coalescer.enqueue(body, outgoing_headers())
 
     def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Enqueue many jobs (``POST /jobs/batch``, up to 1,000 per request); ``items`` are
@@ -278,22 +316,14 @@ class Client:
         """Claim up to ``max_jobs`` due jobs (``POST /jobs/claim``), waiting up to
         ``wait_seconds`` for one to become due; an empty list when none did. Not retried after
         it may have reached the server (claimed jobs would be held for nothing)."""
-        body: dict[str, Any] = {"max_jobs": max_jobs, "wait_seconds": wait_seconds}
-        if types is not None:
-            body["types"] = types
-        if lease_seconds is not None:
-            body["lease_seconds"] = lease_seconds
-        response = self.transport.request(
-            "POST",
-            "/jobs/claim",
-            json=body,
-            idempotent=False,
-            timeout=self.transport.timeout + wait_seconds + LONG_POLL_MARGIN,
+        return self.finish_and_claim(
+            [],
+            max_jobs=max_jobs,
+            types=types,
+            wait_seconds=wait_seconds,
+            lease_seconds=lease_seconds,
             retries=retries,
-        )
-        if response.status_code == 204:
-            return []
-        return [Job.from_json(job) for job in response.json()["jobs"]]
+        ).jobs
 
     def finish(
         self, results: list[dict[str, Any]], *, retries: int | None = None
@@ -305,6 +335,37 @@ class Client:
         )
         answers: list[dict[str, Any]] = response.json()["results"]
         return answers
+
+    def finish_and_claim(
+        self,
+        results: list[dict[str, Any]],
+        *,
+        max_jobs: int,
+        types: list[str] | None = None,
+        wait_seconds: float = 0,
+        lease_seconds: int | None = None,
+        retries: int | None = None,
+    ) -> Finished:
+        """Report outcomes, then claim up to ``max_jobs`` due jobs, in one request
+        (``POST /jobs/finish`` with a ``claim``): the outcomes are applied first, then jobs are
+        claimed as ``claim`` would, waiting up to ``wait_seconds`` for one. With no ``results``
+        it is a plain ``POST /jobs/claim``, the same answer without a write for nothing. Not
+        retried after it may have reached the server (claimed jobs would be held for nothing);
+        the outcomes may be sent again, their attempts fence them."""
+        claim = claim_body(max_jobs, types, wait_seconds, lease_seconds)
+        body = {"results": results, "claim": claim} if results else claim
+        response = self.transport.request(
+            "POST",
+            "/jobs/finish" if results else "/jobs/claim",
+            json=body,
+            idempotent=False,
+            timeout=self.transport.timeout + wait_seconds + LONG_POLL_MARGIN,
+            retries=retries,
+        )
+        answer = {} if response.status_code == 204 else response.json()  # 204: none claimed
+        jobs = [Job.from_json(job) for job in answer.get("jobs", [])]
+        pause = None if jobs else retry_after(response, MAX_WAIT)
+        return Finished(answer.get("results", []), jobs, pause)
 
     def heartbeat(
         self, items: list[dict[str, Any]], *, retries: int | None = None

@@ -1,16 +1,20 @@
-"""The worker's reporter thread: batched heartbeats for every held job, and batched outcomes
-kept and re-sent until the server acknowledges them or says the job is no longer ours."""
+"""The worker's held jobs and its reporter thread: batched heartbeats for every held job, and
+the outcomes kept until the server acknowledges them or says the job is no longer ours. An
+outcome rides on the worker's next claim; the reporter sends only those left behind (while the
+claim waits for jobs, say), so that none waits for a long-poll to end."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from queuelog_client.client import Client
+from queuelog_client.errors import QueuelogError
 from queuelog_client.handlers import JobContext
 from queuelog_client.models import Job
 from queuelog_client.transport import backoff
@@ -18,9 +22,10 @@ from queuelog_client.transport import backoff
 log = logging.getLogger("queuelog_client.worker")
 
 TICK = 0.5  # how often the reporter looks for due heartbeats and progress
-# How long a ready outcome may wait for those of other held jobs, so that handlers returning
-# one after the other are reported in one request.
-OUTCOME_LINGER = 0.01
+# How long a ready outcome waits for a ride on the worker's next claim before the reporter sends
+# it alone: longer than the worker's own linger (``CLAIM_LINGER``), so that it usually rides,
+# short enough that an outcome never waits for a long-poll to end.
+OUTCOME_WAIT = 0.05
 MAX_HEARTBEAT_INTERVAL = 10.0  # heartbeat at least this often, whatever the lease
 DEFAULT_LEASE = 300.0  # assumed when a claimed job does not say when its lease ends
 MAX_BATCH = 1000  # items per request, the server's default MAX_BATCH
@@ -37,7 +42,14 @@ class Held:
     next_beat: float
     claimed: float = field(default_factory=time.monotonic)
     outcome: dict[str, Any] | None = None
+    due: float = 0.0  # when the reporter sends the outcome if no claim has taken it
+    sending: bool = False  # a request carries the outcome now
+    alone: bool = False  # in a request the server refused: sent on its own, by the reporter
     beating: bool = True
+
+    def waiting(self) -> bool:
+        """Whether its outcome is ready and no request carries it."""
+        return self.outcome is not None and not self.sending
 
 
 @dataclass
@@ -68,18 +80,18 @@ def heartbeat_interval(job: Job) -> float:
 
 
 class Reporter:
-    """Owns the held jobs; its thread sends outcomes first, then heartbeats, every ``TICK`` and
-    as soon as an outcome is ready (outcomes finished while a request is under way go together
-    in the next one), backing off (exponential, full jitter) while the server cannot be reached."""
+    """Owns the held jobs and their outcomes; the worker's claims take the ready outcomes
+    (``take_outcomes``), and its own thread sends those left behind for ``OUTCOME_WAIT``, then
+    the due heartbeats, at least every ``TICK``, backing off (exponential, full jitter) while the
+    server cannot be reached."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
         self.stats = Stats()
         self._held: dict[int, Held] = {}
         self._lock = threading.Lock()
-        self._outcome = threading.Condition(self._lock)  # notified with each new outcome
+        self._changed = threading.Condition(self._lock)  # an outcome is ready, or stopping
         self._stop = threading.Event()
-        self._ready = threading.Event()  # an outcome waits to be sent
         self._failures = 0
         self._thread = threading.Thread(target=self._loop, name="queuelog-reporter", daemon=True)
 
@@ -97,11 +109,33 @@ class Reporter:
         return held
 
     def finished(self, held: Held, outcome: dict[str, Any]) -> None:
-        """Queue a handler's outcome for the next batch."""
+        """Keep a handler's outcome for the next claim, or the reporter's finish."""
         with self._lock:
-            held.outcome = outcome
-            self._outcome.notify_all()
-        self._ready.set()
+            held.outcome, held.due = outcome, time.monotonic() + OUTCOME_WAIT
+            self._changed.notify_all()
+
+    def has_outcomes(self) -> bool:
+        """Whether an outcome waits for a ride on the next claim."""
+        with self._lock:
+            return any(held.waiting() and not held.alone for held in self._held.values())
+
+    def take_outcomes(self) -> list[Held]:
+        """The outcomes for the next claim to carry (``answered`` or ``give_back`` them)."""
+        return self._take(lambda held: not held.alone)
+
+    def answered(self, carried: list[Held], answers: list[dict[str, Any]]) -> None:
+        """Settle the outcomes a request carried with the server's answers, in order."""
+        for held, answer in zip(carried, answers, strict=True):
+            self._answered_outcome(held, answer)
+
+    def give_back(self, carried: list[Held], *, alone: bool = False) -> None:
+        """Outcomes whose request failed: the reporter sends them now (only it does, if
+        ``alone``: the server refused the request they were in)."""
+        now = time.monotonic()
+        with self._lock:
+            for held in carried:
+                held.sending, held.due, held.alone = False, now, held.alone or alone
+            self._changed.notify_all()
 
     def released(self, held: Held, *, ok: bool) -> None:
         """Stop tracking a job given back to the server (``ok``) or left to its lease."""
@@ -119,19 +153,19 @@ class Reporter:
         then stop; returns how many outcomes stay unacknowledged."""
         while self.outstanding() and time.monotonic() < deadline and self._thread.is_alive():
             time.sleep(0.05)
-        self._stop.set()
-        self._ready.set()
+        with self._lock:
+            self._stop.set()
+            self._changed.notify_all()
         self._thread.join(timeout=5)
         return self.outstanding()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            outcome_ready = self._ready.wait(TICK)
+            with self._lock:
+                if not self._stop.is_set():
+                    self._changed.wait(self._pause())
             if self._stop.is_set():
                 return
-            if outcome_ready:
-                self._linger()
-            self._ready.clear()
             try:
                 self._send_outcomes()
                 self._send_heartbeats()
@@ -143,37 +177,61 @@ class Reporter:
                 continue
             self._failures = 0
 
-    def _linger(self) -> None:
-        """Give held jobs still without an outcome ``OUTCOME_LINGER`` to add theirs."""
-        with self._outcome:
-            self._outcome.wait_for(
-                lambda: all(held.outcome is not None for held in self._held.values()),
-                timeout=OUTCOME_LINGER,
-            )
+    def _pause(self) -> float:
+        """Until the first outcome left behind is due (0: now), at most ``TICK``; under the
+        lock, so that an outcome readied during the last round is not missed."""
+        now = time.monotonic()
+        dues = [held.due - now for held in self._held.values() if held.waiting()]
+        return max(0.0, min([TICK, *dues]))
+
+    def _take(self, wanted: Callable[[Held], bool], limit: int = MAX_BATCH) -> list[Held]:
+        """Mark up to ``limit`` waiting outcomes that are ``wanted`` as carried; return them."""
+        with self._lock:
+            waiting = [held for held in self._held.values() if held.waiting() and wanted(held)]
+            for held in waiting[:limit]:
+                held.sending = True
+        return waiting[:limit]
 
     def _send_outcomes(self) -> None:
-        with self._lock:
-            ready = [held for held in self._held.values() if held.outcome is not None]
-        for start in range(0, len(ready), MAX_BATCH):
-            batch = ready[start : start + MAX_BATCH]
-            answers = self.client.finish([held.outcome or {} for held in batch], retries=0)
-            for held, answer in zip(batch, answers, strict=True):
-                self._answered_outcome(held, answer)
+        """Send the outcomes left behind, together; once the server refused a request that
+        carried them, one at a time, and one refused on its own is refused for good (as when
+        the server refuses an item), so that no outcome holds up the others or the heartbeats."""
+        now = time.monotonic()
+        sent = self._take(lambda held: held.alone, 1) or self._take(lambda held: held.due <= now)
+        if not sent:
+            return
+        try:
+            answers = self.client.finish([held.outcome or {} for held in sent], retries=0)
+        except Exception as exc:
+            if not (isinstance(exc, QueuelogError) and _refused(exc.status)):
+                self.give_back(sent)
+                raise
+            if len(sent) > 1:
+                self.give_back(sent, alone=True)
+                return
+            answers = [{"status": exc.status, "detail": str(exc)}]
+        self.answered(sent, answers)
 
     def _answered_outcome(self, held: Held, answer: dict[str, Any]) -> None:
         status = answer.get("status")
         outcome = held.outcome or {}
-        if status == 422 and outcome.get("outcome") == "completed":
-            # The result was refused (too large, say): fail the attempt rather than hold it.
-            detail = answer.get("detail") or "refused"
-            with self._lock:
-                held.outcome = {**_identity(held), "outcome": "failed", "error": f"result {detail}"}
+        if status != 200 and not _refused(status):
+            self._keep(held, outcome, time.monotonic() + TICK)  # not done: sent again next round
             return
-        if status != 200 and status not in GONE and status != 422:
-            return  # kept: sent again with the next batch
+        if status not in GONE and status != 200 and outcome.get("outcome") == "completed":
+            # The result was refused (too large or too deep, say): fail the attempt instead.
+            detail = answer.get("detail") or "refused"
+            failed = {**_identity(held), "outcome": "failed", "error": f"result {detail}"}
+            self._keep(held, failed, time.monotonic())
+            return
         with self._lock:
             self._held.pop(held.job.id, None)
         self._log_outcome(held, outcome, status, answer)
+
+    def _keep(self, held: Held, outcome: dict[str, Any], due: float) -> None:
+        with self._lock:
+            held.outcome, held.due, held.sending = outcome, due, False
+            self._changed.notify_all()
 
     def _log_outcome(
         self, held: Held, outcome: dict[str, Any], status: Any, answer: dict[str, Any]
@@ -239,6 +297,12 @@ class Reporter:
                 status,
                 answer.get("detail"),
             )
+
+
+def _refused(status: Any) -> bool:
+    """Whether the server refused what was sent (a 4xx other than 429): sent again as it is, it
+    would be refused again."""
+    return isinstance(status, int) and 400 <= status < 500 and status != 429
 
 
 def _identity(held: Held) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""``Worker``: claim jobs in batches, run their handlers on a thread pool, stop cleanly."""
+"""``Worker``: claim jobs in batches, run their handlers on a thread pool, stop cleanly. One
+request per cycle: the outcomes of the jobs that ended go with the claim of the next ones."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 from queuelog_client.client import Client
 from queuelog_client.errors import QueuelogError, RateLimited, ServerError, Unreachable
 from queuelog_client.handlers import Handler, run_handler
+from queuelog_client.models import Job
 from queuelog_client.reporter import Held, Reporter
 from queuelog_client.tracing import job_context
 from queuelog_client.transport import backoff
@@ -22,8 +24,9 @@ from queuelog_client.transport import backoff
 log = logging.getLogger("queuelog_client.worker")
 
 MAX_CLAIM = 100  # the server's largest max_jobs
-# With only a few handler slots free, how long to wait for half of them before claiming: jobs
-# end one by one, and a claim per freed slot would cost a request per job.
+# With handlers running, how long to wait for a reason to claim now (no handler running, or half
+# the slots free with an outcome to carry): jobs end one by one, and a claim per freed slot, or a
+# claim beside each job's finish, would cost a request per job.
 CLAIM_LINGER = 0.02
 FLUSH_SECONDS = 10.0  # after the grace, how long outcomes may still take to be acknowledged
 TRANSIENT = (Unreachable, ServerError, RateLimited)  # claim again later; anything else is fatal
@@ -106,13 +109,18 @@ class Worker:
             log.info("worker stopped after %.1f s: %s", time.monotonic() - started, self.stats)
 
     def _claim_until_stopped(self) -> None:
+        """The worker's one decision of what to send next: when slots are free, a claim of as
+        many jobs, carrying every outcome ready by then (the reporter sends those that a
+        long-poll would keep waiting)."""
         failures = 0
         while not self._stopping.is_set():
             free = self._wait_for_free_slots()
             if free == 0:
                 continue
+            carried = self.reporter.take_outcomes()
             try:
-                jobs = self.client.claim(
+                finished = self.client.finish_and_claim(
+                    [held.outcome or {} for held in carried],
                     max_jobs=min(free, MAX_CLAIM),
                     types=self.types,
                     wait_seconds=self.wait_seconds,
@@ -120,31 +128,51 @@ class Worker:
                     retries=0,
                 )
             except TRANSIENT as exc:
+                self.reporter.give_back(carried)
                 failures += 1
                 delay = backoff(failures, base=0.5, cap=15.0)
                 log.warning("claim failed (retrying in %.1f s): %s", delay, exc)
                 self._stopping.wait(delay)
                 continue
             except QueuelogError as exc:
+                self.reporter.give_back(carried, alone=True)
+                if carried:  # perhaps for their sake: they go alone, and the claim alone
+                    log.warning("claim with %d outcome(s) refused: %s", len(carried), exc)
+                    continue
                 log.error("claim refused, stopping: %s", exc)
                 raise
+            except BaseException:  # a bug or an interrupt: the reporter still flushes them
+                self.reporter.give_back(carried)
+                raise
             failures = 0
-            for job in jobs:
-                held = self.reporter.hold(job)
-                with self._slots:
-                    self._busy += 1
-                self._queue.put(held)  # started by a free handler thread, or released on stop
+            self.reporter.answered(carried, finished.results)
+            self._start(finished.jobs)
+            if finished.retry_after:  # the server had too many claims waiting
+                self._stopping.wait(finished.retry_after)
+
+    def _start(self, jobs: list[Job]) -> None:
+        """Hold the claimed jobs (heartbeats start now) and queue them for the handlers."""
+        for job in jobs:
+            held = self.reporter.hold(job)
+            with self._slots:
+                self._busy += 1
+            self._queue.put(held)  # started by a free handler thread, or released on stop
 
     def _wait_for_free_slots(self) -> int:
+        """How many jobs to claim: 0 while every slot is busy (looked at again each second);
+        with handlers running, first up to ``CLAIM_LINGER`` for a reason to claim now."""
         with self._slots:
             if self._busy >= self.concurrency and not self._stopping.is_set():
                 self._slots.wait(timeout=1.0)
-            if self._busy and not self._half_free():
-                self._slots.wait_for(self._half_free, timeout=CLAIM_LINGER)
+            if self._busy:
+                self._slots.wait_for(self._worth_a_request, timeout=CLAIM_LINGER)
             return 0 if self._stopping.is_set() else self.concurrency - self._busy
 
-    def _half_free(self) -> bool:
-        return self._stopping.is_set() or 2 * (self.concurrency - self._busy) >= self.concurrency
+    def _worth_a_request(self) -> bool:
+        if self._stopping.is_set() or self._busy == 0:
+            return True
+        half_free = 2 * (self.concurrency - self._busy) >= self.concurrency
+        return half_free and self.reporter.has_outcomes()
 
     def _work(self) -> None:
         while (held := self._queue.get()) is not None:

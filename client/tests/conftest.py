@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from queuelog_client import Client
 
 from devservers.servers import Database, Gunicorn, prepare_database
 
-ROLES = {"producer": "producer", "worker": "worker", "admin": "admin"}
+ROLES = {"producer": "producer", "worker": "worker", "admin": "admin", "capped": "producer"}
+CAPS = {"capped": "medium"}  # a producer that may not enqueue above medium
 LEASE = 15  # seconds: heartbeats every 5 s, and a claim lost in a crash comes back quickly
 
 
@@ -32,13 +34,29 @@ class Server:
     def url(self) -> str:
         return f"http://{self.gunicorn.host}"
 
-    def client(self, role: str, *, timeout: float = 10.0, retries: int = 5) -> Client:
-        return Client(self.url, self.database.tokens[role], timeout=timeout, retries=retries)
+    def client(
+        self, role: str, *, timeout: float = 10.0, retries: int = 5, coalesce: bool = True
+    ) -> Client:
+        token = self.database.tokens[role]
+        return Client(self.url, token, timeout=timeout, retries=retries, coalesce=coalesce)
+
+    def requests(self) -> collections.Counter[str]:
+        """The requests the server answered so far, by route (its ``/metrics``, over every
+        process): what a client cost it, counted where it is paid."""
+        with self.client("admin") as admin:
+            text = admin.transport.request("GET", "/metrics", idempotent=True).text
+        counts: collections.Counter[str] = collections.Counter()
+        for family in text_string_to_metric_families(text):
+            if family.name == "queuelog_http_requests":
+                for sample in family.samples:
+                    if sample.name.endswith("_total"):
+                        counts[sample.labels["route"]] += int(sample.value)
+        return counts
 
 
 def start_server(directory: Path, **config: Any) -> Generator[Server]:
     """A migrated database with a producer, a worker and an admin, served by gunicorn."""
-    database = prepare_database(directory / "db", ROLES)
+    database = prepare_database(directory / "db", ROLES, caps=CAPS)
     gunicorn = Gunicorn(database, directory, workers=2, **config)
     try:
         yield Server(gunicorn.start(), database)

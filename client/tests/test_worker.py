@@ -137,6 +137,40 @@ def test_the_handler_chooses_the_outcome_and_sees_progress_and_cancel(fresh_serv
         assert admin.get(job["cancel"].id).status == "cancelled"
 
 
+def test_an_outcome_the_server_refuses_holds_up_no_other(fresh_server: Server) -> None:
+    """A result nested deeper than the server's MAX_JSON_DEPTH makes it refuse the whole
+    request that carries it. The outcomes that went with it, and those after it, still arrive;
+    that attempt fails with the refusal; the worker carries on claiming and heartbeating."""
+
+    def handler(ctx: JobContext) -> dict[str, Any]:
+        if ctx.payload.get("big"):
+            deep: dict[str, Any] = {}
+            for _ in range(40):
+                deep = {"deeper": deep}
+            return deep
+        time.sleep(ctx.payload.get("seconds", 0))
+        return {"n": ctx.payload["n"]}
+
+    with fresh_server.client("producer") as producer, fresh_server.client("admin") as admin:
+        with fresh_server.client("worker") as client:
+            running = Running(Worker(client, {"email.send": handler}, concurrency=4))
+            try:
+                first = [producer.enqueue("email.send", {"n": n}).id for n in range(3)]
+                big = producer.enqueue("email.send", {"big": True}, max_retries=0)
+                wait_until(lambda: admin.get(big.id).status == "failed", 30, "the big one")
+                beats = fresh_server.requests()["/jobs/heartbeat"]
+                later = [producer.enqueue("email.send", {"n": n}).id for n in range(3, 9)]
+                slow = producer.enqueue("email.send", {"n": 9, "seconds": 6}).id  # a beat in
+                ids = [*first, *later, slow]
+                wait_until(lambda: statuses(admin, ids)["completed"] == 10, 30, "the others")
+                assert running.thread.is_alive()
+            finally:
+                running.stop()
+        assert (admin.get(big.id).error or "").startswith("result ")  # the refusal, not a lease
+        assert [admin.get(i).result for i in ids] == [{"n": n} for n in range(10)]
+        assert fresh_server.requests()["/jobs/heartbeat"] > beats
+
+
 def test_a_handler_reads_the_secrets_its_claim_carried(tmp_path: Path) -> None:
     """Secrets go in with ``enqueue(secrets=...)``, reach the handler as ``ctx.secrets``, and
     show up nowhere else: the producer's job names them, its repr hides them."""

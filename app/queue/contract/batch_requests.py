@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationInfo, model_validator
+from pydantic import BeforeValidator, Field, RootModel, ValidationInfo, model_validator
 
 from app.queue.contract.fields import (
     MAX_BATCH_MARK,
@@ -24,8 +25,11 @@ from app.queue.contract.fields import (
 )
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.contract.request_model import RequestModel, refuse, says, settings_of
+from app.queue.rules import secret_fields
 from app.queue.rules.workflows import GroupRequest
-from app.queue.vocabulary.models import Beat, Outcome, Wanted
+from app.queue.vocabulary.errors import InvalidInput, QueueError
+from app.queue.vocabulary.models import Beat, EnqueueRequest, Outcome, QueueSettings, Wanted
+from app.queue.vocabulary.trace import Trace
 
 MAX_CHILDREN = 100  # jobs per POST /jobs/{id}/children
 
@@ -68,6 +72,15 @@ class BatchItem(EnqueueBody):
 
     after_items: AfterItems | None = None
 
+    def parents_problem(self, index: int) -> tuple[str, str] | None:
+        """The field and the rule this item breaks as item ``index`` of its batch, if any: it
+        may wait only for earlier items, and for at most MAX_PARENTS parents in all."""
+        if any(earlier >= index for earlier in self.after_items or ()):
+            return "after_items", "must name earlier items only"
+        if len(self.depends_on or ()) + len(self.after_items or ()) > MAX_PARENTS:
+            return "depends_on", f"at most {MAX_PARENTS} parents in all"
+        return None
+
 
 class Callback(EnqueueBody):
     """A group's callback job: a ``POST /jobs`` body enqueued once when the group finishes.
@@ -104,19 +117,73 @@ class BatchBody(RequestModel):
     optionally forming a group."""
 
     jobs: Annotated[list[BatchItem], _SIZED, _batch_of("1..MAX_BATCH jobs, as for POST /jobs.")]
+    atomic: Annotated[
+        Literal[True],
+        says("must be true or false"),
+        Field(description="true (the default): all or nothing."),
+    ] = True
     group: GroupSpec | None = None
 
     @model_validator(mode="after")
     def _earlier_items(self) -> BatchBody:
         for index, item in enumerate(self.jobs):
-            parents = len(item.depends_on or ()) + len(item.after_items or ())
-            if any(earlier >= index for earlier in item.after_items or ()):
-                raise refuse("must name earlier items only", field=f"jobs[{index}].after_items")
-            if parents > MAX_PARENTS:
-                raise refuse(
-                    f"at most {MAX_PARENTS} parents in all", field=f"jobs[{index}].depends_on"
-                )
+            if problem := item.parents_problem(index):
+                name, message = problem
+                raise refuse(message, field=f"jobs[{index}].{name}")
         return self
+
+
+class PerItemBatchBody(RequestModel):
+    """``POST /jobs/batch`` with ``"atomic": false``: each job admitted on its own, as ``POST
+    /jobs`` would admit it, a refused one (a malformed item too) undoing nothing; no group."""
+
+    jobs: Annotated[
+        list[Annotated[dict[str, Any], says("must be a JSON object")]],
+        _SIZED,
+        _batch_of("1..MAX_BATCH objects, each a POST /jobs body, validated on its own."),
+    ]
+    atomic: Annotated[Literal[False], Field(description="false: each item on its own.")]
+    group: Annotated[None, says('requires "atomic": true')] = None
+
+    def to_requests(
+        self, settings: QueueSettings, box: secret_fields.Sealer | None, trace: Trace | None
+    ) -> list[EnqueueRequest | QueueError]:
+        """Each item as the use cases' enqueue request, or why it is refused (its fields keyed
+        as ``POST /jobs`` keys them), its secrets sealed with ``box``."""
+        return [
+            self._request(index, item, settings, box, trace) for index, item in enumerate(self.jobs)
+        ]
+
+    @staticmethod
+    def _request(
+        index: int,
+        item: Mapping[str, Any],
+        settings: QueueSettings,
+        box: secret_fields.Sealer | None,
+        trace: Trace | None,
+    ) -> EnqueueRequest | QueueError:
+        try:
+            parsed = BatchItem.parse(item, settings, secrets_box=box)
+        except InvalidInput as exc:
+            return exc
+        if problem := parsed.parents_problem(index):
+            name, message = problem
+            return InvalidInput({name: message})
+        return parsed.to_request(box, trace=trace)
+
+
+class BatchRequest(RootModel[BatchBody | PerItemBatchBody]):
+    """``POST /jobs/batch``: all or nothing (the default), or each item on its own (``"atomic":
+    false``)."""
+
+    @staticmethod
+    def parse(
+        data: Mapping[str, Any], settings: QueueSettings, **context: Any
+    ) -> BatchBody | PerItemBatchBody:
+        """The body as the model its ``atomic`` names (``RequestModel.parse``)."""
+        if data.get("atomic") is False:
+            return PerItemBatchBody.parse(data, settings, **context)
+        return BatchBody.parse(data, settings, **context)
 
 
 Verdict = Annotated[Literal["completed", "failed"], says("must be one of completed, failed")]

@@ -225,6 +225,29 @@ class FinishResults(ResponseModel):
     jobs: list[JobOut] | None = Field(default=None, description="Only when the body claims.")
 
 
+class EnqueueResult(ResponseModel):
+    """One item of a batch enqueued with ``"atomic": false``: the status ``POST /jobs`` would
+    give it alone (201 new, 200 an idempotent replay or, with ``"duplicate": true``, the active
+    job of its unique key; 403, 409, 422), with the job, or why it was refused (for a 422,
+    ``errors`` keyed as ``POST /jobs`` keys them)."""
+
+    status: ItemStatus
+    job: JobOut | None = None
+    detail: ItemDetail | None = None
+    errors: dict[str, Annotated[str, Field(min_length=1)]] | None = None
+
+
+class EnqueueResults(ResponseModel):
+    """Each item's answer of a batch enqueued with ``"atomic": false``, in request order."""
+
+    results: list[EnqueueResult]
+
+
+class BatchAnswer(RootModel[CreatedJobs | EnqueueResults]):
+    """A batch enqueue's 200: all or nothing, the existing jobs when every item was an
+    idempotent replay; with ``"atomic": false``, each item's answer."""
+
+
 class BeatResult(ResponseModel):
     """One heartbeat's answer: the extended lease (200), or why it was refused (404, 409)."""
 

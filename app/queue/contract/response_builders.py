@@ -26,6 +26,8 @@ from app.queue.contract.job_responses import (
     BeatResults,
     ClaimedJobs,
     CreatedJobs,
+    EnqueueResult,
+    EnqueueResults,
     EventList,
     EventOut,
     FinishResult,
@@ -154,6 +156,31 @@ def created_out(
     if grouped:
         values["group_id"] = next((job.group_id for job, _ in added if job.group_id), None)
     return CreatedJobs.built(values)
+
+
+def each_out(
+    items: Sequence[EnqueueRequest | QueueError],
+    answers: Sequence[tuple[Job, bool] | QueueError],
+    *,
+    include_error: bool,
+) -> EnqueueResults:
+    """A batch enqueued with ``"atomic": false``: each item's answer in request order, as
+    ``POST /jobs`` would give it (201 or 200 with the job, else the problem's detail and
+    fields)."""
+    results = []
+    for item, answer in zip(items, answers, strict=True):
+        if isinstance(answer, QueueError):
+            values: dict[str, Any] = {"status": answer.status, "detail": answer.detail}
+            if answer.errors:
+                values["errors"] = answer.errors
+        else:
+            job, created = answer
+            assert isinstance(item, EnqueueRequest)  # an answered item was a request
+            duplicate = uniqueness.is_duplicate(item, job, created)
+            out = job_out(job, include_error=include_error, duplicate=duplicate)
+            values = {"status": 201 if created else 200, "job": out}
+        results.append(EnqueueResult.built(values))
+    return EnqueueResults.built({"results": results})
 
 
 def _per_item(

@@ -109,30 +109,39 @@ class Added:
 
 
 def existing_parents(
-    conn: Connection, actor: Actor, requests: Sequence[EnqueueRequest]
+    conn: Connection, actor: Actor, requests: Sequence[EnqueueRequest], *, locked: bool = False
 ) -> set[int]:
     """The jobs that ``requests`` name in ``depends_on`` and may wait for, read before any of
     them is stored: a job never waits for itself or a later job, so no cycle can be written.
     A producer's jobs may wait for the jobs it can see; children (``parent_of``) for their
-    parent and its other children only. One read, none when no request names a parent."""
+    parent and its other children only. One read, none when no request names a parent;
+    ``locked``: none of them can be deleted (pruned) before the transaction ends."""
     named = {parent for request in requests for parent in request.depends_on}
     if not named:
         return set()
     parent = parent_of(requests)
     allowed = visibility(actor) if parent is None else children_sql.family(parent)
-    found = batches_sql.jobs_by_ids(conn, named, allowed)
+    found = batches_sql.jobs_by_ids(conn, named, allowed, locked=locked)
     return {job_id for job_id, (_, may) in found.items() if may}
+
+
+def check_parents(request: EnqueueRequest, existing: Collection[int]) -> None:
+    """Refuse, before it is stored, a job naming a parent not in ``existing``
+    (``existing_parents``), as ``link`` would refuse it once stored."""
+    for parent in request.depends_on:
+        if parent not in existing:
+            raise _unknown_parent("depends_on", parent)
 
 
 def link(
     conn: Connection,
     added: Sequence[Added],
-    ids: Sequence[int],
+    ids: Mapping[int, int],
     existing: Collection[int],
     *,
     now: datetime,
 ) -> Effects:
-    """Record the parents of jobs just enqueued (``ids``: the batch's job ids by index, for
+    """Record the parents of jobs just enqueued (``ids``: the batch's job ids by item index, for
     ``after_items``); a job named that is not in ``existing`` (``existing_parents``) is
     refused as if it did not exist. A job waits for its unfinished parents; one with a parent
     already failed or cancelled is cancelled at once unless it asked to run anyway. What the
@@ -171,8 +180,12 @@ def link(
 
 def _missing(item: Added, parent: int) -> InvalidInput:
     """The refusal of a parent that does not exist, or that the item may not wait for."""
+    return _unknown_parent(item.field("depends_on"), parent)
+
+
+def _unknown_parent(field: str, parent: int) -> InvalidInput:
     message = f"job {parent} does not exist"
-    return InvalidInput({item.field("depends_on"): message}, message)
+    return InvalidInput({field: message}, message)
 
 
 def _visible(actor: Actor) -> Any:

@@ -3,7 +3,7 @@ its parents; the caller owns the transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,7 +38,7 @@ def enqueue(
         return Changed((job, False))
     linked = NOTHING
     if request.depends_on:
-        linked = workflows.link(conn, [workflows.Added(job, request)], [], existing, now=now)
+        linked = workflows.link(conn, [workflows.Added(job, request)], {}, existing, now=now)
         job = jobs_sql.get_job(conn, job.id) or job
     return Changed((job, True), Effects.of([job], now) | linked)
 
@@ -49,16 +49,33 @@ def enqueue_one(
     """``enqueue`` but for the parents, which the caller records (a batch, all at once)."""
     actor = require(actor, Action.ENQUEUE)
     admit(actor, request)
+    found = answered_by(conn, actor, request, now=now)
+    if found is not None:
+        return found, False
+    return insert_one(conn, actor, request, now=now)
+
+
+def answered_by(
+    conn: Connection, actor: Actor, request: EnqueueRequest, *, now: datetime
+) -> Job | None:
+    """The job that answers ``request`` instead of a new one: its idempotency key's (the same
+    request's, else 422), then its unique key's active job. Holds the unique key's turn."""
     if request.unique_key is not None:  # before any look, so concurrent enqueues take turns
         uniqueness.wait_for_turns(conn, actor.id, [request])
     if request.idempotency_key is not None:
         existing = _keyed(conn, actor, request)
         if existing is not None:
-            return replay(existing, request), False
+            return replay(existing, request)
     if request.unique_key is not None:
-        active = uniqueness.active_job(conn, actor.id, request, now=now)
-        if active is not None:
-            return active, False
+        return uniqueness.active_job(conn, actor.id, request, now=now)
+    return None
+
+
+def insert_one(
+    conn: Connection, actor: Actor, request: EnqueueRequest, *, now: datetime
+) -> tuple[Job, bool]:
+    """Store the job of ``request``; should a concurrent request with its idempotency key win
+    the insert, that request's job (a replay)."""
     job = jobs_sql.insert_job(conn, new_job_row(actor, request, now=now), actor=actor.name)
     if job is None:  # a concurrent request with the same key won the insert
         winner = _keyed(conn, actor, request)
@@ -169,21 +186,65 @@ def enqueue_many(
     actor = require(actor, Action.ENQUEUE)
     existing = workflows.existing_parents(conn, actor, requests)  # before the new jobs exist
     added = enqueue_jobs(conn, actor, requests, now=now)
-    new = [(index, job) for index, (job, created) in enumerate(added) if created]
+    new = [job for job, created in added if created]
     if group is not None and new:
-        workflows.form_group(conn, actor, group, [job for _, job in new], now=now)
-    linked = [
+        workflows.form_group(conn, actor, group, new, now=now)
+    linked, effects = _linked(
+        conn, dict(enumerate(requests)), dict(enumerate(added)), existing, now=now,
+        reread=group is not None,
+    )  # fmt: skip
+    return Changed([linked[index] for index in range(len(added))], effects)
+
+
+Answer = tuple[Job, bool] | QueueError  # an item's (job, created), or why it was refused
+
+
+def enqueue_each(
+    conn: Connection, actor: Actor, items: Sequence[EnqueueRequest | QueueError], *, now: datetime
+) -> Changed[list[Answer]]:
+    """A batch whose items are admitted each on its own (``"atomic": false``): ``items`` holds
+    each request, or why its validation refused it. Each item is answered as ``enqueue`` would
+    answer it alone after the items before it, and a refused item undoes nothing; an item that
+    waits for a refused one (``after_items``) is refused too. Stored as ``enqueue_jobs`` stores
+    a batch: a few statements for all of them."""
+    actor = require(actor, Action.ENQUEUE)
+    requests = {index: item for index, item in enumerate(items) if not isinstance(item, QueueError)}
+    # Locked: a parent pruned before the new jobs are linked to it would refuse the whole batch.
+    existing = workflows.existing_parents(conn, actor, list(requests.values()), locked=True)
+    answers = _admit_all(conn, actor, items, now=now, refuse=_kept, parents=existing)
+    added = {index: answer for index, answer in enumerate(answers) if isinstance(answer, tuple)}
+    linked, effects = _linked(conn, requests, added, existing, now=now)
+    return Changed([linked.get(index, answer) for index, answer in enumerate(answers)], effects)
+
+
+def _linked(
+    conn: Connection,
+    requests: Mapping[int, EnqueueRequest],
+    added: Mapping[int, tuple[Job, bool]],
+    existing: Collection[int],
+    *,
+    now: datetime,
+    reread: bool = False,
+) -> tuple[dict[int, tuple[Job, bool]], Effects]:
+    """Record the parents of the new jobs among ``added`` (by item index), and read those back
+    as they are then (``reread``: even without parents, e.g. once grouped). The effects of
+    the new jobs and of linking them."""
+    new = {index: job for index, (job, created) in added.items() if created}
+    waiting = [
         workflows.Added(job, requests[index], index)
-        for index, job in new
+        for index, job in new.items()
         if requests[index].depends_on or requests[index].after_items
     ]
     effects = NOTHING
-    if linked:
-        effects = workflows.link(conn, linked, [job.id for job, _ in added], existing, now=now)
-    if linked or group is not None:
-        fresh = batches_sql.jobs_by_ids(conn, [job.id for _, job in new], None)
-        added = [(fresh[job.id][0] if created else job, created) for job, created in added]
-    return Changed(added, Effects.of((job for job, created in added if created), now) | effects)
+    if waiting:
+        ids = {index: job.id for index, (job, _) in added.items()}
+        effects = workflows.link(conn, waiting, ids, existing, now=now)
+    result = dict(added)
+    if waiting or reread:
+        fresh = batches_sql.jobs_by_ids(conn, [job.id for job in new.values()], None)
+        result = {i: (fresh[job.id][0] if made else job, made) for i, (job, made) in added.items()}
+    created = (job for job, made in result.values() if made)
+    return result, Effects.of(created, now) | effects
 
 
 def enqueue_jobs(
@@ -199,57 +260,139 @@ def enqueue_jobs(
     item by item through ``enqueue``. So is a batch with unique keys: each such item looks for
     its active job after the ones before it."""
     actor = require(actor, Action.ENQUEUE)
+    answers = _admit_all(conn, actor, requests, now=now, refuse=_naming_item, parents=None)
+    added = [answer for answer in answers if isinstance(answer, tuple)]
+    assert len(added) == len(answers)  # any refusal raised
+    return added
+
+
+# How a batch answers a refused item: by raising, naming it (all or nothing), or by keeping the
+# refusal as the item's answer (each item on its own).
+Refuse = Callable[[int, QueueError], QueueError]
+
+
+def _naming_item(index: int, exc: QueueError) -> QueueError:
+    raise _about_item("jobs", index, exc) from None
+
+
+def _kept(index: int, exc: QueueError) -> QueueError:
+    return exc
+
+
+def _admit_all(
+    conn: Connection,
+    actor: Actor,
+    items: Sequence[EnqueueRequest | QueueError],
+    *,
+    now: datetime,
+    refuse: Refuse,
+    parents: Collection[int] | None,
+) -> list[Answer]:
+    """Each item's answer, the new jobs stored; ``parents``: the jobs the items may wait for
+    (``workflows.existing_parents``), checked before an item is stored (None: ``link`` checks
+    them once all are stored)."""
+    requests = [item for item in items if not isinstance(item, QueueError)]
     if any(request.unique_key is not None for request in requests):
         uniqueness.wait_for_turns(conn, actor.id, requests)  # every unique key, in one order
-        return _one_by_one(conn, actor, requests, now=now)
+        return _one_by_one(conn, actor, items, now=now, refuse=refuse, parents=parents)
     keys = {r.idempotency_key for r in requests if r.idempotency_key is not None}
     keyed = keyed_jobs(conn, actor, parent_of(requests), keys)
     stored = {job.idempotency_key: job for job in keyed}
-    first_with: dict[str, int] = {}  # the new item a key came with first in this batch
-    plan: list[Job | int] = []  # per item: the stored job it replays, or the new item it is
-    fresh: list[int] = []  # the new items, in order
-    for index, request in enumerate(requests):
-        key = request.idempotency_key
+    first_with: dict[str, tuple[int, str | None]] = {}  # the new item a key came with first
+    steps: list[Job | int | QueueError] = []  # per item: the job it replays, the new item it is
+    for index, request in enumerate(items):
         try:
+            if isinstance(request, QueueError):
+                raise request
             admit(actor, request)
+            key = request.idempotency_key
             if key in stored:
-                plan.append(replay(stored[key], request))
+                steps.append(replay(stored[key], request))
                 continue
             if key is not None and key in first_with:
-                same_request(requests[first_with[key]].fingerprint, request)
-                plan.append(first_with[key])
+                first, fingerprint = first_with[key]
+                same_request(fingerprint, request)
+                steps.append(first)
                 continue
+            if parents is not None:
+                admit_parents(request, parents, steps)
         except QueueError as exc:
-            raise _about_item("jobs", index, exc) from None
+            steps.append(refuse(index, exc))
+            continue
         if key is not None:
-            first_with[key] = index
-        plan.append(index)
-        fresh.append(index)
-    rows = [new_job_row(actor, requests[index], now=now) for index in fresh]
-    if not first_with:  # no idempotency key: nothing to collide on, no savepoint needed
-        inserted = batches_sql.insert_jobs(conn, rows, actor=actor.name)
-        new = dict(zip(fresh, inserted, strict=True))
+            first_with[key] = (index, request.fingerprint)
+        steps.append(index)
+    stored_all = _store(conn, actor, items, steps, now=now)
+    if stored_all is None:  # another transaction took one of the keys: redo, seeing its job
+        return _one_by_one(conn, actor, items, now=now, refuse=refuse, parents=parents)
+    return stored_all
+
+
+def admit_parents(
+    request: EnqueueRequest, existing: Collection[int], earlier: Sequence[object]
+) -> None:
+    """Refuse a new job that names a parent not in ``existing`` (``existing_parents``), or an
+    earlier item of its batch that was refused (``earlier``: the answers so far)."""
+    workflows.check_parents(request, existing)
+    for index in request.after_items:
+        refused = earlier[index]
+        if isinstance(refused, QueueError):
+            message = f"item {index} was refused ({refused.status}): this one cannot wait for it"
+            raise InvalidInput({"after_items": message}, message)
+
+
+def _store(
+    conn: Connection,
+    actor: Actor,
+    items: Sequence[EnqueueRequest | QueueError],
+    steps: Sequence[Job | int | QueueError],
+    *,
+    now: datetime,
+) -> list[Answer] | None:
+    """Insert the new jobs of a planned batch (one statement); each item's answer, or None
+    (and nothing stored) when a concurrent transaction took one of their idempotency keys."""
+    fresh = [index for index, step in enumerate(steps) if step == index]
+    requests = [item for item in (items[i] for i in fresh) if isinstance(item, EnqueueRequest)]
+    rows = [new_job_row(actor, request, now=now) for request in requests]
+    if not any(request.idempotency_key is not None for request in requests):
+        inserted = batches_sql.insert_jobs(conn, rows, actor=actor.name)  # no key: no collision
     else:
         try:
             with conn.begin_nested():
                 inserted = batches_sql.insert_jobs(conn, rows, actor=actor.name)
-                new = dict(zip(fresh, inserted, strict=True))
         except IntegrityError:
-            return _one_by_one(conn, actor, requests, now=now)
+            return None
+    new = dict(zip(fresh, inserted, strict=True))
     return [
-        (step, False) if isinstance(step, Job) else (new[step], step == index)
-        for index, step in enumerate(plan)
-    ]
+        step if isinstance(step, QueueError)
+        else (step, False) if isinstance(step, Job)
+        else (new[step], step == index)
+        for index, step in enumerate(steps)
+    ]  # fmt: skip
 
 
 def _one_by_one(
-    conn: Connection, actor: Actor, requests: Sequence[EnqueueRequest], *, now: datetime
-) -> list[tuple[Job, bool]]:
-    """Every request through the single enqueue, naming the first refused item."""
-    added = []
-    for index, request in enumerate(requests):
+    conn: Connection,
+    actor: Actor,
+    items: Sequence[EnqueueRequest | QueueError],
+    *,
+    now: datetime,
+    refuse: Refuse,
+    parents: Collection[int] | None,
+) -> list[Answer]:
+    """Every item through the single enqueue, in order (``_admit_all``'s arguments)."""
+    answers: list[Answer] = []
+    for index, request in enumerate(items):
         try:
-            added.append(enqueue_one(conn, actor, request, now=now))
+            if isinstance(request, QueueError):
+                raise request
+            admit(actor, request)
+            found = answered_by(conn, actor, request, now=now)
+            if found is None and parents is not None:
+                admit_parents(request, parents, answers)
+            answers.append(
+                (found, False) if found is not None else insert_one(conn, actor, request, now=now)
+            )
         except QueueError as exc:
-            raise _about_item("jobs", index, exc) from None
-    return added
+            answers.append(refuse(index, exc))
+    return answers

@@ -95,3 +95,34 @@ def test_statements_per_batch_step_do_not_grow_with_its_size(
     # One job takes one edge of a finish where many take two (completed, retried): no more.
     assert all(counts[1][step] <= counts[10][step] for step in counts[1]), counts
     assert counts[10] == counts[50] == counts[100], counts
+
+
+def _items_each_on_their_own(n: int) -> list[dict[str, Any]]:
+    """``n`` items of a batch with ``"atomic": false``: every fifth malformed, every fifth
+    waiting for the item before it, each with an idempotency key (as a coalescing client
+    sends them)."""
+    items: list[dict[str, Any]] = []
+    for i in range(n):
+        item: dict[str, Any] = {"type": "email.send", "idempotency_key": f"{n}-{i}"}
+        if i % 5 == 1:
+            item["after_items"] = [i - 1]
+        items.append({"type": "no.such.type"} if i % 5 == 4 else item)
+    return items
+
+
+def test_a_batch_of_items_each_on_its_own_is_stored_together(
+    app: Flask, producer: Api, backend: str
+) -> None:
+    """Refused items do not turn the batch into one savepoint or one insert per item."""
+
+    def each(n: int) -> int:
+        body = {"jobs": _items_each_on_their_own(n), "atomic": False}
+        answers: dict[str, Any] = {}
+        count = _statements(app, lambda: answers.update(r=producer.post("/jobs/batch", body)))
+        statuses = [item["status"] for item in answers["r"].get_json()["results"]]
+        assert statuses == [422 if i % 5 == 4 else 201 for i in range(n)]
+        return count
+
+    each(5)  # first calls: caches filled, the token first seen
+    counts = {n: each(n) for n in (10, 50, 100)}
+    assert counts[10] == counts[50] == counts[100], counts
