@@ -32,6 +32,7 @@ class Housekeeper:
         self._pid = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         """Start the thread in this process, unless it runs already."""
@@ -41,11 +42,18 @@ class Housekeeper:
             if self._pid == os.getpid():
                 return
             self._pid, self._stop = os.getpid(), threading.Event()
-            threading.Thread(target=self._run, name="queuelog-housekeeper", daemon=True).start()
+            self._thread = threading.Thread(
+                target=self._run, name="queuelog-housekeeper", daemon=True
+            )
+            self._thread.start()
 
     def stop(self) -> None:
-        """Stop the thread (tests and shutdown)."""
+        """Stop the thread, once its tick under way has ended (tests and shutdown)."""
         self._stop.set()
+        with self._lock:
+            thread = self._thread if self._pid == os.getpid() else None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
 
     def _run(self) -> None:
         next_retention = time.monotonic()
@@ -70,6 +78,7 @@ def init_app(app: Flask) -> None:
         float(app.config["RETENTION_TICK_SECONDS"]),
     )
     app.extensions[EXTENSION_KEY] = keeper
+    db.transactions(app).used_by(keeper.stop)
     if app.config["HOUSEKEEPING_THREAD"]:
         app.before_request(keeper.start)
 

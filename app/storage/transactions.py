@@ -147,6 +147,12 @@ class Transactions:
         self.engine = engine
         self.writers = writers
         self.announcer = announcer
+        self._users: list[Callable[[], None]] = []  # how to stop the threads that use it
+
+    def used_by(self, stop: Callable[[], None]) -> None:
+        """A thread of this process uses the database: ``close`` stops it (``stop`` returns once
+        it no longer does) before closing the connections."""
+        self._users.append(stop)
 
     @contextmanager
     def write(self, gate: Gate | None = None) -> Iterator[Connection]:
@@ -178,7 +184,10 @@ class Transactions:
             raise kept
 
     def close(self) -> None:
-        """Stop the announcer's listeners and close every pooled connection."""
+        """Stop the threads that use the database and the announcer's listeners, then close
+        every pooled connection."""
+        for stop in self._users:
+            stop()
         self.announcer.close()
         self.engine.dispose()
 
