@@ -53,7 +53,8 @@ def claim_many(
     """Give the caller up to ``max_jobs`` due jobs (of ``types``, when given) in claim order,
     each with its own attempt and lease, recovering a batch of expired leases first. Paused
     types and types at their limits wait (``claim_limits``). Found or not, the types asked for
-    are noted as polled (``polls``: this process's memory of its last notes)."""
+    are noted as polled when ``polls`` is given (this process's memory of its last notes: the
+    API's claims; the command line and benchmarks note nothing)."""
     actor = require(actor, Action.WORK)
     recovered = recover_expired(
         conn, now=now, settings=settings, limit=settings.recover_batch, uniform=uniform
@@ -68,8 +69,8 @@ def claim_many(
         types=types,
         type_leases=() if lease_seconds else settings.type_leases,
     )
-    # After the claim's own writes: every claim takes its row locks in the same order.
-    type_polls.note(conn, polls, types or settings.job_types, now)
+    if polls is not None:  # after the claim's own writes: every claim locks in one order
+        type_polls.note(conn, polls, types or settings.job_types, now)
     return Claimed(jobs, recovered.effects, held_back_until)
 
 

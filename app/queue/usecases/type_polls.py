@@ -42,12 +42,10 @@ class PollNotes:
         return written is not None and now - self.every < written <= now
 
 
-def note(
-    conn: Connection, notes: PollNotes | None, job_types: Iterable[str], now: datetime
-) -> None:
+def note(conn: Connection, notes: PollNotes, job_types: Iterable[str], now: datetime) -> None:
     """Record that a worker asked for ``job_types`` at ``now``, in the claim's transaction;
-    ``notes`` skips the types this process wrote lately (None: write them all)."""
-    due = sorted(set(job_types)) if notes is None else notes.due(job_types, now)
+    ``notes`` skips the types this process wrote lately."""
+    due = notes.due(job_types, now)
     if due:
         type_polls_sql.record(conn, due, now)
 

@@ -25,6 +25,7 @@ from tests.builders import make_job, make_user
 
 T0 = datetime(2030, 1, 1, 12, tzinfo=UTC)
 IDLE = timedelta(minutes=5)
+EVERY_CLAIM = type_polls.PollNotes(timedelta(0))  # notes each claim's poll, as the API's first
 
 
 @dataclass
@@ -48,13 +49,17 @@ class Bench:
             return make_job(conn, self.producer, self.settings, now=now, **fields)
 
     def claim(self, now: datetime = T0, **kw: Any) -> Job:
+        kw.setdefault("polls", EVERY_CLAIM)
         with self.tx() as conn:
-            job = claiming.claim(conn, self.worker, now=now, settings=self.settings, **kw)
-        assert job is not None
-        return job
+            found = claiming.claim_many(
+                conn, self.worker, now=now, settings=self.settings, max_jobs=1, **kw
+            ).jobs
+        assert found
+        return found[0]
 
     def claim_nothing(self, now: datetime, **kw: Any) -> list[Job]:
         """A worker's claim that finds no job it may take."""
+        kw.setdefault("polls", EVERY_CLAIM)
         with self.tx() as conn:
             return claiming.claim_many(
                 conn, self.worker, now=now, settings=self.settings, max_jobs=10, **kw
