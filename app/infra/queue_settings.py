@@ -1,6 +1,6 @@
 """What the queue's use cases take from the current app: its queue settings (leases, backoff,
 limits), built once from its Flask config (read in ``app/config.py``), and this process's memory
-of the type polls it noted (``app.queue.usecases.polls``)."""
+of the type polls it noted (``app.queue.usecases.type_polls``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from flask import Flask, current_app
 
-from app.queue.usecases.polls import PollNotes
+from app.queue.usecases.type_polls import PollNotes
 from app.queue.vocabulary.models import QueueSettings
 
 EXTENSION_KEY = "queuelog.settings"
