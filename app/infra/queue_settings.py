@@ -31,4 +31,4 @@ def queue_settings(app: Flask | None = None) -> QueueSettings:
 
 def poll_notes(app: Flask | None = None) -> PollNotes:
     """This process's memory of the type polls it noted (for ``app`` or the current app)."""
-    return (app or current_app).extensions[POLLS_KEY]
+    return (app or current_app).extensions[POLLS_KEY]  # type: ignore[no-any-return]

@@ -12,7 +12,7 @@ from flask import Flask
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.rules.sorting import Sort, SortKey
-from app.queue.usecases import service
+from app.queue.usecases import claiming, listing, reports
 from app.queue.vocabulary.models import Actor, JobFilters
 from app.queue.vocabulary.timeutil import utcnow
 from tests.builders import make_job
@@ -52,10 +52,10 @@ def more_seed(app: Flask, producer: Actor, worker: Actor) -> None:
         parent = make_job(conn, producer, settings, run_at="2099-01-01T00:00:00Z")
         make_job(conn, producer, settings, depends_on=[parent.id])
         for retryable in (True, False, False):
-            job = service.claim(conn, worker, now=utcnow(), settings=settings)
+            job = claiming.claim(conn, worker, now=utcnow(), settings=settings)
             assert job is not None
             if retryable:
-                service.fail(conn, worker, job.id, now=utcnow(), settings=settings, error="x")
+                reports.fail(conn, worker, job.id, now=utcnow(), settings=settings, error="x")
 
 
 @pytest.mark.parametrize(("order", "status", "who"), list(EXPECTED))
@@ -68,7 +68,7 @@ def test_each_order_reads_the_index_that_keeps_it(
         actor = {"admin": admin, "producer": producer, "worker": worker}[who]
         first = JobFilters(status=status, sort=Sort.parse(order), limit=2)
         with db.read() as conn:
-            page = service.list_jobs(conn, actor, first)
+            page = listing.page(conn, actor, first)
         assert page.jobs, "the seed has jobs of this status for this viewer"
         pages = [first, replace(first, type="email.send"), replace(first, priority=0)]
         if page.next_cursor:
@@ -77,7 +77,7 @@ def test_each_order_reads_the_index_that_keeps_it(
             pages.append(replace(first, cursor=decode_cursor(page.next_cursor)[1]))
         for filters in pages:
             with recorded(app) as statements, db.read() as conn:
-                found = service.list_jobs(conn, actor, filters)
+                found = listing.page(conn, actor, filters)
             scans = table_scans(app, statements)
             assert [line for line in scans if not line.startswith("SCAN anon_")] == []
             lines = _plan_lines(app, statements)
@@ -94,7 +94,7 @@ def test_the_order_of_creation_still_reads_as_before(app: Flask) -> None:
         for actor, status in ((admin, None), (admin, "failed"), (producer, "pending")):
             filters = JobFilters(status=status, sort=Sort(SortKey.CREATED, descending=False))
             with recorded(app) as statements, db.read() as conn:
-                page = service.list_jobs(conn, actor, filters)
+                page = listing.page(conn, actor, filters)
             assert page.jobs == sorted(page.jobs, key=lambda job: job.id)
             # Everyone's oldest: the table from its start, stopping at LIMIT (as the newest)
             oldest = "WHERE 1 = 1 ORDER BY jobs.id ASC"

@@ -11,7 +11,7 @@ from flask import Flask
 
 from app.infra import db
 from app.queue.rules.sorting import Sort
-from app.queue.usecases import listing, service
+from app.queue.usecases import claiming, listing
 from app.queue.vocabulary.models import (
     Actor,
     Job,
@@ -45,7 +45,7 @@ def settings(app: Flask) -> QueueSettings:
 
 def claim(app: Flask, worker: Actor, settings: QueueSettings, at: datetime, **kw: object) -> Job:
     with db.transaction(app) as conn:
-        job = service.claim(conn, worker, now=at, settings=settings, **kw)  # type: ignore[arg-type]
+        job = claiming.claim(conn, worker, now=at, settings=settings, **kw)  # type: ignore[arg-type]
     assert job is not None
     return job
 
@@ -71,7 +71,7 @@ def test_a_worker_sees_its_running_jobs_and_those_taken_over(
     assert len(mine) == 2
     admin = make_user(app, "root", "admin").actor()
     with db.read(app) as conn:
-        every = service.list_jobs(conn, admin, JobFilters(status="running", limit=50)).jobs
+        every = listing.page(conn, admin, JobFilters(status="running", limit=50)).jobs
     latest = sorted(every, key=lambda job: (job.updated_at, job.id), reverse=True)
     assert pages(app, admin, running) == [job.id for job in latest]  # per worker, merged
     assert len(latest) == 3
