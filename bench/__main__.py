@@ -37,7 +37,7 @@ from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.usecases import claiming, enqueueing, reports
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage import migrate
 from app.storage.databases import sqlite

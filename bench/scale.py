@@ -32,7 +32,7 @@ from app.accounts import store as accounts_store
 from app.infra import db
 from app.queue.contract.cursors import encode_cursor
 from app.queue.usecases import listing
-from app.queue.vocabulary.models import JobFilters
+from app.queue.vocabulary.jobs import JobFilters
 from app.queue.vocabulary.timeutil import utcnow
 from bench import SECRET
 from bench import scale_load as load

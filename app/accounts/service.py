@@ -29,7 +29,7 @@ from app.accounts.models import ApiToken, User
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.queue.contract.strictjson import text_problem
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import PRIORITIES, Role
 
 OPERATOR = Actor(id=0, name="operator", role=Role.ADMIN)

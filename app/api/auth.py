@@ -24,7 +24,7 @@ from sqlalchemy import Connection
 from app.accounts import service as accounts
 from app.infra import db
 from app.queue.rules.policy import Action, require
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.timeutil import utcnow
 
 View = TypeVar("View", bound=Callable[..., Any])

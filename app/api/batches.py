@@ -24,7 +24,7 @@ from app.queue.contract.batch_requests import BatchBody, ChildrenBody, FinishBod
 from app.queue.contract.job_responses import BeatResults, CreatedJobs, FinishResults
 from app.queue.rules.policy import Action
 from app.queue.usecases import children, enqueueing, reports
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 

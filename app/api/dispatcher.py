@@ -39,8 +39,9 @@ from app.queue.rules import secret_fields
 from app.queue.rules.policy import Action, require
 from app.queue.rules.secret_fields import Secrets
 from app.queue.usecases import claiming
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Effects
-from app.queue.vocabulary.models import Actor, Job
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 from app.storage.wakeup import FALLBACK_POLL_SECONDS

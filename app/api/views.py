@@ -38,7 +38,7 @@ from app.queue.rules import uniqueness
 from app.queue.rules.policy import Action
 from app.queue.usecases import enqueueing, explain, job_actions, listing, reading
 from app.queue.vocabulary.errors import QueueError
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from flask import g
 
 from app.queue.rules.policy import Action, require
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 
 PUBLIC = "public"  # no sign-in at all (static files, the sign-in page)
 SIGNED_IN = "signed-in"  # any signed-in user; what they see is filtered by the service

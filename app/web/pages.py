@@ -38,9 +38,10 @@ from app.queue.usecases import (
     reading,
     stats,
 )
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import Conflict, Forbidden, InvalidInput
-from app.queue.vocabulary.models import Actor, Job, JobFilters
+from app.queue.vocabulary.jobs import Job, JobFilters
 from app.queue.vocabulary.states import PRIORITIES, TERMINAL, JobStatus
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce

@@ -20,7 +20,7 @@ from app.accounts.errors import AccountNotFound as NotFound
 from app.accounts.errors import InvalidAccountInput as InvalidInput
 from app.accounts.models import User
 from app.infra import db
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import Role
 from app.queue.vocabulary.timeutil import utcnow
 from tests.builders import PASSWORD, Api, make_token, make_user

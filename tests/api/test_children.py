@@ -10,7 +10,7 @@ from flask import Flask
 
 from app.accounts import service as accounts
 from app.infra import db
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import Role
 from tests.api.conftest import assert_problem, job_count, snapshot
 from tests.builders import Api, make_api

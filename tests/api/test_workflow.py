@@ -11,7 +11,7 @@ from flask.testing import FlaskClient
 
 from app.accounts import service as accounts
 from app.infra import db
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import Role
 from tests.api.conftest import assert_problem, finish, job_count, snapshot
 from tests.backends import every_backend  # noqa: F401 (run on both engines)

@@ -21,7 +21,7 @@ from app.infra import db
 from app.queue.rules import workflows
 from app.queue.sql import jobs as jobs_sql
 from app.queue.vocabulary.errors import InvalidInput
-from app.queue.vocabulary.models import EnqueueRequest
+from app.queue.vocabulary.jobs import EnqueueRequest
 from tests.api.conftest import LiveServer, assert_problem, finish, job_count, snapshot
 from tests.builders import Api, make_api, make_token
 

@@ -24,14 +24,11 @@ from app.accounts import store as accounts_store
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.job_requests import EnqueueBody
+from app.queue.rules.settings import QueueSettings
 from app.queue.usecases import claiming, enqueueing, job_actions, reports
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import QueueError
-from app.queue.vocabulary.models import (
-    Actor,
-    EnqueueRequest,
-    Job,
-    QueueSettings,
-)
+from app.queue.vocabulary.jobs import EnqueueRequest, Job
 from app.storage.schema import job_events
 from tests.conftest import base_config
 from tests.harness import T0

@@ -17,8 +17,9 @@ from sqlalchemy import select, text
 from app.infra import db
 from app.queue.usecases import bulk, bulk_runs, claiming, reports
 from app.queue.usecases.bulk import Selection, Verb
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import Conflict
-from app.queue.vocabulary.models import Actor, JobFilters
+from app.queue.vocabulary.jobs import JobFilters
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import jobs as jobs_table
 from tests.backends import every_backend  # noqa: F401 (run on both engines)

@@ -21,9 +21,10 @@ from sqlalchemy import func, select
 
 from app import create_app
 from app.infra import db
+from app.queue.rules.settings import QueueSettings
 from app.queue.usecases import claiming, job_types, reports
 from app.queue.usecases.job_types import TypeChange
-from app.queue.vocabulary.models import Actor, QueueSettings
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import Role
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import job_events, jobs

@@ -19,7 +19,7 @@ from app.infra import db
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.usecases import claiming, enqueueing, job_actions, reports
 from app.queue.vocabulary.errors import Conflict
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue
 

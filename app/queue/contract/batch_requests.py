@@ -25,7 +25,7 @@ from app.queue.contract.fields import (
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.contract.request_model import RequestModel, refuse, says, settings_of
 from app.queue.rules.workflows import GroupRequest
-from app.queue.vocabulary.models import Beat, Outcome, Wanted
+from app.queue.vocabulary.jobs import Beat, Outcome, Wanted
 
 MAX_CHILDREN = 100  # jobs per POST /jobs/{id}/children
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.queue.rules.sorting import KEY_TYPES, SortKey
-from app.queue.vocabulary.models import Keyset
+from app.queue.vocabulary.jobs import Keyset
 
 MAX_DB_INT = 2**62
 _PREFIX = "v1:"

@@ -11,8 +11,9 @@ from pydantic import AfterValidator, Field, PlainValidator, ValidationInfo, With
 from app.queue.contract.cursors import MAX_DB_INT, decode_cursor
 from app.queue.contract.request_model import refuse, says, settings_of
 from app.queue.contract.strictjson import compact_size, json_value_problem, text_problem
+from app.queue.rules.settings import QueueSettings
 from app.queue.rules.sorting import SortKey
-from app.queue.vocabulary.models import Keyset, QueueSettings
+from app.queue.vocabulary.jobs import Keyset
 
 MAX_RETRIES_LIMIT = 25
 MAX_DELAY_SECONDS = 366 * 86_400

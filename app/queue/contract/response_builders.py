@@ -44,15 +44,8 @@ from app.queue.rules.workflows import GroupView
 from app.queue.usecases.bulk import Preview
 from app.queue.usecases.explain import Explanation
 from app.queue.usecases.job_types import TypeView
-from app.queue.vocabulary import models
 from app.queue.vocabulary.errors import QueueError
-from app.queue.vocabulary.models import (
-    Beat,
-    EnqueueRequest,
-    Event,
-    Job,
-    Outcome,
-)
+from app.queue.vocabulary.jobs import Beat, EnqueueRequest, Event, Job, JobPage, Outcome
 from app.queue.vocabulary.timeutil import iso
 
 Item = TypeVar("Item", bound=ResponseModel)
@@ -108,7 +101,7 @@ def job_out(
     return JobOut.built(values)
 
 
-def job_page_out(page: models.JobPage, *, include_error: bool) -> JobList:
+def job_page_out(page: JobPage, *, include_error: bool) -> JobList:
     """One page of a job listing, newest first, with the cursor of the next (older) page."""
     jobs = [job_out(job, include_error=include_error) for job in page.jobs]
     return JobList.built({"jobs": jobs, "next_cursor": page.next_cursor})

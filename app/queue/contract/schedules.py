@@ -20,8 +20,8 @@ from pydantic import (
 
 from app.queue.contract.fields import JOB_TYPES_MARK, json_object_problem
 from app.queue.rules import cron
+from app.queue.rules.settings import QueueSettings
 from app.queue.vocabulary.errors import InvalidInput
-from app.queue.vocabulary.models import QueueSettings
 from app.queue.vocabulary.states import PRIORITIES, priority_label
 
 NEXT_RUNS = 5  # fire times shown with a schedule

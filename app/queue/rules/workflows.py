@@ -22,9 +22,10 @@ from app.queue.sql import children as children_sql
 from app.queue.sql import jobs as jobs_sql
 from app.queue.sql import workflows as workflows_sql
 from app.queue.sql.jobs import append_events, event_row
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Effects
 from app.queue.vocabulary.errors import Forbidden, InvalidInput, NotFound
-from app.queue.vocabulary.models import Actor, EnqueueRequest, Job, parent_of
+from app.queue.vocabulary.jobs import EnqueueRequest, Job, parent_of
 from app.queue.vocabulary.states import TERMINAL, EventKind, JobStatus, priority_label
 
 _BROKEN = {JobStatus.FAILED: "failed", JobStatus.CANCELLED: "was cancelled"}

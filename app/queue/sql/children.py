@@ -8,7 +8,8 @@ from collections.abc import Collection
 from sqlalchemy import ColumnElement, Connection, bindparam, func, or_, select
 
 from app.queue.sql.jobs import JOB_COLUMNS, job_of
-from app.queue.vocabulary.models import Actor, Job
+from app.queue.vocabulary.actors import Actor
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import Role
 from app.storage.schema import jobs, users
 

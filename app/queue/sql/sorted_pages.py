@@ -47,7 +47,7 @@ from app.queue.sql.jobs import (
     visible_to_worker,
 )
 from app.queue.sql.prepared import Prepared
-from app.queue.vocabulary.models import Job, JobFilters
+from app.queue.vocabulary.jobs import Job, JobFilters
 from app.queue.vocabulary.states import JobStatus
 from app.storage.schema import jobs
 from app.storage.schema_figures import job_holders

@@ -18,9 +18,10 @@ from app.queue.rules.policy import Action, require
 from app.queue.rules.visibility import visibility
 from app.queue.sql import bulk as bulk_sql
 from app.queue.sql import jobs as jobs_sql
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Effects
 from app.queue.vocabulary.errors import Conflict, InvalidInput
-from app.queue.vocabulary.models import Actor, Job, JobFilters
+from app.queue.vocabulary.jobs import Job, JobFilters
 from app.queue.vocabulary.states import (
     EDGES,
     TERMINAL,

@@ -21,7 +21,7 @@ from app.audit.actions import AuditAction
 from app.infra import db
 from app.queue.sql import locks as locks_sql
 from app.queue.usecases import bulk
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 

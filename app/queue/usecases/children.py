@@ -24,9 +24,10 @@ from app.queue.rules.visibility import visibility
 from app.queue.sql import batches as batches_sql
 from app.queue.sql import children as children_sql
 from app.queue.usecases import enqueueing, finishing, reading
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import Forbidden, InvalidInput
-from app.queue.vocabulary.models import Actor, EnqueueRequest, Job
+from app.queue.vocabulary.jobs import EnqueueRequest, Job
 from app.queue.vocabulary.states import JobStatus
 
 

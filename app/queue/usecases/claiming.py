@@ -16,13 +16,15 @@ from sqlalchemy import Connection
 from app.queue.rules import edges
 from app.queue.rules.backoff import Uniform
 from app.queue.rules.policy import Action, require
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import due as due_sql
 from app.queue.sql import edges as edges_sql
 from app.queue.usecases import finishing, type_polls
 from app.queue.usecases.claim_limits import claim_within_limits
 from app.queue.usecases.type_polls import PollNotes
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Changed, Effects
-from app.queue.vocabulary.models import Actor, Job, QueueSettings
+from app.queue.vocabulary.jobs import Job
 
 _system_random = random.SystemRandom()
 LEASE_EXPIRED = "lease expired"

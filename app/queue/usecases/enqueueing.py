@@ -15,6 +15,7 @@ from app.queue.rules.policy import Action, require
 from app.queue.sql import batches as batches_sql
 from app.queue.sql import children as children_sql
 from app.queue.sql import jobs as jobs_sql
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Changed, Effects
 from app.queue.vocabulary.errors import (
     Conflict,
@@ -22,7 +23,7 @@ from app.queue.vocabulary.errors import (
     InvalidInput,
     QueueError,
 )
-from app.queue.vocabulary.models import Actor, EnqueueRequest, Job, parent_of
+from app.queue.vocabulary.jobs import EnqueueRequest, Job, parent_of
 
 
 def enqueue(

@@ -11,9 +11,10 @@ from app.audit.actions import AuditAction
 from app.queue.rules import edges, retention
 from app.queue.rules.policy import Action, can, require
 from app.queue.usecases.reading import get_job
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import Conflict
-from app.queue.vocabulary.models import Actor, Job
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import TERMINAL
 
 

@@ -20,6 +20,7 @@ from app.queue.contract.fields import Flag
 from app.queue.contract.request_model import RequestModel, refuse, says
 from app.queue.rules import type_limits
 from app.queue.rules.policy import Action, require
+from app.queue.rules.settings import QueueSettings
 from app.queue.rules.type_limits import (
     MAX_RUN_SECONDS_LIMIT,
     MAX_RUN_SECONDS_RULE,
@@ -32,9 +33,9 @@ from app.queue.rules.type_limits import (
 )
 from app.queue.sql import counts as counts_sql
 from app.queue.sql import type_limits as type_limits_sql
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed, Effects
 from app.queue.vocabulary.errors import NotFound
-from app.queue.vocabulary.models import Actor, QueueSettings
 from app.queue.vocabulary.states import JobStatus
 
 MaxRunning = Annotated[

@@ -14,14 +14,9 @@ from app.queue.rules.visibility import viewer
 from app.queue.sql import jobs as store
 from app.queue.sql import sorted_pages
 from app.queue.sql import totals as totals_store
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import InvalidInput
-from app.queue.vocabulary.models import (
-    Actor,
-    Job,
-    JobFilters,
-    JobPage,
-    Keyset,
-)
+from app.queue.vocabulary.jobs import Job, JobFilters, JobPage, Keyset
 
 COUNT_CAP = 10_000  # a total the counters do not know is counted this far and no further
 

@@ -12,20 +12,16 @@ from sqlalchemy import Connection
 from app.queue.rules import edges
 from app.queue.rules.backoff import Uniform
 from app.queue.rules.policy import Action, require
+from app.queue.rules.settings import QueueSettings
 from app.queue.rules.visibility import visibility
 from app.queue.sql import batches as batches_sql
 from app.queue.usecases import finishing
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import (
     QueueError,
 )
-from app.queue.vocabulary.models import (
-    Actor,
-    Beat,
-    Job,
-    Outcome,
-    QueueSettings,
-)
+from app.queue.vocabulary.jobs import Beat, Job, Outcome
 
 _system_random = random.SystemRandom()
 

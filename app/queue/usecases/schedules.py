@@ -19,16 +19,13 @@ from app.queue.contract.job_requests import EnqueueBody
 from app.queue.contract.schedules import Schedule, ScheduleCreate, ScheduleUpdate
 from app.queue.rules import cron
 from app.queue.rules.policy import Action, require
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import schedules as schedules_sql
 from app.queue.usecases import enqueueing
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Changed
 from app.queue.vocabulary.errors import Conflict, InvalidInput, NotFound
-from app.queue.vocabulary.models import (
-    Actor,
-    EnqueueRequest,
-    Job,
-    QueueSettings,
-)
+from app.queue.vocabulary.jobs import EnqueueRequest, Job
 from app.queue.vocabulary.states import Role
 
 log = logging.getLogger(__name__)

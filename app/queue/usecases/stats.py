@@ -13,7 +13,8 @@ from app.queue.rules.visibility import viewer
 from app.queue.sql import counts as counts_sql
 from app.queue.sql import jobs as jobs_sql
 from app.queue.sql import workflows as workflows_sql
-from app.queue.vocabulary.models import Actor, Job
+from app.queue.vocabulary.actors import Actor
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import PRIORITIES, JobStatus
 from app.storage.schema import jobs
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from app.queue.contract import response_builders
 from app.queue.contract.job_responses import JobOut, ResponseModel
 from app.queue.vocabulary.errors import NotFound
-from app.queue.vocabulary.models import Beat, Event, Outcome
+from app.queue.vocabulary.jobs import Beat, Event, Outcome
 from tests.builders import job_value
 
 AT = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -10,8 +10,8 @@ from app.queue.rules.policy import (
     can,
     require,
 )
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import Forbidden
-from app.queue.vocabulary.models import Actor
 from app.queue.vocabulary.states import JobStatus, Role
 from tests.builders import job_value
 

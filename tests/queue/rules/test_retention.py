@@ -18,8 +18,9 @@ from app.config import ConfigError
 from app.infra import db, housekeeper
 from app.queue.rules import retention
 from app.queue.rules.retention import DAY, Retention
+from app.queue.rules.settings import QueueSettings
 from app.queue.usecases import claiming, job_actions, reports
-from app.queue.vocabulary.models import Actor, QueueSettings
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import JobStatus
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import audit_events, job_events, jobs

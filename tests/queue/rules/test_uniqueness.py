@@ -12,7 +12,7 @@ from flask import Flask
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.rules import uniqueness
 from app.queue.usecases import enqueueing, job_actions, reports
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 

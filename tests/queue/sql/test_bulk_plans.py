@@ -10,7 +10,7 @@ from flask import Flask
 
 from app.queue.usecases import bulk_runs
 from app.queue.usecases.bulk import Selection, Verb
-from app.queue.vocabulary.models import JobFilters
+from app.queue.vocabulary.jobs import JobFilters
 from tests.harness import T0, make_queue
 from tests.queue.sql.test_query_plans import assert_index_served
 from tests.queue.usecases.test_bulk import failed_job

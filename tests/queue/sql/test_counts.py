@@ -23,7 +23,7 @@ from app.queue.usecases import (
     reports,
     stats,
 )
-from app.queue.vocabulary.models import JobFilters, Keyset
+from app.queue.vocabulary.jobs import JobFilters, Keyset
 from app.storage.schema_figures import job_counts
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue

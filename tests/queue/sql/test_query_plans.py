@@ -19,7 +19,8 @@ from app.queue.contract.cursors import encode_cursor
 from app.queue.contract.job_requests import EnqueueBody, ListQuery
 from app.queue.sql import due as due_sql
 from app.queue.usecases import claiming, enqueueing, listing, reading, reports, stats
-from app.queue.vocabulary.models import Actor, JobFilters, Keyset, Outcome
+from app.queue.vocabulary.actors import Actor
+from app.queue.vocabulary.jobs import JobFilters, Keyset, Outcome
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import jobs
 from tests.builders import Api, make_job, make_token, make_user

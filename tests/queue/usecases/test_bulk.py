@@ -16,7 +16,7 @@ from app.queue.sql import bulk as bulk_sql
 from app.queue.sql import jobs as jobs_sql
 from app.queue.usecases import bulk, job_actions, reports
 from app.queue.usecases.bulk import JobSet, Selection, Verb
-from app.queue.vocabulary.models import Job, JobFilters
+from app.queue.vocabulary.jobs import Job, JobFilters
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 

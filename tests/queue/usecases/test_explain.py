@@ -13,13 +13,15 @@ from flask import Flask
 from sqlalchemy import Connection
 
 from app.infra import db
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import explain as explain_sql
 from app.queue.sql import jobs as jobs_sql
 from app.queue.usecases import claiming, explain, job_actions, job_types, reports, type_polls
 from app.queue.usecases.explain import Explanation
 from app.queue.usecases.job_types import TypeChange
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import NotFound
-from app.queue.vocabulary.models import Actor, Job, QueueSettings
+from app.queue.vocabulary.jobs import Job
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_job, make_user
 

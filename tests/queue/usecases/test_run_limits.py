@@ -15,10 +15,12 @@ from sqlalchemy import select
 
 from app.infra import db, housekeeper
 from app.queue.contract.response_builders import job_out
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import jobs as jobs_sql
 from app.queue.usecases import claiming, finishing, reports
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import AttemptTimedOut, Conflict
-from app.queue.vocabulary.models import Actor, Job, QueueSettings
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import job_events
 from tests.backends import every_backend  # noqa: F401

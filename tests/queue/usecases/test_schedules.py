@@ -20,15 +20,17 @@ from app.queue.contract.schedules import (
     ScheduleUpdate,
     parse,
 )
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import jobs as jobs_sql
 from app.queue.usecases import schedules
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import (
     Conflict,
     Forbidden,
     InvalidInput,
     NotFound,
 )
-from app.queue.vocabulary.models import Actor, Job, QueueSettings
+from app.queue.vocabulary.jobs import Job
 from app.storage.schema import jobs, users
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_user

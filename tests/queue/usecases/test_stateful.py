@@ -29,15 +29,16 @@ from sqlalchemy import Connection, Engine, select
 
 from app.accounts import service as accounts
 from app.config import DEFAULTS
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import jobs as jobs_sql
 from app.queue.usecases import claiming, job_actions, reports
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import (
     Conflict,
     Forbidden,
     NotFound,
     QueueError,
 )
-from app.queue.vocabulary.models import Actor, QueueSettings
 from app.queue.vocabulary.states import PRIORITIES, TERMINAL, JobStatus
 from app.storage import databases
 from app.storage.schema import jobs
