@@ -18,7 +18,6 @@ from app.queue.contract.job_requests import NoBody
 from app.queue.contract.job_responses import JobOut
 from app.queue.contract.response_builders import job_out, schedule_out, schedules_out
 from app.queue.contract.schedules import (
-    Schedule,
     ScheduleCreate,
     ScheduleUpdate,
     parse,
@@ -26,6 +25,7 @@ from app.queue.contract.schedules import (
 from app.queue.rules.policy import Action
 from app.queue.usecases import schedules
 from app.queue.vocabulary.errors import InvalidInput
+from app.queue.vocabulary.schedules import Schedule
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 

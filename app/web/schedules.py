@@ -38,9 +38,10 @@ def _page(form: ScheduleForm | None = None, status: int = 200) -> tuple[str, int
         "schedules/index.html",
         schedules=found,
         next_runs={
-            s.id: [(at, at.astimezone(cron.zone(s.timezone))) for at in s.next_runs(now)]
+            s.id: [(at, at.astimezone(cron.zone(s.timezone))) for at in schedules.next_runs(s, now)]
             for s in found
         },
+        described={s.id: cron.describe(s.cron) for s in found},
         form=form,
         confirm_form=ConfirmForm(),
         timezones=sorted(available_timezones()),

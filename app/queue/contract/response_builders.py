@@ -38,14 +38,15 @@ from app.queue.contract.job_responses import (
     ResponseModel,
     TraceOut,
 )
-from app.queue.contract.schedules import Schedule
-from app.queue.rules import uniqueness
+from app.queue.rules import cron, uniqueness
 from app.queue.rules.workflows import GroupView
+from app.queue.usecases import schedules
 from app.queue.usecases.bulk import Preview
 from app.queue.usecases.explain import Explanation
 from app.queue.usecases.job_types import TypeView
 from app.queue.vocabulary.errors import QueueError
 from app.queue.vocabulary.jobs import Beat, EnqueueRequest, Event, Job, JobPage, Outcome
+from app.queue.vocabulary.schedules import Schedule
 from app.queue.vocabulary.timeutil import iso
 
 Item = TypeVar("Item", bound=ResponseModel)
@@ -277,14 +278,14 @@ def schedule_out(schedule: Schedule, now: datetime) -> ScheduleOut:
             "id": schedule.id,
             "name": schedule.name,
             "cron": schedule.cron,
-            "description": schedule.description,
+            "description": cron.describe(schedule.cron),
             "timezone": schedule.timezone,
             "type": schedule.type,
             "payload": schedule.payload,
             "priority": schedule.priority_label,
             "enabled": schedule.enabled,
             "catch_up": schedule.catch_up,
-            "next_runs": [iso(at) for at in schedule.next_runs(now)],
+            "next_runs": [iso(at) for at in schedules.next_runs(schedule, now)],
             "last_run_at": iso(schedule.last_run_at),
             "created_at": iso(schedule.created_at),
             "updated_at": iso(schedule.updated_at),

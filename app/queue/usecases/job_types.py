@@ -28,7 +28,6 @@ from app.queue.rules.type_limits import (
     MAX_RUNNING_RULE,
     RATE_LIMIT_PATTERN,
     RATE_LIMIT_RULE,
-    Override,
     TypeLimits,
 )
 from app.queue.sql import counts as counts_sql
@@ -36,6 +35,7 @@ from app.queue.sql import type_limits as type_limits_sql
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed, Effects
 from app.queue.vocabulary.errors import NotFound
+from app.queue.vocabulary.limits import Override
 from app.queue.vocabulary.states import JobStatus
 
 MaxRunning = Annotated[

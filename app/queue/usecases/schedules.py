@@ -16,7 +16,7 @@ from sqlalchemy import Connection
 from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.queue.contract.job_requests import EnqueueBody
-from app.queue.contract.schedules import Schedule, ScheduleCreate, ScheduleUpdate
+from app.queue.contract.schedules import ScheduleCreate, ScheduleUpdate
 from app.queue.rules import cron
 from app.queue.rules.policy import Action, require
 from app.queue.rules.settings import QueueSettings
@@ -26,10 +26,12 @@ from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Changed
 from app.queue.vocabulary.errors import Conflict, InvalidInput, NotFound
 from app.queue.vocabulary.jobs import EnqueueRequest, Job
+from app.queue.vocabulary.schedules import Schedule
 from app.queue.vocabulary.states import Role
 
 log = logging.getLogger(__name__)
 TICK_BATCH = 100  # schedules fired per tick transaction
+NEXT_RUNS = 5  # fire times shown with a schedule
 # The fields whose change moves the next slot.
 _TIMING = ("cron", "timezone", "enabled")
 
@@ -55,6 +57,13 @@ def _duplicate(name: str | None) -> Conflict:
 
 def _first_slot(expression: str, timezone: str, enabled: bool, now: datetime) -> datetime | None:
     return cron.next_after(expression, timezone, now) if enabled else None
+
+
+def next_runs(schedule: Schedule, now: datetime, count: int = NEXT_RUNS) -> list[datetime]:
+    """The schedule's next ``count`` fire times after ``now`` (none while disabled)."""
+    if not schedule.enabled:
+        return []
+    return cron.upcoming(schedule.cron, schedule.timezone, now, count)
 
 
 def create(conn: Connection, actor: Actor, request: ScheduleCreate, *, now: datetime) -> Schedule:

@@ -12,10 +12,11 @@ import pytest
 from flask import Flask
 
 from app.queue.rules import type_limits
-from app.queue.rules.type_limits import RateLimit, Window
+from app.queue.rules.type_limits import RateLimit
 from app.queue.usecases import claiming, job_types, reports
 from app.queue.usecases.job_types import TypeChange
 from app.queue.vocabulary.jobs import Job
+from app.queue.vocabulary.limits import Window
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 

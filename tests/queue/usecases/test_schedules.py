@@ -15,7 +15,6 @@ from sqlalchemy import Connection, select, update
 
 from app.infra import db
 from app.queue.contract.schedules import (
-    Schedule,
     ScheduleCreate,
     ScheduleUpdate,
     parse,
@@ -31,6 +30,7 @@ from app.queue.vocabulary.errors import (
     NotFound,
 )
 from app.queue.vocabulary.jobs import Job
+from app.queue.vocabulary.schedules import Schedule
 from app.storage.schema import jobs, users
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_user
@@ -145,7 +145,11 @@ def test_a_short_gap_within_the_grace_is_not_an_outage(desk: Desk) -> None:
 def test_disabled_schedules_never_fire_and_resume_from_now(desk: Desk) -> None:
     schedule = desk.create()
     disabled = desk.update(schedule.id, enabled=False)
-    assert (disabled.enabled, disabled.next_run_at, disabled.next_runs(T0)) == (False, None, [])
+    assert (disabled.enabled, disabled.next_run_at, schedules.next_runs(disabled, T0)) == (
+        False,
+        None,
+        [],
+    )
     assert desk.tick(at(15)) == []
     enabled = desk.update(schedule.id, now=at(15, 10), enabled=True)
     assert enabled.next_run_at == at(16)  # slots missed while disabled are not caught up
@@ -179,7 +183,7 @@ def test_changing_the_timing_moves_the_next_slot_and_other_changes_keep_it(desk:
     assert renamed.next_run_at == at(10) and renamed.name == "every hour"
     paris = desk.update(schedule.id, now=at(9, 45), cron="0 9 * * *", timezone="Europe/Paris")
     assert paris.next_run_at == datetime(2030, 1, 2, 8, tzinfo=UTC)  # 09:00 Paris in winter
-    assert paris.next_runs(at(9, 45))[:2] == [
+    assert schedules.next_runs(paris, at(9, 45))[:2] == [
         datetime(2030, 1, 2, 8, tzinfo=UTC),
         datetime(2030, 1, 3, 8, tzinfo=UTC),
     ]
