@@ -33,6 +33,7 @@ from sqlalchemy import insert
 
 from app import create_app
 from app.accounts import service as accounts
+from app.audit.actions import Origin
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.job_requests import EnqueueBody
@@ -185,8 +186,22 @@ def service_figures(app: Any, count: int) -> tuple[float, float]:
     with app.app_context():
         settings = queue_settings()
         with db.transaction() as conn:
-            producer = accounts.create_user(conn, accounts.OPERATOR, "p", "producer", now=utcnow())
-            worker = accounts.create_user(conn, accounts.OPERATOR, "w", "worker", now=utcnow())
+            producer = accounts.create_user(
+                conn,
+                accounts.OPERATOR,
+                "p",
+                "producer",
+                now=utcnow(),
+                origin=Origin(accounts.OPERATOR.name),
+            )
+            worker = accounts.create_user(
+                conn,
+                accounts.OPERATOR,
+                "w",
+                "worker",
+                now=utcnow(),
+                origin=Origin(accounts.OPERATOR.name),
+            )
         request = EnqueueBody.parse(
             {"type": "email.send", "payload": {"n": 1}}, settings
         ).to_request()
@@ -213,7 +228,14 @@ def load_queue(app: Any, depth: int) -> Actor:
     """Bulk-load ``depth`` due jobs of mixed priority; return an admin that may claim them."""
     with app.app_context():
         with db.transaction() as conn:
-            user = accounts.create_user(conn, accounts.OPERATOR, "bulk", "admin", now=utcnow())
+            user = accounts.create_user(
+                conn,
+                accounts.OPERATOR,
+                "bulk",
+                "admin",
+                now=utcnow(),
+                origin=Origin(accounts.OPERATOR.name),
+            )
             now = utcnow()
             rows = [
                 {

@@ -23,6 +23,7 @@ from sqlalchemy import insert, select
 
 from app import create_app
 from app.accounts import service as accounts
+from app.audit.actions import Origin
 from app.infra import db, housekeeper
 from app.infra.queue_settings import queue_settings
 from app.queue.usecases import claiming, reports
@@ -47,7 +48,14 @@ def _load(app: Any, old: int, due: int) -> None:
     now = utcnow()
     with app.app_context():
         with db.transaction() as conn:
-            user = accounts.create_user(conn, accounts.OPERATOR, "w", "admin", now=now)
+            user = accounts.create_user(
+                conn,
+                accounts.OPERATOR,
+                "w",
+                "admin",
+                now=now,
+                origin=Origin(accounts.OPERATOR.name),
+            )
         base = {"type": "email.send", "payload": {}, "created_by": user.id}
         for start in range(0, old, 5_000):
             rows = [

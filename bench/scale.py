@@ -29,6 +29,7 @@ from flask import Flask
 from app import create_app
 from app.accounts import service as accounts
 from app.accounts import store as accounts_store
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.contract.cursors import encode_cursor
 from app.queue.usecases import listing
@@ -222,7 +223,10 @@ def load_queue(backend: str, url: str, size: int) -> Loaded:
     with app.app_context(), db.transaction() as conn:
         names = (*ROLES.values(), CLAIMER, load.MONITOR)
         tokens = {
-            n: accounts.create_token(conn, accounts.OPERATOR, n, now=utcnow())[1] for n in names
+            n: accounts.create_token(
+                conn, accounts.OPERATOR, n, now=utcnow(), origin=Origin(accounts.OPERATOR.name)
+            )[1]
+            for n in names
         }
     seen = targets(app, size)
     db.engine(app).dispose()

@@ -18,6 +18,7 @@ import psycopg
 from flask import Flask
 
 from app.accounts import service as accounts
+from app.audit.actions import Origin
 from app.infra import db
 from app.monitoring import rollup
 from app.queue.vocabulary.timeutil import utcnow
@@ -61,7 +62,13 @@ def prepare(app: Flask) -> dict[str, int]:
     with app.app_context(), db.transaction() as conn:
         return {
             name: accounts.create_user(
-                conn, accounts.OPERATOR, name, role, password=PASSWORD, now=utcnow()
+                conn,
+                accounts.OPERATOR,
+                name,
+                role,
+                password=PASSWORD,
+                now=utcnow(),
+                origin=Origin(accounts.OPERATOR.name),
             ).id
             for name, role in users
         }

@@ -24,6 +24,7 @@ from flask import Flask
 
 from app import create_app
 from app.accounts import service as accounts
+from app.audit.actions import Origin
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.batch_requests import BatchItem
@@ -42,8 +43,22 @@ SAMPLES = 200
 
 def _actors(app: Flask) -> tuple[Actor, Actor]:
     with db.transaction() as conn:
-        producer = accounts.create_user(conn, accounts.OPERATOR, "fan", "producer", now=utcnow())
-        worker = accounts.create_user(conn, accounts.OPERATOR, "fanw", "worker", now=utcnow())
+        producer = accounts.create_user(
+            conn,
+            accounts.OPERATOR,
+            "fan",
+            "producer",
+            now=utcnow(),
+            origin=Origin(accounts.OPERATOR.name),
+        )
+        worker = accounts.create_user(
+            conn,
+            accounts.OPERATOR,
+            "fanw",
+            "worker",
+            now=utcnow(),
+            origin=Origin(accounts.OPERATOR.name),
+        )
     return producer.actor(), worker.actor()
 
 

@@ -7,6 +7,7 @@ from flask import Flask
 
 from app.accounts import service as accounts
 from app.accounts.models import User
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.vocabulary.timeutil import utcnow
 
@@ -29,11 +30,19 @@ def make_user(
             now=utcnow(),
             password=password,
             max_priority=max_priority,
+            origin=Origin(accounts.OPERATOR.name),
         )
 
 
 def make_token(app: Flask, name: str, label: str = "") -> str:
     """Issue an API token for ``name`` and return the raw token."""
     with app.app_context(), db.transaction() as conn:
-        _, raw = accounts.create_token(conn, accounts.OPERATOR, name, now=utcnow(), label=label)
+        _, raw = accounts.create_token(
+            conn,
+            accounts.OPERATOR,
+            name,
+            now=utcnow(),
+            label=label,
+            origin=Origin(accounts.OPERATOR.name),
+        )
     return raw

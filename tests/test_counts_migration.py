@@ -12,6 +12,7 @@ from flask import Flask
 from sqlalchemy import inspect, text
 
 import app.storage.schema_figures  # noqa: F401 (its tables are on the same metadata)
+from app.audit.actions import Origin
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.usecases import claiming, job_actions, reports
@@ -81,8 +82,8 @@ def _work(app: Flask) -> None:
         reports.fail(
             conn, workers[0], first[2].id, now=now, settings=settings, error="x", retryable=False
         )
-        job_actions.cancel(conn, admin, jobs[5].id, now=now)
-        job_actions.retry(conn, admin, first[2].id, now=now)
+        job_actions.cancel(conn, admin, jobs[5].id, now=now, origin=Origin(admin.name))
+        job_actions.retry(conn, admin, first[2].id, now=now, origin=Origin(admin.name))
         claiming.claim_many(conn, workers[1], now=now, settings=settings, max_jobs=2)
 
 

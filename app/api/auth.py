@@ -22,6 +22,7 @@ from flask import g, request
 from sqlalchemy import Connection
 
 from app.accounts import service as accounts
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.rules.policy import Action, require
 from app.queue.vocabulary.actors import Actor
@@ -96,6 +97,12 @@ def current_actor() -> Actor:
     them authenticates again, and this one first if none has yet."""
     _ensure_authenticated(getattr(g, _CALLER))
     return g.actor  # type: ignore[no-any-return]
+
+
+def origin() -> Origin:
+    """Who acts (the token's user) and from where (the client's address), as the audit log
+    records them."""
+    return Origin(current_actor().name, request.remote_addr)
 
 
 def requires(action: Action) -> Callable[[View], View]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Response
 
-from app.api.auth import current_actor
+from app.api.auth import current_actor, origin
 from app.api.openapi import Operation, ResponseDoc, documented
 from app.api.respond import respond
 from app.api.views import ROLE, bp, parse_body, requires
@@ -52,5 +52,7 @@ def bulk_jobs() -> Response:
     if body.expect_count is None:
         found = bulk_runs.preview(actor, selection)
         return respond(bulk_preview_out(found, include_error=actor.sees_errors))
-    done = bulk_runs.apply(actor, selection, reason=body.reason, expect_count=body.expect_count)
+    done = bulk_runs.apply(
+        actor, selection, reason=body.reason, expect_count=body.expect_count, origin=origin()
+    )
     return respond(bulk_applied_out(done.operation, done.affected))

@@ -271,7 +271,7 @@ def claim() -> Response:
 def cancel(job_id: int) -> Response:
     parse_body(NoBody, optional=True)
     with db.transaction() as conn:
-        cancelled = job_actions.cancel(conn, g.actor, job_id, now=utcnow())
+        cancelled = job_actions.cancel(conn, g.actor, job_id, now=utcnow(), origin=auth.origin())
         announce(cancelled.effects)
     return job_response(cancelled.value)
 
@@ -290,6 +290,6 @@ def cancel(job_id: int) -> Response:
 def retry(job_id: int) -> Response:
     parse_body(NoBody, optional=True)
     with db.transaction() as conn:
-        retried = job_actions.retry(conn, g.actor, job_id, now=utcnow())
+        retried = job_actions.retry(conn, g.actor, job_id, now=utcnow(), origin=auth.origin())
         announce(retried.effects)
     return job_response(retried.value)

@@ -45,6 +45,7 @@ from app.queue.vocabulary.jobs import Job, JobFilters
 from app.queue.vocabulary.states import PRIORITIES, TERMINAL, JobStatus
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
+from app.web import audited
 from app.web.charts import minute_chart
 from app.web.forms import ConfirmForm, EnqueueForm
 from app.web.guard import require_login, requires
@@ -211,7 +212,7 @@ def _act(job_id: int, action: Callable[..., Changed[Job]], done: str) -> Respons
     (Conflict) is shown on the job, any other error (Forbidden, NotFound) is the error page."""
     try:
         with db.transaction() as conn:
-            announce(action(conn, g.actor, job_id, now=utcnow()).effects)
+            announce(action(conn, g.actor, job_id, now=utcnow(), origin=audited.origin()).effects)
     except Conflict as exc:
         return _action_done(job_id, exc.detail, "error")
     return _action_done(job_id, done, "success")

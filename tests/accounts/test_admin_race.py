@@ -12,6 +12,7 @@ from sqlalchemy import Connection, func, select
 
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import users
@@ -22,12 +23,23 @@ Change = Callable[[Connection, str, str], object]
 
 def _demote(conn: Connection, actor: str, name: str) -> object:
     who = accounts.get_user(conn, accounts.OPERATOR, actor).actor()
-    return accounts.update_user(conn, who, name, role="producer", max_priority="low", fresh=True)
+    return accounts.update_user(
+        conn,
+        who,
+        name,
+        role="producer",
+        max_priority="low",
+        fresh=True,
+        now=utcnow(),
+        origin=Origin(who.name),
+    )
 
 
 def _disable(conn: Connection, actor: str, name: str) -> object:
     who = accounts.get_user(conn, accounts.OPERATOR, actor).actor()
-    return accounts.set_disabled(conn, who, name, disabled=True, fresh=True)
+    return accounts.set_disabled(
+        conn, who, name, disabled=True, fresh=True, now=utcnow(), origin=Origin(who.name)
+    )
 
 
 @pytest.mark.parametrize("change", [_demote, _disable], ids=["demote", "disable"])
@@ -36,7 +48,14 @@ def test_two_admins_taking_each_others_rights_at_once_leave_one_admin(
 ) -> None:
     with app.app_context(), db.transaction() as conn:
         for name in ("ann", "bob"):
-            accounts.create_user(conn, accounts.OPERATOR, name, "admin", now=utcnow())
+            accounts.create_user(
+                conn,
+                accounts.OPERATOR,
+                name,
+                "admin",
+                now=utcnow(),
+                origin=Origin(accounts.OPERATOR.name),
+            )
     outcome: list[BaseException | None] = []
 
     def bob_acts() -> None:

@@ -15,6 +15,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import event, select, update
 
 from app.accounts import service as accounts
+from app.audit.actions import Origin
 from app.extensions import login_manager
 from app.infra import db
 from app.queue.vocabulary.timeutil import utcnow
@@ -162,7 +163,13 @@ def test_a_long_poll_checks_the_token_again_on_each_try(app: Flask, client: Flas
     try:
         with app.app_context(), db.transaction() as conn:
             [(token, _)] = accounts.list_tokens(conn, accounts.OPERATOR, "waiter")
-            accounts.revoke_token(conn, accounts.OPERATOR, token.id, now=utcnow())
+            accounts.revoke_token(
+                conn,
+                accounts.OPERATOR,
+                token.id,
+                now=utcnow(),
+                origin=Origin(accounts.OPERATOR.name),
+            )
         job = producer.enqueue()  # wakes the waiting claim, whose next try finds the revocation
     finally:
         polling.join(timeout=15)

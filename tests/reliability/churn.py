@@ -21,6 +21,7 @@ from sqlalchemy import Connection, func, select
 
 from app import create_app
 from app.accounts import store as accounts_store
+from app.audit.actions import Origin
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.job_requests import EnqueueBody
@@ -104,11 +105,23 @@ class Churn:
 
     def cancel(self, conn: Connection, now: datetime) -> None:
         if self.known:
-            job_actions.cancel(conn, self.actors[ADMIN], self.rng.choice(self.known), now=now)
+            job_actions.cancel(
+                conn,
+                self.actors[ADMIN],
+                self.rng.choice(self.known),
+                now=now,
+                origin=Origin(self.actors[ADMIN].name),
+            )
 
     def retry(self, conn: Connection, now: datetime) -> None:
         if self.known:
-            job_actions.retry(conn, self.actors[ADMIN], self.rng.choice(self.known), now=now)
+            job_actions.retry(
+                conn,
+                self.actors[ADMIN],
+                self.rng.choice(self.known),
+                now=now,
+                origin=Origin(self.actors[ADMIN].name),
+            )
 
     def prune(self, conn: Connection, now: datetime) -> None:
         self.pruned += job_actions.prune(conn, finished_before=now - PRUNE_AGE, batch=20)

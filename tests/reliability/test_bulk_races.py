@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.usecases import bulk, bulk_runs, claiming, reports
 from app.queue.usecases.bulk import Selection, Verb
@@ -65,7 +66,13 @@ def until_applied(queue: Queue, selection: Selection) -> bulk_runs.Applied:
         count = bulk_runs.preview(queue.admin, selection).count
         for _ in range(50):
             try:
-                return bulk_runs.apply(queue.admin, selection, reason="race", expect_count=count)
+                return bulk_runs.apply(
+                    queue.admin,
+                    selection,
+                    reason="race",
+                    expect_count=count,
+                    origin=Origin(queue.admin.name),
+                )
             except bulk.StaleCount as exc:
                 count = exc.count
     raise AssertionError("the set never held still long enough to confirm")

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from app.audit import store as audit_store
-from app.audit.actions import GROUPS_ACTOR, AuditAction
+from app.audit.actions import GROUPS_ACTOR, AuditAction, Origin
 from app.queue.rules.policy import sees_group, still_enqueues
 from app.queue.rules.visibility import visibility
 from app.queue.sql import batches as batches_sql
@@ -271,13 +271,14 @@ def _fire(conn: Connection, group: workflows_sql.Group, *, now: datetime) -> lis
             enqueued.append(_enqueue_callback(conn, group, which, spec, now=now))
             continue
         refused[which] = reason
-        audit_store.append(
+        audit_store.record(
             conn,
+            Origin(GROUPS_ACTOR),
+            AuditAction.GROUP_CALLBACK_REFUSED,
+            f"group:{group.id}",
             at=now,
-            actor=GROUPS_ACTOR,
-            action=AuditAction.GROUP_CALLBACK_REFUSED,
-            target=f"group:{group.id}",
-            details={"callback": which, "reason": reason},
+            callback=which,
+            reason=reason,
         )
     if refused != (group.callbacks_refused or {}):
         workflows_sql.refuse_callbacks(conn, group.id, refused)

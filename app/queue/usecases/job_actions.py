@@ -1,4 +1,5 @@
-"""What producers and admins do to a job: cancel it, retry it, and prune old finished jobs."""
+"""What producers and admins do to a job: cancel it, retry it (each audited as ``origin``, at
+``now``), and prune old finished jobs."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from datetime import datetime
 
 from sqlalchemy import Connection
 
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
+from app.audit import store as audit_store
+from app.audit.actions import AuditAction, Origin
 from app.queue.rules import edges, retention
 from app.queue.rules.policy import Action, can, require
 from app.queue.usecases.reading import get_job
@@ -18,7 +19,9 @@ from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import TERMINAL
 
 
-def cancel(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Changed[Job]:
+def cancel(
+    conn: Connection, actor: Actor, job_id: int, *, now: datetime, origin: Origin
+) -> Changed[Job]:
     """Cancel a job: producers their own pending jobs, admins any unfinished job."""
     actor = require(actor, Action.CANCEL)
     job = get_job(conn, actor, job_id)
@@ -28,11 +31,13 @@ def cancel(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Cha
     done = edges.cancel(conn, job, now=now, actor=actor.name)
     if done.value is None:
         raise Conflict(f"job {job_id} changed before it could be cancelled")
-    audit.record(conn, AuditAction.JOB_CANCEL, f"job:{job_id}")
+    audit_store.record(conn, origin, AuditAction.JOB_CANCEL, f"job:{job_id}", at=now)
     return Changed(done.value, done.effects)
 
 
-def retry(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Changed[Job]:
+def retry(
+    conn: Connection, actor: Actor, job_id: int, *, now: datetime, origin: Origin
+) -> Changed[Job]:
     """Admins: put a failed or cancelled job back in the queue with a fresh retry budget."""
     actor = require(actor, Action.RETRY)
     job = get_job(conn, actor, job_id)
@@ -43,7 +48,7 @@ def retry(conn: Connection, actor: Actor, job_id: int, *, now: datetime) -> Chan
     done = edges.retry(conn, job, now=now, actor=actor.name)
     if done.value is None:
         raise Conflict(f"job {job_id} changed before it could be retried")
-    audit.record(conn, AuditAction.JOB_RETRY, f"job:{job_id}")
+    audit_store.record(conn, origin, AuditAction.JOB_RETRY, f"job:{job_id}", at=now)
     return Changed(done.value, done.effects)
 
 

@@ -1,8 +1,8 @@
 """The job types as admins manage them (``/types``, ``/ui/types``): jobs per status and the
 effective limits of each configured type, and the change request that overrides them.
 
-Like every use case: the caller owns the transaction (and records the audit event in it) and
-the clock is the ``now`` argument.
+Like every use case: the caller owns the transaction (a change's audit row is written in it, as
+``origin`` at ``now``) and the clock is the ``now`` argument.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, model_validator
 from sqlalchemy import Connection
 
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
+from app.audit import store as audit_store
+from app.audit.actions import AuditAction, Origin
 from app.queue.contract.fields import Flag
 from app.queue.contract.request_model import RequestModel, refuse, says
 from app.queue.rules import type_limits
@@ -139,12 +139,15 @@ def change(
     request: TypeChange,
     *,
     now: datetime,
+    origin: Origin,
 ) -> Changed[TypeView]:
     """Set or clear the type's overrides (audited); claims obey them from the commit on. Waiting
     claims are to be woken: a resumed type or a raised limit may have made jobs claimable."""
     get_type(conn, actor, settings, name)
     type_limits_sql.save_override(conn, name, request.overrides(), actor=actor.name, now=now)
-    audit.record(conn, AuditAction.TYPE_CHANGE, f"type:{name}", **request.overrides())
+    audit_store.record(
+        conn, origin, AuditAction.TYPE_CHANGE, f"type:{name}", at=now, **request.overrides()
+    )
     return Changed(_views(conn, settings, (name,))[0], Effects(any_due=True))
 
 

@@ -12,6 +12,7 @@ import pytest
 from flask import Flask
 from sqlalchemy import Connection
 
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.rules.settings import QueueSettings
 from app.queue.sql import explain as explain_sql
@@ -84,7 +85,15 @@ class Bench:
         """An admin's override of the type's flow limits."""
         request = TypeChange.parse(change, self.settings)
         with self.tx() as conn:
-            job_types.change(conn, self.admin, self.settings, job_type, request, now=now)
+            job_types.change(
+                conn,
+                self.admin,
+                self.settings,
+                job_type,
+                request,
+                now=now,
+                origin=Origin(self.admin.name),
+            )
 
 
 @pytest.fixture
@@ -284,7 +293,7 @@ def test_retries_exhausted(bench: Bench, retryable: bool) -> None:
 def test_cancelled(bench: Bench) -> None:
     job = bench.enqueue()
     with bench.tx() as conn:
-        job_actions.cancel(conn, bench.admin, job.id, now=T0)
+        job_actions.cancel(conn, bench.admin, job.id, now=T0, origin=Origin(bench.admin.name))
     codes = bench.codes(job, T0)
     assert codes == {
         "cancelled": {"cancelled_at": "2030-01-01T12:00:00.000000Z", "cancelled_by": "ex-admin"}

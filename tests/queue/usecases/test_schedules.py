@@ -13,6 +13,7 @@ import pytest
 from flask import Flask
 from sqlalchemy import Connection, select, update
 
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.contract.schedules import (
     ScheduleCreate,
@@ -31,6 +32,7 @@ from app.queue.vocabulary.errors import (
 )
 from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.schedules import Schedule
+from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import jobs, users
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_user
@@ -63,13 +65,19 @@ class Desk:
         body = {"name": "hourly", "cron": "0 * * * *", "type": "email.send", **fields}
         with self.tx() as conn:
             return schedules.create(
-                conn, self.admin, parse(ScheduleCreate, body, self.settings), now=now
+                conn,
+                self.admin,
+                parse(ScheduleCreate, body, self.settings),
+                now=now,
+                origin=Origin(self.admin.name),
             )
 
     def update(self, schedule_id: int, now: datetime = T0, **fields: Any) -> Schedule:
         request = parse(ScheduleUpdate, fields, self.settings)
         with self.tx() as conn:
-            return schedules.update(conn, self.admin, schedule_id, request, now=now)
+            return schedules.update(
+                conn, self.admin, schedule_id, request, now=now, origin=Origin(self.admin.name)
+            )
 
     def tick(self, now: datetime, settings: QueueSettings | None = None) -> list[Job]:
         with self.tx() as conn:
@@ -203,7 +211,12 @@ def test_run_now_enqueues_one_job_and_leaves_the_slots(desk: Desk) -> None:
     schedule = desk.create(enabled=False)
     with desk.tx() as conn:
         job = schedules.run_now(
-            conn, desk.admin, schedule.id, now=at(9, 40), settings=desk.settings
+            conn,
+            desk.admin,
+            schedule.id,
+            now=at(9, 40),
+            settings=desk.settings,
+            origin=Origin(desk.admin.name),
         ).value
     assert job.status == "pending" and job.run_at == at(9, 40)
     after = desk.get(schedule.id)
@@ -216,7 +229,14 @@ def test_a_type_removed_from_the_configuration_enqueues_nothing(desk: Desk) -> N
     assert desk.tick(at(10, 0, 1), settings=narrower) == []
     assert desk.get(schedule.id).next_run_at == at(11)  # the slot passed, and the log says why
     with pytest.raises(Conflict, match="not an allowed job type"), desk.tx() as conn:
-        schedules.run_now(conn, desk.admin, schedule.id, now=at(10, 5), settings=narrower)
+        schedules.run_now(
+            conn,
+            desk.admin,
+            schedule.id,
+            now=at(10, 5),
+            settings=narrower,
+            origin=Origin(desk.admin.name),
+        )
     assert desk.jobs() == []
 
 
@@ -228,10 +248,16 @@ def test_only_admins_manage_schedules(desk: Desk, role: str) -> None:
     calls: list[Callable[[Connection], object]] = [
         lambda conn: schedules.list_schedules(conn, actor),
         lambda conn: schedules.get(conn, actor, schedule.id),
-        lambda conn: schedules.update(conn, actor, schedule.id, request, now=T0),
-        lambda conn: schedules.delete(conn, actor, schedule.id),
+        lambda conn: schedules.update(
+            conn, actor, schedule.id, request, now=T0, origin=Origin(actor.name)
+        ),
+        lambda conn: schedules.delete(
+            conn, actor, schedule.id, now=utcnow(), origin=Origin(actor.name)
+        ),
         lambda conn: (
-            schedules.run_now(conn, actor, schedule.id, now=T0, settings=desk.settings).value
+            schedules.run_now(
+                conn, actor, schedule.id, now=T0, settings=desk.settings, origin=Origin(actor.name)
+            ).value
         ),
     ]
     for call in calls:
@@ -244,7 +270,9 @@ def test_deleting_keeps_the_jobs_already_made(desk: Desk) -> None:
     schedule = desk.create()
     desk.tick(at(10))
     with desk.tx() as conn:
-        schedules.delete(conn, desk.admin, schedule.id)
+        schedules.delete(
+            conn, desk.admin, schedule.id, now=utcnow(), origin=Origin(desk.admin.name)
+        )
     with pytest.raises(NotFound):
         desk.get(schedule.id)
     assert len(desk.jobs()) == 1

@@ -7,7 +7,9 @@ from datetime import timedelta
 
 import pytest
 from flask import Flask
+from sqlalchemy import select
 
+from app.audit.actions import Origin
 from app.queue.usecases import claiming, enqueueing, job_actions, reports
 from app.queue.vocabulary.errors import (
     Conflict,
@@ -16,6 +18,7 @@ from app.queue.vocabulary.errors import (
     QueueError,
 )
 from app.queue.vocabulary.states import EventKind
+from app.storage.schema import audit_events
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 
@@ -50,8 +53,12 @@ def test_roles_are_refused_before_anything_is_read(
     calls = {
         "enqueue": lambda conn: enqueueing.enqueue(conn, actor, None, now=T0).value,  # type: ignore[arg-type]
         "claim": lambda conn: claiming.claim(conn, actor, now=T0, settings=queue.settings),
-        "cancel": lambda conn: job_actions.cancel(conn, actor, 424242, now=T0).value,
-        "retry": lambda conn: job_actions.retry(conn, actor, 424242, now=T0).value,
+        "cancel": lambda conn: (
+            job_actions.cancel(conn, actor, 424242, now=T0, origin=Origin(actor.name)).value
+        ),
+        "retry": lambda conn: (
+            job_actions.retry(conn, actor, 424242, now=T0, origin=Origin(actor.name)).value
+        ),
     }
     with pytest.raises(Forbidden, match=f"the {role} role may not"), queue.tx() as conn:
         calls[use_case](conn)
@@ -71,7 +78,7 @@ def test_complete_refusals_say_why_only_to_those_who_see_the_job(
     stale = _refusal(queue, "worker", job.id, attempt=2)
     assert isinstance(stale, Conflict) and "attempt 2 is stale" in stale.detail
     with queue.tx() as conn:
-        job_actions.cancel(conn, queue.admin, job.id, now=T0)
+        job_actions.cancel(conn, queue.admin, job.id, now=T0, origin=Origin(queue.admin.name))
     assert "was cancelled" in _refusal(queue, "worker", job.id).detail  # it held it: it sees it
     assert _refusal(queue, "other_worker", job.id).detail == f"job {job.id} is not held by you"
 
@@ -100,3 +107,23 @@ def test_fail_picks_the_edge_by_the_retry_budget(queue: Queue, backend: str) -> 
             ).value
         assert failed.status == expected
         assert queue.events(job.id)[-1].kind == kind
+
+
+def test_cancel_and_retry_audit_as_their_origin_at_their_time(queue: Queue, backend: str) -> None:
+    """No request, no wall clock: the audit row says who, from where and when the caller gave."""
+    job = queue.enqueue()
+    later = T0 + timedelta(days=3)
+    who = Origin("prod", "198.51.100.7")
+    with queue.tx() as conn:
+        job_actions.cancel(conn, queue.producer, job.id, now=later, origin=who)
+        job_actions.retry(conn, queue.admin, job.id, now=later, origin=Origin("boss"))
+    with queue.tx() as conn:
+        rows = conn.execute(
+            select(audit_events.c.actor, audit_events.c.client_address, audit_events.c.at)
+            .where(audit_events.c.target == f"job:{job.id}")
+            .order_by(audit_events.c.id)
+        ).all()
+    assert [tuple(row) for row in rows] == [
+        ("prod", "198.51.100.7", later),
+        ("boss", None, later),
+    ]

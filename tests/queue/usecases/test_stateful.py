@@ -28,6 +28,7 @@ from hypothesis.stateful import (
 from sqlalchemy import Connection, Engine, select
 
 from app.accounts import service as accounts
+from app.audit.actions import Origin
 from app.config import DEFAULTS
 from app.queue.rules.settings import QueueSettings
 from app.queue.sql import jobs as jobs_sql
@@ -346,7 +347,12 @@ class QueueMachine(RuleBasedStateMachine):
             problem = NotFound
         elif m.status not in allowed:
             problem = Conflict
-        self._run(problem, lambda conn: job_actions.cancel(conn, actor, m.id, now=self.now).value)
+        self._run(
+            problem,
+            lambda conn: (
+                job_actions.cancel(conn, actor, m.id, now=self.now, origin=Origin(actor.name)).value
+            ),
+        )
         if problem is None:
             m.status, m.lease_expires_at = JobStatus.CANCELLED, None
             m.history.append(("cancelled", "cancelled"))
@@ -360,7 +366,12 @@ class QueueMachine(RuleBasedStateMachine):
             problem = Forbidden
         elif m.status not in ("failed", "cancelled"):
             problem = Conflict
-        self._run(problem, lambda conn: job_actions.retry(conn, actor, m.id, now=self.now).value)
+        self._run(
+            problem,
+            lambda conn: (
+                job_actions.retry(conn, actor, m.id, now=self.now, origin=Origin(actor.name)).value
+            ),
+        )
         if problem is None:
             m.status, m.retry_count, m.run_at = JobStatus.PENDING, 0, self.now
             m.worker, m.lease_expires_at = None, None
@@ -448,7 +459,9 @@ def users_template(migrated_template: Path, tmp_path: Path) -> tuple[Path, dict[
             ("w1", "worker"),
             ("w2", "worker"),
         ]:
-            user = accounts.create_user(conn, accounts.OPERATOR, name, role, now=T0)
+            user = accounts.create_user(
+                conn, accounts.OPERATOR, name, role, now=T0, origin=Origin(accounts.OPERATOR.name)
+            )
             actors[name] = user.actor()
     engine.dispose()
     return path, actors
