@@ -62,10 +62,7 @@ def enqueue_batch() -> Response:
         enqueued = enqueueing.enqueue_many(conn, g.actor, requests, now=utcnow(), group=group)
         announce(enqueued.effects)
     added = enqueued.value
-    sees_errors = g.actor.sees_errors
-    answer = response_builders.created_out(
-        requests, added, include_error=sees_errors, grouped=group is not None
-    )
+    answer = response_builders.created_out(requests, added, grouped=group is not None)
     return _created(answer, added)
 
 
@@ -116,7 +113,7 @@ def spawn_children(job_id: int) -> Response:
         )
         announce(spawned.effects)
     added = spawned.value
-    answer = response_builders.created_out(requests, added, include_error=g.actor.sees_errors)
+    answer = response_builders.created_out(requests, added)
     return _created(answer, added)
 
 
@@ -154,9 +151,7 @@ def finish() -> Response:
     if wanted is not None and not (found and found.jobs) and wanted.wait_seconds:
         found = claims.wait(wanted, seen, found)
     claimed = None if wanted is None else ((found.jobs, found.secrets) if found else ([], {}))
-    answer = response_builders.finish_out(
-        outcomes, done.value, include_error=g.actor.sees_errors, claimed=claimed
-    )
+    answer = response_builders.finish_out(outcomes, done.value, claimed=claimed)
     response = respond(answer)
     if found is not None and found.refused_wait:
         response.headers["Retry-After"] = admission.RETRY_AFTER

@@ -51,7 +51,7 @@ def bulk_jobs() -> Response:
     actor = current_actor()
     if body.expect_count is None:
         found = bulk_runs.preview(actor, selection)
-        return respond(bulk_preview_out(found, include_error=actor.sees_errors))
+        return respond(bulk_preview_out(found))
     done = bulk_runs.apply(
         actor, selection, reason=body.reason, expect_count=body.expect_count, origin=origin()
     )

@@ -150,6 +150,6 @@ def run(schedule_id: int) -> Response:
         )
         announce(enqueued.effects)
     job = enqueued.value
-    response = respond(job_out(job, include_error=g.actor.sees_errors), 201)
+    response = respond(job_out(job), 201)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
     return response

@@ -99,7 +99,7 @@ def job_response(job: Job, status: int = 200, *, duplicate: bool = False) -> Res
     """A job as the caller may see it; ``duplicate``: the active job of an enqueue's
     unique_key, answered instead of a new one."""
     return respond(
-        response_builders.job_out(job, include_error=g.actor.sees_errors, duplicate=duplicate),
+        response_builders.job_out(job, duplicate=duplicate),
         status,
     )
 
@@ -156,7 +156,7 @@ def list_jobs() -> Response:
     filters = ListQuery.from_args(request.args, queue_settings()).to_filters()
     with db.read() as conn:
         page = listing.page(conn, g.actor, filters)
-    return respond(response_builders.job_page_out(page, include_error=g.actor.sees_errors))
+    return respond(response_builders.job_page_out(page))
 
 
 @bp.get("/jobs/<id:job_id>")
@@ -197,7 +197,7 @@ def get_job(job_id: int) -> Response:
 def job_events(job_id: int) -> Response:
     with db.read() as conn:
         events = reading.list_events(conn, g.actor, job_id)
-    return respond(response_builders.events_out(events, include_error=g.actor.sees_errors))
+    return respond(response_builders.events_out(events))
 
 
 @bp.get("/jobs/<id:job_id>/explain")
@@ -249,12 +249,7 @@ def claim() -> Response:
         headers = {"Retry-After": admission.RETRY_AFTER} if found.refused_wait else None
         return Response(status=204, headers=headers)
     many = claim_body.max_jobs is not None
-    sees_errors = g.actor.sees_errors
-    return respond(
-        response_builders.claimed_out(
-            found.jobs, found.secrets, include_error=sees_errors, many=many
-        )
-    )
+    return respond(response_builders.claimed_out(found.jobs, found.secrets, many=many))
 
 
 @bp.post("/jobs/<id:job_id>/cancel")

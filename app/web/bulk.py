@@ -77,7 +77,7 @@ def _page(
         applies_to=dict(bulk_verbs()).get(verb or "", []),
         given=data["filter"],
         found=found,
-        sample=[job.as_seen_by(g.actor) for job in found.sample] if found else [],
+        sample=found.sample if found else [],
         form=form,
         max_reason=MAX_REASON_LENGTH,
         errors=errors,

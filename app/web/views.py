@@ -9,6 +9,7 @@ from werkzeug.wrappers import Response
 from app.accounts.errors import AccountError
 from app.infra import access
 from app.infra.secretbox import HOW_TO_MAKE_A_KEY, current_box
+from app.queue.rules import policy
 from app.queue.rules.policy import Action
 from app.queue.vocabulary.errors import QueueError
 from app.queue.vocabulary.timeutil import human_duration
@@ -44,14 +45,18 @@ def redirect_htmx(response: Response) -> Response:
 def permissions() -> dict[str, object]:
     """Templates ask the policy (``can(Action.CANCEL, job)``) and never compare role strings.
     Only an ``Action`` is accepted: a misspelt one is undefined in the template and fails the
-    render in the tests that open every page, not a silent False."""
+    render in the tests that open every page, not a silent False. Whether the viewer may read
+    error texts is asked here once for every page: templates show ``job.error`` and
+    ``event.error`` only under ``sees_errors``, the one place pages redact them."""
 
     def can(action: Action, job: object = None) -> bool:
         if not isinstance(action, Action):
             raise TypeError(f"can() takes an Action, not {action!r}")
         return bool(current_user.is_authenticated) and current_actor().can(action, job)  # type: ignore[arg-type]
 
-    return {"can": can, "Action": Action}
+    viewer = current_actor() if current_user.is_authenticated else None
+    sees_errors = viewer is not None and policy.sees_errors(viewer)
+    return {"can": can, "Action": Action, "sees_errors": sees_errors}
 
 
 @bp.app_context_processor

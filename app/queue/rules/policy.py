@@ -179,6 +179,12 @@ def can(actor: Caller, action: Action | str, job: Held | None = None) -> bool:
     return True
 
 
+def sees_errors(actor: Caller) -> bool:
+    """Error texts may hold what sanitizing missed: only those who may read them see them,
+    in answers and on pages alike."""
+    return can(actor, Action.SEE_ERRORS)
+
+
 def sees_group(actor: Caller, owner: int) -> bool:
     """Whether ``actor`` may see a group ``owner`` enqueued: its owner and admins (anyone else
     is answered as if it did not exist)."""

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, and_
 
+from app.queue.rules import policy
 from app.queue.rules.visibility import viewer
 from app.queue.sql import counts as counts_sql
 from app.queue.sql import jobs as jobs_sql
@@ -83,7 +84,7 @@ def dashboard(
         per_minute=_per_minute(conn, now, of),
         # Failures carry error texts, which only admins may read.
         latest_failures=jobs_sql.latest_failures(conn, LATEST_FAILURES)
-        if actor.sees_errors
+        if policy.sees_errors(actor)
         else [],
         waiting=waiting,
         not_due=_not_due(conn, actor, pending, waiting, paused) if pending and not oldest else None,

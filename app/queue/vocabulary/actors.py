@@ -31,11 +31,6 @@ class Actor:
         """Whether the permission policy lets this actor do ``action`` (to ``job``)."""
         return policy.can(self, action, job)
 
-    @property
-    def sees_errors(self) -> bool:
-        """Error texts may hold what sanitizing missed: only admins read them, anywhere."""
-        return self.can("see_errors")
-
     def priority_cap(self) -> int:
         """The highest priority this actor may enqueue."""
         return policy.priority_cap(self)

@@ -4,12 +4,11 @@ and reports that make and move them, list filters and pages."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from app.queue.rules.sorting import NEWEST_FIRST, Sort, SortKey
-from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import priority_label
 from app.queue.vocabulary.trace import Trace
 
@@ -71,10 +70,6 @@ class Job:
         """The names of the job's secrets, in the order they were sent ([] when none)."""
         return self.secret_names.split(",") if self.secret_names else []
 
-    def as_seen_by(self, actor: Actor) -> Job:
-        """The job as ``actor`` may see it: without the error text unless they may read it."""
-        return self if actor.sees_errors else replace(self, error=None)
-
 
 _JOB_FIELDS = tuple(Job.__dataclass_fields__)
 
@@ -93,10 +88,6 @@ class Event:
     kind: str
     error: str | None
     note: str | None
-
-    def as_seen_by(self, actor: Actor) -> Event:
-        """The event as ``actor`` may see it: without the error text unless they may read it."""
-        return self if actor.sees_errors else replace(self, error=None)
 
 
 @dataclass(frozen=True)
