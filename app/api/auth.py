@@ -47,8 +47,8 @@ class _Caller:
     touch_due: bool = False  # a read-only transaction could not record the token's use
 
     def authenticate(self, conn: Connection, writable: bool) -> None:
-        """The transaction gate: the token's actor, cleared for the route's action, in
-        ``g.actor``."""
+        """The transaction gate: the token's actor in ``g.actor``, once the policy allowed it the
+        route's action (the one time the request asks; the use cases do not)."""
         now = utcnow()
         found = accounts.token_owner(conn, self.token_hash, now=now)
         if found is None:
@@ -56,7 +56,9 @@ class _Caller:
         token, user = found
         actor = user.actor()
         if not self.authenticated or actor != g.actor:  # a changed role or cap is checked anew
-            g.actor = actor if self.action is None else require(actor, self.action)
+            if self.action is not None:
+                require(actor, self.action)
+            g.actor = actor
             self.authenticated = True
         due = accounts.needs_touch(token, now)
         if due and writable:

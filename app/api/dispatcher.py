@@ -296,7 +296,9 @@ class Dispatcher:
         found = accounts.token_owner(conn, waiter.token_hash, now=utcnow())
         if found is None:
             raise TokenRefused
-        return require(found[1].actor(), Action.WORK)
+        actor = found[1].actor()
+        require(actor, Action.WORK)  # as the request's door asked it: its role may have changed
+        return actor
 
     def _next_due(self, now: datetime, held_back: datetime | None) -> None:
         """When the clock next makes a job claimable (or limits let one go): the timer."""

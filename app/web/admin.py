@@ -10,7 +10,7 @@ from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError, AccountNotFound, FreshLoginRequired
 from app.infra import db
-from app.queue.rules.policy import ROLES, Action, caps_priority
+from app.queue.rules.policy import ROLES, Action, can, caps_priority
 from app.queue.vocabulary.states import Role
 from app.queue.vocabulary.timeutil import utcnow
 from app.web import audited
@@ -31,7 +31,7 @@ def require_admin_enrolled() -> Response | None:
     """Signed-in users only; admins must have a second factor when the config says so."""
     if (refused := require_login()) is not None:
         return refused
-    if current_app.config["REQUIRE_TOTP_FOR_ADMINS"] and current_actor().can(Action.MANAGE_USERS):
+    if current_app.config["REQUIRE_TOTP_FOR_ADMINS"] and can(current_actor(), Action.MANAGE_USERS):
         with db.read() as conn:
             enrolled = second_factor.is_enrolled(conn, current_user.user)
         if not enrolled:
@@ -66,7 +66,7 @@ def _users_page(create_form: CreateUserForm | None = None, status: int = 200) ->
         "admin/users.html",
         users=users,
         caps={user.id: caps_priority(user.actor()) for user in users},
-        pages={user.id: user.actor().can(Action.SIGN_IN) for user in users},
+        pages={user.id: can(user.actor(), Action.SIGN_IN) for user in users},
         sign_in_roles=[role for role in Role if role in ROLES[Action.SIGN_IN]],
         token_roles=[role for role in Role if role not in ROLES[Action.SIGN_IN]],
         update_forms=forms,

@@ -23,7 +23,7 @@ from app.audit import store as audit_store
 from app.audit.actions import AuditAction
 from app.infra import access, db
 from app.infra.secretbox import current_box
-from app.queue.rules.policy import Action, what
+from app.queue.rules.policy import Action, can, what
 from app.queue.vocabulary.timeutil import utcnow
 from app.web import audited
 from app.web.forms import CodeForm, LoginForm
@@ -113,7 +113,7 @@ def login() -> Response | tuple[str, int]:
             raise refusal(retry_after)
         with db.read() as conn:
             user = accounts.authenticate_password(conn, form.username.data, form.password.data)
-        if user is not None and not user.actor().can(Action.SIGN_IN):
+        if user is not None and not can(user.actor(), Action.SIGN_IN):
             # The password was right: say why there is no page for this role.
             throttle.succeeded(address, form.username.data)
             form.form_errors.append(f"The {user.role} role may not {what(Action.SIGN_IN)}.")

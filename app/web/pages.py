@@ -26,7 +26,7 @@ from app.queue.contract.job_requests import EnqueueBody
 from app.queue.contract.list_pages import DEFAULT_PAGE_SIZE, PAGE_SIZES, PageQuery
 from app.queue.contract.strictjson import MalformedJSON, decode_json
 from app.queue.rules import workflows
-from app.queue.rules.policy import Action
+from app.queue.rules.policy import Action, priority_cap
 from app.queue.rules.sorting import NEWEST_FIRST
 from app.queue.usecases import (
     children,
@@ -279,7 +279,7 @@ def new_job() -> Response | tuple[str, int]:
     settings = queue_settings()
     form = EnqueueForm()
     form.type.choices = list(settings.job_types)
-    allowed = [label for label, number in PRIORITIES.items() if number <= actor.priority_cap()]
+    allowed = [label for label, number in PRIORITIES.items() if number <= priority_cap(actor)]
     form.priority.choices = allowed
     status = 200
     if request.method == "POST":

@@ -52,7 +52,7 @@ def permissions() -> dict[str, object]:
     def can(action: Action, job: object = None) -> bool:
         if not isinstance(action, Action):
             raise TypeError(f"can() takes an Action, not {action!r}")
-        return bool(current_user.is_authenticated) and current_actor().can(action, job)  # type: ignore[arg-type]
+        return bool(current_user.is_authenticated) and policy.can(current_actor(), action, job)  # type: ignore[arg-type]
 
     viewer = current_actor() if current_user.is_authenticated else None
     sees_errors = viewer is not None and policy.sees_errors(viewer)

@@ -21,6 +21,7 @@ from app.accounts.errors import InvalidAccountInput as InvalidInput
 from app.accounts.models import User
 from app.audit.actions import Origin
 from app.infra import db
+from app.queue.rules.policy import priority_cap
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import Role
 from app.queue.vocabulary.timeutil import utcnow
@@ -345,7 +346,7 @@ def test_update_user_changes_role_and_cap(app: Flask, conn: Connection) -> None:
     )
     assert updated.max_priority == 20
     assert updated.session_nonce != user.session_nonce
-    assert updated.actor().priority_cap() == 20
+    assert priority_cap(updated.actor()) == 20
     with pytest.raises(NotFound):
         accounts.update_user(
             conn,

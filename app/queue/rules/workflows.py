@@ -15,7 +15,7 @@ from sqlalchemy import Connection
 
 from app.audit import store as audit_store
 from app.audit.actions import GROUPS_ACTOR, AuditAction, Origin
-from app.queue.rules.policy import sees_group, still_enqueues
+from app.queue.rules.policy import priority_cap, sees_group, still_enqueues
 from app.queue.rules.visibility import visibility
 from app.queue.sql import batches as batches_sql
 from app.queue.sql import children as children_sql
@@ -200,7 +200,7 @@ def form_group(
     ``spec``, which the caller's priority cap applies to. Its id."""
     for which in ("on_complete", "on_success"):
         callback = getattr(spec, which)
-        if callback is not None and callback.priority > actor.priority_cap():
+        if callback is not None and callback.priority > priority_cap(actor):
             raise Forbidden(f"group.{which}: priority is above your cap")
     group_id = workflows_sql.create_group(
         conn,
@@ -285,13 +285,13 @@ def _fire(conn: Connection, group: workflows_sql.Group, *, now: datetime) -> lis
     return enqueued
 
 
-def _refusal(owner: tuple[Actor, bool] | None, priority: int) -> str | None:
-    """Why a group's producer (and whether disabled) may not enqueue a callback of
-    ``priority`` now, or None: the rules a job's children and schedules obey, at the moment
-    the group finishes (its producer may have been disabled or capped lower since)."""
-    if owner is None or not still_enqueues(owner[0], disabled=owner[1]):
+def _refusal(owner: children_sql.Producer | None, priority: int) -> str | None:
+    """Why a group's producer may not enqueue a callback of ``priority`` now, or None: the
+    rules a job's children and schedules obey, at the moment the group finishes (its producer
+    may have been disabled or capped lower since)."""
+    if owner is None or not still_enqueues(owner.actor(), disabled=owner.disabled):
         return "the group's producer may no longer enqueue jobs"
-    cap = owner[0].priority_cap()
+    cap = priority_cap(owner.actor())
     if priority > cap:
         label, cap_label = priority_label(priority), priority_label(cap)
         return f"priority {label} is above the producer's cap ({cap_label})"

@@ -15,7 +15,6 @@ from sqlalchemy import Connection
 
 from app.queue.rules import edges
 from app.queue.rules.backoff import Uniform
-from app.queue.rules.policy import Action, require
 from app.queue.rules.settings import QueueSettings
 from app.queue.sql import due as due_sql
 from app.queue.sql import edges as edges_sql
@@ -56,7 +55,6 @@ def claim_many(
     each with its own attempt and lease, recovering a batch of expired leases first. Paused
     types and types at their limits wait (``claim_limits``). Found or not, the types asked for
     are noted as polled (``polls``: this process's memory of its last notes)."""
-    actor = require(actor, Action.WORK)
     recovered = recover_expired(
         conn, now=now, settings=settings, limit=settings.recover_batch, uniform=uniform
     )

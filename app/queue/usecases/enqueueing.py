@@ -11,7 +11,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
 from app.queue.rules import uniqueness, workflows
-from app.queue.rules.policy import Action, require
+from app.queue.rules.policy import priority_cap
 from app.queue.sql import batches as batches_sql
 from app.queue.sql import children as children_sql
 from app.queue.sql import jobs as jobs_sql
@@ -32,7 +32,6 @@ def enqueue(
     """Add a job; returns ``(job, created)``. A repeated idempotency key returns the original;
     then a unique key returns its active job (``uniqueness``), and nothing is added. A new job
     with parents waits for them (``workflows``): jobs that existed before it."""
-    actor = require(actor, Action.ENQUEUE)
     existing = workflows.existing_parents(conn, actor, [request])  # before the job exists
     job, created = enqueue_one(conn, actor, request, now=now)
     if not created:
@@ -48,7 +47,6 @@ def enqueue_one(
     conn: Connection, actor: Actor, request: EnqueueRequest, *, now: datetime
 ) -> tuple[Job, bool]:
     """``enqueue`` but for the parents, which the caller records (a batch, all at once)."""
-    actor = require(actor, Action.ENQUEUE)
     admit(actor, request)
     if request.unique_key is not None:  # before any look, so concurrent enqueues take turns
         uniqueness.wait_for_turns(conn, actor.id, [request])
@@ -89,7 +87,7 @@ def _keyed(conn: Connection, actor: Actor, request: EnqueueRequest) -> Job | Non
 
 def admit(actor: Actor, request: EnqueueRequest) -> None:
     """Refuse an enqueue above the caller's priority cap."""
-    if request.priority > actor.priority_cap():
+    if request.priority > priority_cap(actor):
         raise Forbidden("priority is above your cap")
 
 
@@ -167,7 +165,6 @@ def enqueue_many(
     """``enqueue_jobs``, then the workflow of the new jobs: they form ``group`` (when given),
     and each waits for the parents it names, jobs that existed before the request or earlier
     items (``workflows``). The jobs come back as they are after that."""
-    actor = require(actor, Action.ENQUEUE)
     existing = workflows.existing_parents(conn, actor, requests)  # before the new jobs exist
     added = enqueue_jobs(conn, actor, requests, now=now)
     new = [(index, job) for index, (job, created) in enumerate(added) if created]
@@ -199,7 +196,6 @@ def enqueue_jobs(
     transaction commit one of the keys meanwhile (the insert collides), the batch is redone
     item by item through ``enqueue``. So is a batch with unique keys: each such item looks for
     its active job after the ones before it."""
-    actor = require(actor, Action.ENQUEUE)
     if any(request.unique_key is not None for request in requests):
         uniqueness.wait_for_turns(conn, actor.id, requests)  # every unique key, in one order
         return _one_by_one(conn, actor, requests, now=now)

@@ -10,7 +10,7 @@ from sqlalchemy import Connection
 from app.audit import store as audit_store
 from app.audit.actions import AuditAction, Origin
 from app.queue.rules import edges, retention
-from app.queue.rules.policy import Action, can, require
+from app.queue.rules.policy import Action, job_allows
 from app.queue.usecases.reading import get_job
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed
@@ -23,9 +23,8 @@ def cancel(
     conn: Connection, actor: Actor, job_id: int, *, now: datetime, origin: Origin
 ) -> Changed[Job]:
     """Cancel a job: producers their own pending jobs, admins any unfinished job."""
-    actor = require(actor, Action.CANCEL)
     job = get_job(conn, actor, job_id)
-    if not can(actor, Action.CANCEL, job):
+    if not job_allows(actor, Action.CANCEL, job):
         why = "finished" if job.status in TERMINAL else job.status
         raise Conflict(f"job {job_id} cannot be cancelled: it is {why}")
     done = edges.cancel(conn, job, now=now, actor=actor.name)
@@ -39,9 +38,8 @@ def retry(
     conn: Connection, actor: Actor, job_id: int, *, now: datetime, origin: Origin
 ) -> Changed[Job]:
     """Admins: put a failed or cancelled job back in the queue with a fresh retry budget."""
-    actor = require(actor, Action.RETRY)
     job = get_job(conn, actor, job_id)
-    if not can(actor, Action.RETRY, job):
+    if not job_allows(actor, Action.RETRY, job):
         raise Conflict(
             f"only failed or cancelled jobs can be retried; job {job_id} is {job.status}"
         )

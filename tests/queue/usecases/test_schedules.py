@@ -3,7 +3,7 @@ The clock is the ``now`` argument throughout."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -26,7 +26,6 @@ from app.queue.usecases import schedules
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import (
     Conflict,
-    Forbidden,
     InvalidInput,
     NotFound,
 )
@@ -238,32 +237,6 @@ def test_a_type_removed_from_the_configuration_enqueues_nothing(desk: Desk) -> N
             origin=Origin(desk.admin.name),
         )
     assert desk.jobs() == []
-
-
-@pytest.mark.parametrize("role", ["producer", "worker"])
-def test_only_admins_manage_schedules(desk: Desk, role: str) -> None:
-    schedule = desk.create()
-    actor = make_user(desk.app, f"not-admin-{role}", role).actor()
-    request = parse(ScheduleUpdate, {"enabled": False}, desk.settings)
-    calls: list[Callable[[Connection], object]] = [
-        lambda conn: schedules.list_schedules(conn, actor),
-        lambda conn: schedules.get(conn, actor, schedule.id),
-        lambda conn: schedules.update(
-            conn, actor, schedule.id, request, now=T0, origin=Origin(actor.name)
-        ),
-        lambda conn: schedules.delete(
-            conn, actor, schedule.id, now=utcnow(), origin=Origin(actor.name)
-        ),
-        lambda conn: (
-            schedules.run_now(
-                conn, actor, schedule.id, now=T0, settings=desk.settings, origin=Origin(actor.name)
-            ).value
-        ),
-    ]
-    for call in calls:
-        with pytest.raises(Forbidden), desk.tx() as conn:
-            call(conn)
-    assert desk.get(schedule.id).enabled and desk.jobs() == []
 
 
 def test_deleting_keeps_the_jobs_already_made(desk: Desk) -> None:

@@ -10,10 +10,10 @@ from flask import Flask
 from sqlalchemy import select
 
 from app.audit.actions import Origin
-from app.queue.usecases import claiming, enqueueing, job_actions, reports
+from app.queue.rules import policy
+from app.queue.usecases import job_actions, reports
 from app.queue.vocabulary.errors import (
     Conflict,
-    Forbidden,
     NotFound,
     QueueError,
 )
@@ -42,26 +42,26 @@ def test_enqueue_writes_its_event(queue: Queue, backend: str) -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("role", "use_case"),
-    [("worker", "enqueue"), ("producer", "claim"), ("worker", "cancel"), ("producer", "retry")],
-)
-def test_roles_are_refused_before_anything_is_read(
-    queue: Queue, backend: str, role: str, use_case: str
+def test_use_cases_leave_the_role_question_to_the_door(
+    queue: Queue, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    actor = getattr(queue, role)
-    calls = {
-        "enqueue": lambda conn: enqueueing.enqueue(conn, actor, None, now=T0).value,  # type: ignore[arg-type]
-        "claim": lambda conn: claiming.claim(conn, actor, now=T0, settings=queue.settings),
-        "cancel": lambda conn: (
-            job_actions.cancel(conn, actor, 424242, now=T0, origin=Origin(actor.name)).value
-        ),
-        "retry": lambda conn: (
-            job_actions.retry(conn, actor, 424242, now=T0, origin=Origin(actor.name)).value
-        ),
-    }
-    with pytest.raises(Forbidden, match=f"the {role} role may not"), queue.tx() as conn:
-        calls[use_case](conn)
+    """The door asks the role table once per request (``tests/test_access.py``); a use case
+    asks only what needs its job, so it never reads the table again."""
+
+    def asked(*_: object) -> bool:
+        raise AssertionError("a use case asked the role table")
+
+    monkeypatch.setattr(policy, "role_allows", asked)
+    job = queue.enqueue()
+    claimed = queue.claim()
+    assert claimed is not None and claimed.id == job.id
+    with queue.tx() as conn:
+        reports.heartbeat(conn, queue.worker, job.id, now=T0, settings=queue.settings)
+        reports.fail(
+            conn, queue.worker, job.id, now=T0, settings=queue.settings, error="x", retryable=False
+        )
+        job_actions.retry(conn, queue.admin, job.id, now=T0, origin=Origin("boss"))
+        job_actions.cancel(conn, queue.producer, job.id, now=T0, origin=Origin("prod"))
 
 
 def test_complete_refusals_say_why_only_to_those_who_see_the_job(

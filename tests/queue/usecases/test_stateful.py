@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,6 +31,7 @@ from sqlalchemy import Connection, Engine, select
 from app.accounts import service as accounts
 from app.audit.actions import Origin
 from app.config import DEFAULTS
+from app.queue.rules.policy import Action, require
 from app.queue.rules.settings import QueueSettings
 from app.queue.sql import jobs as jobs_sql
 from app.queue.usecases import claiming, job_actions, reports
@@ -122,6 +124,18 @@ class Model:
             self.status = JobStatus.FAILED
         self.worker, self.lease_expires_at = None, None
         self.history.append((kind, self.status))
+
+
+def _at_the_door(
+    actor: Actor, action: Action, use_case: Callable[[Connection], Any]
+) -> Callable[[Connection], Any]:
+    """A use case as a route runs it: the policy asks the caller's role first (403), once."""
+
+    def run(conn: Connection) -> Any:
+        require(actor, action)
+        return use_case(conn)
+
+    return run
 
 
 class QueueMachine(RuleBasedStateMachine):
@@ -349,8 +363,14 @@ class QueueMachine(RuleBasedStateMachine):
             problem = Conflict
         self._run(
             problem,
-            lambda conn: (
-                job_actions.cancel(conn, actor, m.id, now=self.now, origin=Origin(actor.name)).value
+            _at_the_door(
+                actor,
+                Action.CANCEL,
+                lambda conn: (
+                    job_actions.cancel(
+                        conn, actor, m.id, now=self.now, origin=Origin(actor.name)
+                    ).value
+                ),
             ),
         )
         if problem is None:
@@ -368,8 +388,14 @@ class QueueMachine(RuleBasedStateMachine):
             problem = Conflict
         self._run(
             problem,
-            lambda conn: (
-                job_actions.retry(conn, actor, m.id, now=self.now, origin=Origin(actor.name)).value
+            _at_the_door(
+                actor,
+                Action.RETRY,
+                lambda conn: (
+                    job_actions.retry(
+                        conn, actor, m.id, now=self.now, origin=Origin(actor.name)
+                    ).value
+                ),
             ),
         )
         if problem is None:
