@@ -33,3 +33,14 @@ def test_error_texts_are_redacted_in_one_place_per_front_end() -> None:
         for shown in re.finditer(r"\{\{[^}]*\b(?:job|event)\.error\b", text):
             before = text[: shown.start()]
             assert before.rfind("sees_errors") > before.rfind("{% endif %}"), (name, shown[0])
+
+
+def test_each_route_module_owns_its_blueprint() -> None:
+    """One way to register routes: a module's routes hang on its own ``bp``, which the API's
+    or the pages' blueprint (or the factory) lists; no module adds routes to another's
+    blueprint, and the factory imports nothing for its side effects."""
+    route = re.compile(r"^@bp\.(?:route|get|post|put|patch|delete)\(", re.M)
+    for name, text in _sources(APP, "*.py").items():
+        if route.search(text):
+            assert re.search(r"^bp = Blueprint\(", text, re.M), name
+    assert "noqa: F401" not in (APP / "__init__.py").read_text()

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-from flask import Response, g
+from flask import Blueprint, Response, g
 
 from app.api import admission, claims
+from app.api.auth import requires
 from app.api.openapi import Operation, ResponseDoc, documented
 from app.api.respond import respond
 from app.api.tracing import TRACE_HEADERS, request_trace
-from app.api.views import (
-    CAP,
-    ROLE,
-    WORK_PROBLEMS,
-    bp,
-    parse_body,
-    requires,
-)
+from app.api.views import CAP, ROLE, WORK_PROBLEMS, parse_body
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.infra.secretbox import current_box
@@ -28,6 +22,7 @@ from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 
+bp = Blueprint("batches", __name__)
 _PER_ITEM = "Each item is answered with the status its single-job route would give."
 
 

@@ -151,5 +151,5 @@ def run(schedule_id: int) -> Response:
         announce(enqueued.effects)
     job = enqueued.value
     response = respond(job_out(job), 201)
-    response.headers["Location"] = url_for("api.get_job", job_id=job.id)
+    response.headers["Location"] = url_for("api.jobs.get_job", job_id=job.id)
     return response

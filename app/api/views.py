@@ -1,4 +1,6 @@
-"""JSON routes: parse the request, call the use cases in a transaction, shape the answer."""
+"""JSON routes of one job (enqueue, list, read, explain, claim, cancel, retry): parse the
+request, call the use cases in a transaction, shape the answer; and the helpers the other
+route modules share to do the same."""
 
 from __future__ import annotations
 
@@ -7,15 +9,13 @@ from typing import Any, TypeVar
 
 from flask import Blueprint, Response, current_app, g, request, url_for
 
-from app.api import admission, auth, body, claims, groups, longpoll, ops, schedules
-from app.api import types as types_api
+from app.api import admission, auth, body, claims, longpoll
+from app.api.auth import requires
 from app.api.openapi import Operation, ResponseDoc, documented
 from app.api.respond import respond
 from app.api.tracing import TRACE_HEADERS, request_trace
 from app.infra import db
-from app.infra.problems import problem
 from app.infra.queue_settings import queue_settings
-from app.infra.ratelimit import api_limit
 from app.infra.secretbox import current_box
 from app.queue.contract import response_builders
 from app.queue.contract.control_responses import ExplanationOut
@@ -37,44 +37,12 @@ from app.queue.contract.request_model import RequestModel
 from app.queue.rules import uniqueness
 from app.queue.rules.policy import Action
 from app.queue.usecases import enqueueing, explain, job_actions, listing, reading
-from app.queue.vocabulary.errors import QueueError
 from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 
-bp = Blueprint("api", __name__)
-bp.register_blueprint(ops.bp)
-bp.register_blueprint(schedules.bp)
-bp.register_blueprint(types_api.bp)
-api_limit(bp)  # API_RATE_LIMIT, one bucket per token across every API route
-bp.register_blueprint(groups.bp)
+bp = Blueprint("jobs", __name__)
 Model = TypeVar("Model", bound=RequestModel)
-
-
-# Each route names its policy action, checked in its transaction with the token's actor.
-requires = auth.requires
-
-
-@bp.before_request
-def require_token() -> None:
-    """Every API route needs a valid bearer token: each route's transaction authenticates it
-    and checks the action the route declares with ``requires``."""
-    auth.read_credential()
-
-
-@bp.errorhandler(auth.Unauthorized)
-def unauthorized(exc: auth.Unauthorized) -> Response:
-    return problem(401, str(exc), headers={"WWW-Authenticate": "Bearer"})
-
-
-@bp.errorhandler(body.BadBody)
-def bad_body(exc: body.BadBody) -> Response:
-    return problem(exc.status, exc.detail)
-
-
-@bp.errorhandler(QueueError)
-def queue_error(exc: QueueError) -> Response:
-    return problem(exc.status, exc.detail, title=exc.title, errors=exc.errors)
 
 
 def parse_body(model: type[Model], *, optional: bool = False, **context: Any) -> Model:
@@ -139,7 +107,7 @@ def enqueue() -> Response:
     job, created = enqueued.value
     duplicate = uniqueness.is_duplicate(wanted, job, created)
     response = job_response(job, 201 if created else 200, duplicate=duplicate)
-    response.headers["Location"] = url_for("api.get_job", job_id=job.id)
+    response.headers["Location"] = url_for("api.jobs.get_job", job_id=job.id)
     return response
 
 

@@ -1,4 +1,5 @@
-"""The HTML blueprint: sign-in, the job pages and the admin pages, and their error pages."""
+"""The HTML blueprint: what every page shares (the policy in templates, error pages, htmx
+redirects) and, nested in it, the blueprint of each page module."""
 
 from __future__ import annotations
 
@@ -13,20 +14,32 @@ from app.queue.rules import policy
 from app.queue.rules.policy import Action
 from app.queue.vocabulary.errors import QueueError
 from app.queue.vocabulary.timeutil import human_duration
-from app.web import account, admin, auth, bulk, operations, pages, schedules, second_factor, types
+from app.web.account import bp as account_bp
+from app.web.admin import bp as admin_bp
+from app.web.auth import bp as auth_bp
+from app.web.bulk import bp as bulk_bp
 from app.web.guard import current_actor
 from app.web.htmx import is_htmx
+from app.web.operations import bp as operations_bp
+from app.web.pages import bp as pages_bp
+from app.web.schedules import bp as schedules_bp
+from app.web.second_factor import bp as second_factor_bp
+from app.web.types import bp as types_bp
 
 bp = Blueprint("web", __name__)
-bp.register_blueprint(auth.bp)
-bp.register_blueprint(pages.bp)
-bp.register_blueprint(admin.bp)
-bp.register_blueprint(account.bp)
-bp.register_blueprint(second_factor.bp)
-bp.register_blueprint(operations.bp)
-bp.register_blueprint(schedules.bp)
-bp.register_blueprint(bulk.bp)
-bp.register_blueprint(types.bp)
+PAGES = (
+    auth_bp,
+    pages_bp,
+    admin_bp,
+    account_bp,
+    second_factor_bp,
+    operations_bp,
+    schedules_bp,
+    bulk_bp,
+    types_bp,
+)
+for pages in PAGES:
+    bp.register_blueprint(pages)
 
 
 @bp.after_request
