@@ -19,7 +19,6 @@ from app.infra.queue_settings import queue_settings
 from app.infra.secretbox import current_box
 from app.queue.contract import response_builders
 from app.queue.contract.control_responses import ExplanationOut
-from app.queue.contract.fields import KEY_PATTERN
 from app.queue.contract.job_requests import (
     ClaimBody,
     EnqueueBody,
@@ -37,6 +36,7 @@ from app.queue.contract.request_model import RequestModel
 from app.queue.rules import uniqueness
 from app.queue.rules.policy import Action
 from app.queue.usecases import enqueueing, explain, job_actions, listing, reading
+from app.queue.vocabulary.job_fields import IDEMPOTENCY_KEY
 from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
@@ -82,7 +82,10 @@ def job_response(job: Job, status: int = 200, *, duplicate: bool = False) -> Res
         "is 422. Then, with `unique_key`, the caller's active job of the same type and key "
         'answers 200 with `"duplicate": true` and nothing is added.',
         body=EnqueueBody,
-        headers={"Idempotency-Key": {"type": "string", "pattern": KEY_PATTERN}, **TRACE_HEADERS},
+        headers={
+            "Idempotency-Key": {"type": "string", "pattern": IDEMPOTENCY_KEY.pattern},
+            **TRACE_HEADERS,
+        },
         responses={
             201: ResponseDoc("Created", JobOut, _LOCATION),
             200: ResponseDoc(

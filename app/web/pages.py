@@ -232,10 +232,12 @@ def retry(job_id: int) -> Response:
 
 def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
     """The form as the JSON body the API would get; parse problems go to ``errors``."""
+    retries = form.max_retries.data or ""
     body: dict[str, Any] = {
         "type": form.type.data,
         "priority": form.priority.data,
-        "max_retries": form.max_retries.data,
+        # A whole number as the API would get it; anything else as typed, for EnqueueBody to refuse.
+        "max_retries": int(retries) if retries.isascii() and retries.isdigit() else retries,
     }
     try:
         body["payload"] = decode_json(

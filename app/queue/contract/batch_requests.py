@@ -8,7 +8,6 @@ from pydantic import BeforeValidator, Field, ValidationInfo, model_validator
 
 from app.queue.contract.fields import (
     MAX_BATCH_MARK,
-    MAX_PARENTS,
     Attempt,
     ClaimTypes,
     ErrorText,
@@ -25,6 +24,7 @@ from app.queue.contract.fields import (
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.contract.request_model import RequestModel, refuse, says, settings_of
 from app.queue.rules.workflows import GroupRequest
+from app.queue.vocabulary.job_fields import MAX_PARENTS
 from app.queue.vocabulary.jobs import Beat, Outcome, Wanted
 
 MAX_CHILDREN = 100  # jobs per POST /jobs/{id}/children

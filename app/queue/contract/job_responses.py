@@ -10,6 +10,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from app.queue.contract.fields import PriorityLabel, StatusLabel
+from app.queue.vocabulary.job_fields import MAX_RETRIES
 
 Instant = Annotated[
     str,
@@ -113,7 +114,7 @@ class JobOut(ResponseModel):
     priority: PriorityLabel
     status: StatusLabel
     retry_count: Annotated[int, Field(ge=0)]
-    max_retries: Annotated[int, Field(ge=0, le=25)]
+    max_retries: Annotated[int, Field(ge=MAX_RETRIES.low, le=MAX_RETRIES.high)]
     attempt: Annotated[int, Field(ge=0, description="Pass it back to complete/fail/heartbeat.")]
     idempotency_key: str | None
     run_at: Instant

@@ -16,16 +16,16 @@ from pydantic import (
     field_validator,
 )
 
-from app.queue.contract.fields import JOB_TYPES_MARK, json_object_problem
+from app.queue.contract.fields import JOB_TYPES_MARK, PriorityLabel, json_object_problem
 from app.queue.rules import cron
 from app.queue.rules.settings import QueueSettings
 from app.queue.vocabulary.errors import InvalidInput
+from app.queue.vocabulary.job_fields import DEFAULT_PRIORITY
 from app.queue.vocabulary.states import PRIORITIES
 
 MAX_NAME_LENGTH = 50  # "schedule:" + name must fit the 64-character event actor
 _NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._ -]{{0,{MAX_NAME_LENGTH - 1}}}")
 
-PriorityLabel = Literal["low", "medium", "high", "critical"]
 CatchUp = Literal["skip", "one"]
 # What the API document says of each field (the validators below enforce it, with their own
 # messages; cron expressions and time zones are checked beyond what a schema can say).
@@ -116,7 +116,7 @@ class ScheduleCreate(_ScheduleFields):
     timezone: TimeZone = "UTC"
     type: JobTypeName
     payload: dict[str, Any] = {}
-    priority: PriorityLabel = "low"
+    priority: PriorityLabel = DEFAULT_PRIORITY
     enabled: bool = True
     catch_up: CatchUp = "skip"
 

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from app.queue.rules.sorting import NEWEST_FIRST, Sort, SortKey
+from app.queue.vocabulary.job_fields import DEFAULT_ON_DEPENDENCY_FAILURE
 from app.queue.vocabulary.states import priority_label
 from app.queue.vocabulary.trace import Trace
 
@@ -112,7 +113,7 @@ class EnqueueRequest:
     # what a parent's failure does ("cancel" or "run").
     depends_on: tuple[int, ...] = ()
     after_items: tuple[int, ...] = ()
-    on_dependency_failure: str = "cancel"
+    on_dependency_failure: str = DEFAULT_ON_DEPENDENCY_FAILURE
     # Set by the front end, not the body: the spawning job and the request's trace headers.
     parent_id: int | None = None
     trace: Trace | None = None
