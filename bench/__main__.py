@@ -74,7 +74,7 @@ def make_app(folder: Path, **config: Any) -> Any:
             **config,
         }
     )
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     return app
 
 

@@ -144,7 +144,7 @@ def _settle(app: Any) -> None:
 def measure(url: str, label: str, old: int) -> None:
     """Load, then claims without a prune (the floor) and claims during the full prune."""
     app = _app(url)
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     started = time.perf_counter()
     _load(app, old, due=60_000)
     _settle(app)

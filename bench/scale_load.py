@@ -56,7 +56,7 @@ CHUNK = 20_000
 
 def prepare(app: Flask) -> dict[str, int]:
     """Migrate to the revision before the counters and create the users; their ids by name."""
-    migrate.upgrade(app, BEFORE_COUNTERS)
+    migrate.upgrade(db.engine(app), BEFORE_COUNTERS)
     users = [("admin", "admin"), *((p, "producer") for p in PRODUCERS)]
     users += [*((w, "worker") for w in WORKERS), (MONITOR, "monitor")]
     with app.app_context(), db.transaction() as conn:
@@ -175,7 +175,7 @@ def analyze(app: Flask) -> None:
 def upgrade(app: Flask) -> float:
     """Migrate to the latest revision; seconds it took."""
     started = time.perf_counter()
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     return time.perf_counter() - started
 
 

@@ -65,7 +65,7 @@ def _actors(app: Flask) -> tuple[Actor, Actor]:
 def fan_in(folder: Path) -> dict[str, float]:
     """Seconds to complete (and to fail) a parent that 10,000 jobs wait for."""
     app = create_app({"SECRET_KEY": SECRET, "DATABASE_URL": f"sqlite:///{folder / 'fan.db'}"})
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     figures = {}
     with app.app_context():
         producer, worker = _actors(app)

@@ -69,7 +69,7 @@ def prepare_database(
     database = Database(directory / "queuelog.sqlite3", server_url=url)
     app = create_app(app_settings(database))
     try:
-        migrate.upgrade(app)
+        migrate.upgrade(db.engine(app))
         for name, role in users.items():
             make_user(app, name, role, max_priority="critical" if role == "producer" else "medium")
             database.tokens[name] = make_token(app, name)

@@ -95,10 +95,10 @@ def test_the_upgrade_counts_what_is_there_and_the_downgrade_undoes_it(
     later = _add_later_columns(app)
     _work(app)
     _drop_columns(app, later)
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     with db.read(app) as conn:
         assert_exact(conn, utcnow())
     _downgrade(app)  # and again, from the same jobs
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     with db.read(app) as conn:
         assert_exact(conn, utcnow())

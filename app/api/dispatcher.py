@@ -262,7 +262,7 @@ class Dispatcher:
         if found_nothing:
             self._next_due(now, held_back)
 
-    def _claim(self, waiter: Waiter) -> claiming.Claimed | None:
+    def _claim(self, waiter: Waiter) -> claiming.Taken | None:
         """Claim for ``waiter`` in a transaction of its own, and hand the jobs over."""
         claimed = None
         try:

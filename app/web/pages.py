@@ -27,7 +27,6 @@ from app.queue.contract.list_pages import DEFAULT_PAGE_SIZE, PAGE_SIZES, PageQue
 from app.queue.contract.strictjson import MalformedJSON, decode_json
 from app.queue.rules import workflows
 from app.queue.rules.policy import Action, priority_cap
-from app.queue.rules.sorting import NEWEST_FIRST
 from app.queue.usecases import (
     children,
     enqueueing,
@@ -42,6 +41,7 @@ from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import Conflict, Forbidden, InvalidInput
 from app.queue.vocabulary.jobs import Job, JobFilters
+from app.queue.vocabulary.orders import NEWEST_FIRST
 from app.queue.vocabulary.states import PRIORITIES, TERMINAL, JobStatus
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
@@ -76,7 +76,7 @@ def _list_args() -> MultiDict[str, str]:
     return MultiDict([(k, v) for k, v in request.args.items(multi=True) if v != ""])
 
 
-# The orders the page offers (``sorting``), with the statuses an index keeps each within.
+# The orders the page offers (``orders``), with the statuses an index keeps each within.
 SORTS = (
     ("", "Newest first"),  # the default: left out of the URL
     ("created", "Oldest first"),

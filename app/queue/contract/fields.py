@@ -13,7 +13,6 @@ from app.queue.contract.cursors import MAX_DB_INT, decode_cursor
 from app.queue.contract.request_model import refuse, says, settings_of
 from app.queue.contract.strictjson import compact_size, json_value_problem, text_problem
 from app.queue.rules.settings import QueueSettings
-from app.queue.rules.sorting import SortKey
 from app.queue.vocabulary.job_fields import (
     IDEMPOTENCY_KEY,
     MAX_DELAY_SECONDS,
@@ -26,6 +25,7 @@ from app.queue.vocabulary.job_fields import (
     UNIQUE_KEY,
 )
 from app.queue.vocabulary.jobs import Keyset
+from app.queue.vocabulary.orders import SortKey
 
 MAX_MESSAGE_LENGTH = 500
 # Marks that the API document replaces with configured values (job types, the lease ceiling).

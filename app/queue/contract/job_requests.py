@@ -43,13 +43,13 @@ from app.queue.contract.fields import (
 from app.queue.contract.request_model import RequestModel, parse_query, refuse
 from app.queue.rules import secret_fields
 from app.queue.rules.settings import QueueSettings
-from app.queue.rules.sorting import NEWEST_FIRST, Sort
 from app.queue.vocabulary.job_fields import (
     DEFAULT_ON_DEPENDENCY_FAILURE,
     DEFAULT_PRIORITY,
     MAX_RETRIES,
 )
 from app.queue.vocabulary.jobs import EnqueueRequest, JobFilters, Wanted
+from app.queue.vocabulary.orders import NEWEST_FIRST, Sort
 from app.queue.vocabulary.states import PRIORITIES
 from app.queue.vocabulary.trace import Trace
 

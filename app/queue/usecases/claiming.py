@@ -30,7 +30,7 @@ LEASE_EXPIRED = "lease expired"
 
 
 @dataclass(frozen=True)
-class Claimed:
+class Taken:
     """What a claim did: the jobs it took, what recovering expired leases did (``effects``),
     and, when type limits held due jobs back, when to look again (``held_back_until``)."""
 
@@ -50,7 +50,7 @@ def claim_many(
     types: tuple[str, ...] | None = None,
     uniform: Uniform = _system_random.uniform,
     polls: PollNotes | None = None,
-) -> Claimed:
+) -> Taken:
     """Give the caller up to ``max_jobs`` due jobs (of ``types``, when given) in claim order,
     each with its own attempt and lease, recovering a batch of expired leases first. Paused
     types and types at their limits wait (``claim_limits``). Found or not, the types asked for
@@ -70,7 +70,7 @@ def claim_many(
     )
     # After the claim's own writes: every claim takes its row locks in the same order.
     type_polls.note(conn, polls, types or settings.job_types, now)
-    return Claimed(jobs, recovered.effects, held_back_until)
+    return Taken(jobs, recovered.effects, held_back_until)
 
 
 def claim(

@@ -1,5 +1,5 @@
-"""The dashboard use case: queue figures an actor may see, from the counts the database keeps
-and index probes."""
+"""Queue figures from the counts the database keeps and index probes: the dashboard (what an
+actor may see), and what operators read beside it (a scrape's job figures, the workers page)."""
 
 from __future__ import annotations
 
@@ -143,3 +143,32 @@ def _per_minute(conn: Connection, now: datetime, of: str) -> list[MinuteCount]:
         MinuteCount(start + timedelta(minutes=i), completed[i], failed[i])
         for i in range(WINDOW_MINUTES)
     ]
+
+
+@dataclass(frozen=True)
+class ScrapeFigures:
+    """The queue's part of a /metrics scrape."""
+
+    by_status_type: list[tuple[str, str, int]]  # (status, type, jobs) of every job
+    held_by_dependencies: dict[str, int]  # per type, the pending jobs waiting for parents
+
+
+def scrape_figures(conn: Connection) -> ScrapeFigures:
+    """Jobs per status and type, and those held back by their parents, as the counts say."""
+    return ScrapeFigures(
+        counts_sql.counts_by_status_type(conn), workflows_sql.waiting_by_type(conn)
+    )
+
+
+@dataclass(frozen=True)
+class WorkerFigures:
+    """What the counts say of each worker identity."""
+
+    running: dict[str, int]  # jobs running for each worker now (none: left out)
+    activity: list[tuple[str, str, int, datetime]]  # (worker, kind, events, last at) since
+
+
+def worker_figures(conn: Connection, since: datetime) -> WorkerFigures:
+    """Each worker's running jobs, and its claims, completions and failures since ``since``."""
+    activity = counts_sql.worker_activity_since(conn, since)
+    return WorkerFigures(counts_sql.running_by_worker(conn), activity)

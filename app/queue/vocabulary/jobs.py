@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.queue.rules.sorting import NEWEST_FIRST, Sort, SortKey
 from app.queue.vocabulary.job_fields import DEFAULT_ON_DEPENDENCY_FAILURE
+from app.queue.vocabulary.orders import NEWEST_FIRST, Sort, SortKey
 from app.queue.vocabulary.states import priority_label
 from app.queue.vocabulary.trace import Trace
 
@@ -165,7 +165,7 @@ class Beat:
 @dataclass(frozen=True)
 class Keyset:
     """Where a page starts: strictly ``before`` or ``after`` the job whose sort key is ``key``,
-    in the ascending form of the list's order (``sorting.KEY_COLUMNS``)."""
+    in the ascending form of the list's order (``orders.KEY_COLUMNS``)."""
 
     direction: str  # "before" or "after"
     key: tuple[Any, ...]
