@@ -33,7 +33,6 @@ from sqlalchemy import insert
 
 from app import create_app
 from app.accounts import service as accounts
-from app.audit.actions import Origin
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.job_requests import EnqueueBody
@@ -45,6 +44,7 @@ from app.storage.databases import sqlite
 from app.storage.schema import jobs
 from bench import SECRET, e2e, http_calls, pg, retention, sanitize, workflow, wrk_http, wsgi_calls
 from bench.scale import run_scale
+from devservers.accounts import AS_OPERATOR, make_user
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -185,23 +185,7 @@ def service_figures(app: Any, count: int) -> tuple[float, float]:
     """Enqueue then claim+complete through the service, one transaction per call."""
     with app.app_context():
         settings = queue_settings()
-        with db.transaction() as conn:
-            producer = accounts.create_user(
-                conn,
-                accounts.OPERATOR,
-                "p",
-                "producer",
-                now=utcnow(),
-                origin=Origin(accounts.OPERATOR.name),
-            )
-            worker = accounts.create_user(
-                conn,
-                accounts.OPERATOR,
-                "w",
-                "worker",
-                now=utcnow(),
-                origin=Origin(accounts.OPERATOR.name),
-            )
+        producer, worker = make_user(app, "p", "producer"), make_user(app, "w", "worker")
         request = EnqueueBody.parse(
             {"type": "email.send", "payload": {"n": 1}}, settings
         ).to_request()
@@ -234,7 +218,7 @@ def load_queue(app: Any, depth: int) -> Actor:
                 "bulk",
                 "admin",
                 now=utcnow(),
-                origin=Origin(accounts.OPERATOR.name),
+                origin=AS_OPERATOR,
             )
             now = utcnow()
             rows = [

@@ -23,7 +23,6 @@ from sqlalchemy import insert, select
 
 from app import create_app
 from app.accounts import service as accounts
-from app.audit.actions import Origin
 from app.infra import db, housekeeper
 from app.infra.queue_settings import queue_settings
 from app.queue.usecases import claiming, reports
@@ -31,6 +30,7 @@ from app.queue.vocabulary.timeutil import utcnow
 from app.storage import migrate
 from app.storage.schema import job_events, jobs
 from bench import SECRET
+from devservers.accounts import AS_OPERATOR
 
 WORKERS = 2  # claiming processes (the machine has 2 cores; the pruner is a third process)
 BASELINE_SECONDS = 5.0
@@ -54,7 +54,7 @@ def _load(app: Any, old: int, due: int) -> None:
                 "w",
                 "admin",
                 now=now,
-                origin=Origin(accounts.OPERATOR.name),
+                origin=AS_OPERATOR,
             )
         base = {"type": "email.send", "payload": {}, "created_by": user.id}
         for start in range(0, old, 5_000):

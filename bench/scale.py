@@ -29,7 +29,6 @@ from flask import Flask
 from app import create_app
 from app.accounts import service as accounts
 from app.accounts import store as accounts_store
-from app.audit.actions import Origin
 from app.infra import db
 from app.queue.contract.cursors import encode_cursor
 from app.queue.usecases import listing
@@ -38,6 +37,7 @@ from app.queue.vocabulary.timeutil import utcnow
 from bench import SECRET
 from bench import scale_load as load
 from bench.http_calls import wait_ready
+from devservers.accounts import AS_OPERATOR
 from devservers.keepalive import KeepAlive
 from devservers.postgres import PostgresMissing, postgres_server
 from devservers.servers import free_port
@@ -223,9 +223,9 @@ def load_queue(backend: str, url: str, size: int) -> Loaded:
     with app.app_context(), db.transaction() as conn:
         names = (*ROLES.values(), CLAIMER, load.MONITOR)
         tokens = {
-            n: accounts.create_token(
-                conn, accounts.OPERATOR, n, now=utcnow(), origin=Origin(accounts.OPERATOR.name)
-            )[1]
+            n: accounts.create_token(conn, accounts.OPERATOR, n, now=utcnow(), origin=AS_OPERATOR)[
+                1
+            ]
             for n in names
         }
     seen = targets(app, size)

@@ -18,11 +18,11 @@ import psycopg
 from flask import Flask
 
 from app.accounts import service as accounts
-from app.audit.actions import Origin
 from app.infra import db
 from app.monitoring import rollup
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage import migrate
+from devservers.accounts import AS_OPERATOR
 
 BEFORE_COUNTERS = "0008"
 PASSWORD = "bench-password-1234"
@@ -68,7 +68,7 @@ def prepare(app: Flask) -> dict[str, int]:
                 role,
                 password=PASSWORD,
                 now=utcnow(),
-                origin=Origin(accounts.OPERATOR.name),
+                origin=AS_OPERATOR,
             ).id
             for name, role in users
         }

@@ -23,8 +23,6 @@ from pathlib import Path
 from flask import Flask
 
 from app import create_app
-from app.accounts import service as accounts
-from app.audit.actions import Origin
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.batch_requests import BatchItem
@@ -35,6 +33,7 @@ from app.queue.vocabulary.timeutil import utcnow
 from app.storage import migrate
 from bench import SECRET
 from bench import scale_load as load
+from devservers.accounts import make_user
 
 FAN = 10_000
 WAITING = 100_000
@@ -42,24 +41,7 @@ SAMPLES = 200
 
 
 def _actors(app: Flask) -> tuple[Actor, Actor]:
-    with db.transaction() as conn:
-        producer = accounts.create_user(
-            conn,
-            accounts.OPERATOR,
-            "fan",
-            "producer",
-            now=utcnow(),
-            origin=Origin(accounts.OPERATOR.name),
-        )
-        worker = accounts.create_user(
-            conn,
-            accounts.OPERATOR,
-            "fanw",
-            "worker",
-            now=utcnow(),
-            origin=Origin(accounts.OPERATOR.name),
-        )
-    return producer.actor(), worker.actor()
+    return make_user(app, "fan", "producer").actor(), make_user(app, "fanw", "worker").actor()
 
 
 def fan_in(folder: Path) -> dict[str, float]:

@@ -11,6 +11,9 @@ from app.audit.actions import Origin
 from app.infra import db
 from app.queue.vocabulary.timeutil import utcnow
 
+# The scripts that make users and tokens act as the operator (an admin), as the CLI does.
+AS_OPERATOR = Origin(accounts.OPERATOR.name)
+
 
 def make_user(
     app: Flask,
@@ -30,7 +33,7 @@ def make_user(
             now=utcnow(),
             password=password,
             max_priority=max_priority,
-            origin=Origin(accounts.OPERATOR.name),
+            origin=AS_OPERATOR,
         )
 
 
@@ -43,6 +46,6 @@ def make_token(app: Flask, name: str, label: str = "") -> str:
             name,
             now=utcnow(),
             label=label,
-            origin=Origin(accounts.OPERATOR.name),
+            origin=AS_OPERATOR,
         )
     return raw

@@ -16,6 +16,7 @@ from app.audit.actions import Origin
 from app.infra import db
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import users
+from devservers.accounts import AS_OPERATOR
 from tests.backends import every_backend  # noqa: F401 (the fixture runs each test per engine)
 
 Change = Callable[[Connection, str, str], object]
@@ -54,7 +55,7 @@ def test_two_admins_taking_each_others_rights_at_once_leave_one_admin(
                 name,
                 "admin",
                 now=utcnow(),
-                origin=Origin(accounts.OPERATOR.name),
+                origin=AS_OPERATOR,
             )
     outcome: list[BaseException | None] = []
 

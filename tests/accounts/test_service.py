@@ -25,6 +25,7 @@ from app.queue.rules.policy import priority_cap
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import Role
 from app.queue.vocabulary.timeutil import utcnow
+from devservers.accounts import AS_OPERATOR
 from tests.builders import PASSWORD, Api, make_token, make_user
 
 
@@ -59,7 +60,7 @@ def _create(conn: Connection, name: str, role: str, password: str | None = None)
         role,
         now=utcnow(),
         password=password,
-        origin=Origin(accounts.OPERATOR.name),
+        origin=AS_OPERATOR,
     )
 
 
@@ -78,7 +79,7 @@ def test_authenticate_password(app: Flask, conn: Connection) -> None:
         "alice",
         disabled=True,
         now=utcnow(),
-        origin=Origin(accounts.OPERATOR.name),
+        origin=AS_OPERATOR,
     )
     assert accounts.authenticate_password(conn, "alice", PASSWORD) is None
 
@@ -91,7 +92,7 @@ def test_set_password_rehashes_and_ends_sessions(app: Flask, conn: Connection) -
         "alice",
         "another long password",
         now=utcnow(),
-        origin=Origin(accounts.OPERATOR.name),
+        origin=AS_OPERATOR,
     )
     assert changed.session_nonce != user.session_nonce
     assert accounts.user_for_session(conn, accounts.session_id(user)) is None
@@ -110,7 +111,7 @@ def test_password_length_rules(app: Flask, conn: Connection, password: str) -> N
             "producer",
             now=utcnow(),
             password=password,
-            origin=Origin(accounts.OPERATOR.name),
+            origin=AS_OPERATOR,
         )
 
 
@@ -121,7 +122,7 @@ def test_user_rules(app: Flask, conn: Connection) -> None:
         "alice",
         "producer",
         now=utcnow(),
-        origin=Origin(accounts.OPERATOR.name),
+        origin=AS_OPERATOR,
     )
     assert user.max_priority == 10 and user.role == "producer" and not user.disabled
     with pytest.raises(Conflict):
@@ -131,7 +132,7 @@ def test_user_rules(app: Flask, conn: Connection) -> None:
             "alice",
             "worker",
             now=utcnow(),
-            origin=Origin(accounts.OPERATOR.name),
+            origin=AS_OPERATOR,
         )
     for bad_name in ("", "has space", "-dash-first", "x" * 65, "semi;colon", "null\x00"):
         with pytest.raises(InvalidInput):
@@ -141,7 +142,7 @@ def test_user_rules(app: Flask, conn: Connection) -> None:
                 bad_name,
                 "worker",
                 now=utcnow(),
-                origin=Origin(accounts.OPERATOR.name),
+                origin=AS_OPERATOR,
             )
     with pytest.raises(InvalidInput):
         accounts.create_user(
@@ -150,7 +151,7 @@ def test_user_rules(app: Flask, conn: Connection) -> None:
             "carol",
             "superuser",
             now=utcnow(),
-            origin=Origin(accounts.OPERATOR.name),
+            origin=AS_OPERATOR,
         )
     with pytest.raises(InvalidInput):
         accounts.create_user(
@@ -160,7 +161,7 @@ def test_user_rules(app: Flask, conn: Connection) -> None:
             "producer",
             now=utcnow(),
             max_priority="urgent",
-            origin=Origin(accounts.OPERATOR.name),
+            origin=AS_OPERATOR,
         )
     producer = Actor(id=user.id, name="alice", role=Role.PRODUCER)
     with pytest.raises(Forbidden):
@@ -172,17 +173,13 @@ def test_user_rules(app: Flask, conn: Connection) -> None:
     with pytest.raises(Forbidden):
         accounts.list_users(conn, producer)
     with pytest.raises(NotFound):
-        accounts.create_token(
-            conn, accounts.OPERATOR, "nobody", now=utcnow(), origin=Origin(accounts.OPERATOR.name)
-        )
+        accounts.create_token(conn, accounts.OPERATOR, "nobody", now=utcnow(), origin=AS_OPERATOR)
 
 
 def test_tokens_are_32_random_bytes_shown_once_and_stored_as_sha256(
     app: Flask, conn: Connection
 ) -> None:
-    accounts.create_user(
-        conn, accounts.OPERATOR, "w", "worker", now=utcnow(), origin=Origin(accounts.OPERATOR.name)
-    )
+    accounts.create_user(conn, accounts.OPERATOR, "w", "worker", now=utcnow(), origin=AS_OPERATOR)
     raws = set()
     for _ in range(5):
         token, raw = accounts.create_token(
@@ -191,7 +188,7 @@ def test_tokens_are_32_random_bytes_shown_once_and_stored_as_sha256(
             "w",
             now=utcnow(),
             label="ci",
-            origin=Origin(accounts.OPERATOR.name),
+            origin=AS_OPERATOR,
         )
         assert raw.startswith(accounts.TOKEN_PREFIX)
         secret = raw.removeprefix(accounts.TOKEN_PREFIX)
@@ -212,11 +209,9 @@ def test_tokens_are_32_random_bytes_shown_once_and_stored_as_sha256(
 
 
 def test_token_resolves_until_revoked(app: Flask, conn: Connection) -> None:
-    accounts.create_user(
-        conn, accounts.OPERATOR, "w", "worker", now=utcnow(), origin=Origin(accounts.OPERATOR.name)
-    )
+    accounts.create_user(conn, accounts.OPERATOR, "w", "worker", now=utcnow(), origin=AS_OPERATOR)
     token, raw = accounts.create_token(
-        conn, accounts.OPERATOR, "w", now=utcnow(), origin=Origin(accounts.OPERATOR.name)
+        conn, accounts.OPERATOR, "w", now=utcnow(), origin=AS_OPERATOR
     )
     found = accounts.resolve_token(conn, raw, now=utcnow())
     assert found is not None and found[1].name == "w"
@@ -226,18 +221,14 @@ def test_token_resolves_until_revoked(app: Flask, conn: Connection) -> None:
         accounts.resolve_token(conn, hashlib.sha256(raw.encode()).hexdigest(), now=utcnow()) is None
     )
     revoked = accounts.revoke_token(
-        conn, accounts.OPERATOR, token.id, now=utcnow(), origin=Origin(accounts.OPERATOR.name)
+        conn, accounts.OPERATOR, token.id, now=utcnow(), origin=AS_OPERATOR
     )
     assert revoked.revoked_at is not None
     assert accounts.resolve_token(conn, raw, now=utcnow()) is None
     with pytest.raises(Conflict):
-        accounts.revoke_token(
-            conn, accounts.OPERATOR, token.id, now=utcnow(), origin=Origin(accounts.OPERATOR.name)
-        )
+        accounts.revoke_token(conn, accounts.OPERATOR, token.id, now=utcnow(), origin=AS_OPERATOR)
     with pytest.raises(NotFound):
-        accounts.revoke_token(
-            conn, accounts.OPERATOR, 9999, now=utcnow(), origin=Origin(accounts.OPERATOR.name)
-        )
+        accounts.revoke_token(conn, accounts.OPERATOR, 9999, now=utcnow(), origin=AS_OPERATOR)
 
 
 def test_disabled_users_tokens_stop_on_the_next_request(app: Flask, client: FlaskClient) -> None:
@@ -251,7 +242,7 @@ def test_disabled_users_tokens_stop_on_the_next_request(app: Flask, client: Flas
             "w",
             disabled=True,
             now=utcnow(),
-            origin=Origin(accounts.OPERATOR.name),
+            origin=AS_OPERATOR,
         )
     response = caller.get("/jobs")
     assert response.status_code == 401
@@ -264,7 +255,7 @@ def test_disabled_users_tokens_stop_on_the_next_request(app: Flask, client: Flas
             "w",
             disabled=False,
             now=utcnow(),
-            origin=Origin(accounts.OPERATOR.name),
+            origin=AS_OPERATOR,
         )
     assert caller.get("/jobs").status_code == 200
 
@@ -278,7 +269,7 @@ def test_disabling_ends_sessions_and_admins_cannot_disable_themselves(
         "root",
         "admin",
         now=utcnow(),
-        origin=Origin(accounts.OPERATOR.name),
+        origin=AS_OPERATOR,
     )
     with pytest.raises(Conflict):
         accounts.set_disabled(
@@ -290,7 +281,7 @@ def test_disabling_ends_sessions_and_admins_cannot_disable_themselves(
             origin=Origin(admin.actor().name),
         )
     user = accounts.create_user(
-        conn, accounts.OPERATOR, "w", "worker", now=utcnow(), origin=Origin(accounts.OPERATOR.name)
+        conn, accounts.OPERATOR, "w", "worker", now=utcnow(), origin=AS_OPERATOR
     )
     assert accounts.user_for_session(conn, accounts.session_id(user)) is not None
     accounts.set_disabled(
@@ -333,7 +324,7 @@ def test_update_user_changes_role_and_cap(app: Flask, conn: Connection) -> None:
         "p",
         "producer",
         now=utcnow(),
-        origin=Origin(accounts.OPERATOR.name),
+        origin=AS_OPERATOR,
     )
     updated = accounts.update_user(
         conn,
@@ -342,7 +333,7 @@ def test_update_user_changes_role_and_cap(app: Flask, conn: Connection) -> None:
         role="producer",
         max_priority="high",
         now=utcnow(),
-        origin=Origin(accounts.OPERATOR.name),
+        origin=AS_OPERATOR,
     )
     assert updated.max_priority == 20
     assert updated.session_nonce != user.session_nonce
@@ -355,5 +346,5 @@ def test_update_user_changes_role_and_cap(app: Flask, conn: Connection) -> None:
             role="worker",
             max_priority="low",
             now=utcnow(),
-            origin=Origin(accounts.OPERATOR.name),
+            origin=AS_OPERATOR,
         )

@@ -15,11 +15,11 @@ from flask.testing import FlaskClient
 from sqlalchemy import event, select, update
 
 from app.accounts import service as accounts
-from app.audit.actions import Origin
 from app.extensions import login_manager
 from app.infra import db
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import api_tokens, jobs
+from devservers.accounts import AS_OPERATOR
 from tests.api.conftest import assert_problem, snapshot
 from tests.builders import PASSWORD, Api, make_api, make_user
 
@@ -168,7 +168,7 @@ def test_a_long_poll_checks_the_token_again_on_each_try(app: Flask, client: Flas
                 accounts.OPERATOR,
                 token.id,
                 now=utcnow(),
-                origin=Origin(accounts.OPERATOR.name),
+                origin=AS_OPERATOR,
             )
         job = producer.enqueue()  # wakes the waiting claim, whose next try finds the revocation
     finally:

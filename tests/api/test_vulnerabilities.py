@@ -14,10 +14,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from app.accounts import service as accounts
-from app.audit.actions import Origin
 from app.infra import db
 from app.queue.usecases import claiming
 from app.queue.vocabulary.timeutil import utcnow
+from devservers.accounts import AS_OPERATOR
 from tests.api.conftest import (
     LiveServer,
     assert_problem,
@@ -88,7 +88,7 @@ def _bad_credentials(app: Flask) -> dict[str, dict[str, str]]:
                 accounts.OPERATOR,
                 token.id,
                 now=utcnow(),
-                origin=Origin(accounts.OPERATOR.name),
+                origin=AS_OPERATOR,
             )
         accounts.set_disabled(
             conn,
@@ -96,7 +96,7 @@ def _bad_credentials(app: Flask) -> dict[str, dict[str, str]]:
             "disabled-user",
             disabled=True,
             now=utcnow(),
-            origin=Origin(accounts.OPERATOR.name),
+            origin=AS_OPERATOR,
         )
     return {
         "missing": {},
@@ -129,9 +129,7 @@ def test_v01_a_revoked_token_stops_on_the_next_request(app: Flask, client: Flask
     assert caller.get("/jobs").status_code == 200
     with app.app_context(), db.transaction() as conn:
         [(token, _)] = accounts.list_tokens(conn, accounts.OPERATOR, "p")
-        accounts.revoke_token(
-            conn, accounts.OPERATOR, token.id, now=utcnow(), origin=Origin(accounts.OPERATOR.name)
-        )
+        accounts.revoke_token(conn, accounts.OPERATOR, token.id, now=utcnow(), origin=AS_OPERATOR)
     response = caller.get("/jobs")
     assert_problem(response, 401)
     assert response.headers["WWW-Authenticate"].startswith("Bearer")

@@ -17,13 +17,13 @@ from flask.testing import FlaskClient
 
 from app.accounts import service as accounts
 from app.accounts.service import OPERATOR
-from app.audit.actions import Origin
 from app.infra import db
 from app.queue.rules import workflows
 from app.queue.sql import jobs as jobs_sql
 from app.queue.vocabulary.errors import InvalidInput
 from app.queue.vocabulary.jobs import EnqueueRequest
 from app.queue.vocabulary.timeutil import utcnow
+from devservers.accounts import AS_OPERATOR
 from tests.api.conftest import LiveServer, assert_problem, finish, job_count, snapshot
 from tests.builders import Api, make_api, make_token
 
@@ -143,7 +143,7 @@ def test_a_demoted_producers_held_job_spawns_nothing(
             role="worker",
             max_priority="low",
             now=utcnow(),
-            origin=Origin(OPERATOR.name),
+            origin=AS_OPERATOR,
         )
     before = snapshot(app)
     assert_problem(_spawn(worker, parent, [{"type": "email.send"}]), 403)
@@ -217,7 +217,7 @@ def test_a_demoted_producers_callback_is_refused(
             role="worker",
             max_priority="low",
             now=utcnow(),
-            origin=Origin(OPERATOR.name),
+            origin=AS_OPERATOR,
         )
     count = job_count(app)
     finish(worker, worker.claim() or {})
@@ -237,14 +237,14 @@ def test_a_refused_callback_stays_refused_when_the_group_finishes_again(
     group_id = producer.post("/jobs/batch", body).get_json()["group_id"]
     with app.app_context(), db.transaction() as conn:
         accounts.set_disabled(
-            conn, OPERATOR, "producer", disabled=True, now=utcnow(), origin=Origin(OPERATOR.name)
+            conn, OPERATOR, "producer", disabled=True, now=utcnow(), origin=AS_OPERATOR
         )
     member = worker.claim()
     assert member is not None
     finish(worker, member, "failed")
     with app.app_context(), db.transaction() as conn:
         accounts.set_disabled(
-            conn, OPERATOR, "producer", disabled=False, now=utcnow(), origin=Origin(OPERATOR.name)
+            conn, OPERATOR, "producer", disabled=False, now=utcnow(), origin=AS_OPERATOR
         )
     assert admin.post(f"/jobs/{member['id']}/retry").status_code == 200
     finish(worker, worker.claim() or {})  # the group finishes a second time
@@ -271,7 +271,7 @@ def test_a_producer_enabled_again_before_the_group_finishes_gets_its_callback(
                 "producer",
                 disabled=disabled,
                 now=utcnow(),
-                origin=Origin(OPERATOR.name),
+                origin=AS_OPERATOR,
             )
     finish(worker, worker.claim() or {})
     shown = producer.get(f"/groups/{group_id}").get_json()

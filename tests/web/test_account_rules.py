@@ -14,6 +14,7 @@ from app.accounts.errors import AccountConflict, FreshLoginRequired
 from app.audit.actions import Origin
 from app.infra import db
 from app.queue.vocabulary.timeutil import utcnow
+from devservers.accounts import AS_OPERATOR
 from tests.builders import PASSWORD, Api, make_user
 from tests.web.conftest import Team, login, sign_in
 
@@ -61,7 +62,7 @@ def test_last_enabled_admin_cannot_be_disabled_or_demoted(
             role="producer",
             max_priority="low",
             now=utcnow(),
-            origin=Origin(accounts.OPERATOR.name),
+            origin=AS_OPERATOR,
         )
 
 
@@ -99,7 +100,7 @@ def test_expired_tokens_answer_401(app: Flask, team: Team, runner: FlaskCliRunne
             "work",
             now=utcnow() - timedelta(hours=2),
             expires_in=timedelta(hours=1),
-            origin=Origin(accounts.OPERATOR.name),
+            origin=AS_OPERATOR,
         )
     response = Api(app.test_client(), raw).post("/jobs/claim")
     assert response.status_code == 401

@@ -9,9 +9,9 @@ from flask import Flask
 
 from app.accounts import service as accounts
 from app.accounts.service import OPERATOR
-from app.audit.actions import Origin
 from app.infra import db
 from app.queue.vocabulary.timeutil import utcnow
+from devservers.accounts import AS_OPERATOR
 from tests.web.conftest import Team, soup
 from tests.web.test_forms import enqueue_form
 
@@ -88,7 +88,7 @@ def test_the_group_page_says_why_a_callback_was_refused(app: Flask, team: Team) 
             role="producer",
             max_priority="low",
             now=utcnow(),
-            origin=Origin(OPERATOR.name),
+            origin=AS_OPERATOR,
         )
     job = team.worker.claim()
     assert job is not None

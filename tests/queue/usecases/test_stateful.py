@@ -45,6 +45,7 @@ from app.queue.vocabulary.errors import (
 from app.queue.vocabulary.states import PRIORITIES, TERMINAL, JobStatus
 from app.storage import databases
 from app.storage.schema import jobs
+from devservers.accounts import AS_OPERATOR
 from tests.builders import make_job
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -486,7 +487,7 @@ def users_template(migrated_template: Path, tmp_path: Path) -> tuple[Path, dict[
             ("w2", "worker"),
         ]:
             user = accounts.create_user(
-                conn, accounts.OPERATOR, name, role, now=T0, origin=Origin(accounts.OPERATOR.name)
+                conn, accounts.OPERATOR, name, role, now=T0, origin=AS_OPERATOR
             )
             actors[name] = user.actor()
     engine.dispose()
