@@ -49,6 +49,7 @@ lint: $(STAMP)-lint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 fmt: $(STAMP)-lint
 	$(BIN)/ruff format .

@@ -37,7 +37,7 @@ from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.usecases import claiming, enqueueing, reports
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage import migrate
 from app.storage.databases import sqlite
@@ -55,6 +55,7 @@ from bench import (
     wsgi_calls,
 )
 from bench.scale import run_scale
+from devservers.accounts import AS_OPERATOR, make_user
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,7 +85,7 @@ def make_app(folder: Path, **config: Any) -> Any:
             **config,
         }
     )
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     return app
 
 
@@ -195,9 +196,7 @@ def service_figures(app: Any, count: int) -> tuple[float, float]:
     """Enqueue then claim+complete through the service, one transaction per call."""
     with app.app_context():
         settings = queue_settings()
-        with db.transaction() as conn:
-            producer = accounts.create_user(conn, accounts.OPERATOR, "p", "producer", now=utcnow())
-            worker = accounts.create_user(conn, accounts.OPERATOR, "w", "worker", now=utcnow())
+        producer, worker = make_user(app, "p", "producer"), make_user(app, "w", "worker")
         request = EnqueueBody.parse(
             {"type": "email.send", "payload": {"n": 1}}, settings
         ).to_request()
@@ -224,7 +223,14 @@ def load_queue(app: Any, depth: int) -> Actor:
     """Bulk-load ``depth`` due jobs of mixed priority; return an admin that may claim them."""
     with app.app_context():
         with db.transaction() as conn:
-            user = accounts.create_user(conn, accounts.OPERATOR, "bulk", "admin", now=utcnow())
+            user = accounts.create_user(
+                conn,
+                accounts.OPERATOR,
+                "bulk",
+                "admin",
+                now=utcnow(),
+                origin=AS_OPERATOR,
+            )
             now = utcnow()
             rows = [
                 {

@@ -30,6 +30,7 @@ from app.queue.vocabulary.timeutil import utcnow
 from app.storage import migrate
 from app.storage.schema import job_events, jobs
 from bench import SECRET
+from devservers.accounts import AS_OPERATOR
 
 WORKERS = 2  # claiming processes (the machine has 2 cores; the pruner is a third process)
 BASELINE_SECONDS = 5.0
@@ -47,7 +48,14 @@ def _load(app: Any, old: int, due: int) -> None:
     now = utcnow()
     with app.app_context():
         with db.transaction() as conn:
-            user = accounts.create_user(conn, accounts.OPERATOR, "w", "admin", now=now)
+            user = accounts.create_user(
+                conn,
+                accounts.OPERATOR,
+                "w",
+                "admin",
+                now=now,
+                origin=AS_OPERATOR,
+            )
         base = {"type": "email.send", "payload": {}, "created_by": user.id}
         for start in range(0, old, 5_000):
             rows = [
@@ -136,7 +144,7 @@ def _settle(app: Any) -> None:
 def measure(url: str, label: str, old: int) -> None:
     """Load, then claims without a prune (the floor) and claims during the full prune."""
     app = _app(url)
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     started = time.perf_counter()
     _load(app, old, due=60_000)
     _settle(app)

@@ -32,11 +32,12 @@ from app.accounts import store as accounts_store
 from app.infra import db
 from app.queue.contract.cursors import encode_cursor
 from app.queue.usecases import listing
-from app.queue.vocabulary.models import JobFilters
+from app.queue.vocabulary.jobs import JobFilters
 from app.queue.vocabulary.timeutil import utcnow
 from bench import SECRET
 from bench import scale_load as load
 from bench.http_calls import wait_ready
+from devservers.accounts import AS_OPERATOR
 from devservers.keepalive import KeepAlive
 from devservers.postgres import PostgresMissing, postgres_server
 from devservers.servers import free_port
@@ -222,7 +223,10 @@ def load_queue(backend: str, url: str, size: int) -> Loaded:
     with app.app_context(), db.transaction() as conn:
         names = (*ROLES.values(), CLAIMER, load.MONITOR)
         tokens = {
-            n: accounts.create_token(conn, accounts.OPERATOR, n, now=utcnow())[1] for n in names
+            n: accounts.create_token(conn, accounts.OPERATOR, n, now=utcnow(), origin=AS_OPERATOR)[
+                1
+            ]
+            for n in names
         }
     seen = targets(app, size)
     db.engine(app).dispose()

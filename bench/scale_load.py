@@ -22,6 +22,7 @@ from app.infra import db
 from app.monitoring import rollup
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage import migrate
+from devservers.accounts import AS_OPERATOR
 
 BEFORE_COUNTERS = "0008"
 PASSWORD = "bench-password-1234"
@@ -55,13 +56,19 @@ CHUNK = 20_000
 
 def prepare(app: Flask) -> dict[str, int]:
     """Migrate to the revision before the counters and create the users; their ids by name."""
-    migrate.upgrade(app, BEFORE_COUNTERS)
+    migrate.upgrade(db.engine(app), BEFORE_COUNTERS)
     users = [("admin", "admin"), *((p, "producer") for p in PRODUCERS)]
     users += [*((w, "worker") for w in WORKERS), (MONITOR, "monitor")]
     with app.app_context(), db.transaction() as conn:
         return {
             name: accounts.create_user(
-                conn, accounts.OPERATOR, name, role, password=PASSWORD, now=utcnow()
+                conn,
+                accounts.OPERATOR,
+                name,
+                role,
+                password=PASSWORD,
+                now=utcnow(),
+                origin=AS_OPERATOR,
             ).id
             for name, role in users
         }
@@ -168,7 +175,7 @@ def analyze(app: Flask) -> None:
 def upgrade(app: Flask) -> float:
     """Migrate to the latest revision; seconds it took."""
     started = time.perf_counter()
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     return time.perf_counter() - started
 
 

@@ -23,17 +23,17 @@ from pathlib import Path
 from flask import Flask
 
 from app import create_app
-from app.accounts import service as accounts
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.batch_requests import BatchItem
 from app.queue.usecases import claiming, enqueueing, reports
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import Role
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage import migrate
 from bench import SECRET
 from bench import scale_load as load
+from devservers.accounts import make_user
 
 FAN = 10_000
 WAITING = 100_000
@@ -41,16 +41,13 @@ SAMPLES = 200
 
 
 def _actors(app: Flask) -> tuple[Actor, Actor]:
-    with db.transaction() as conn:
-        producer = accounts.create_user(conn, accounts.OPERATOR, "fan", "producer", now=utcnow())
-        worker = accounts.create_user(conn, accounts.OPERATOR, "fanw", "worker", now=utcnow())
-    return producer.actor(), worker.actor()
+    return make_user(app, "fan", "producer").actor(), make_user(app, "fanw", "worker").actor()
 
 
 def fan_in(folder: Path) -> dict[str, float]:
     """Seconds to complete (and to fail) a parent that 10,000 jobs wait for."""
     app = create_app({"SECRET_KEY": SECRET, "DATABASE_URL": f"sqlite:///{folder / 'fan.db'}"})
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     figures = {}
     with app.app_context():
         producer, worker = _actors(app)

@@ -7,8 +7,12 @@ from flask import Flask
 
 from app.accounts import service as accounts
 from app.accounts.models import User
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.vocabulary.timeutil import utcnow
+
+# The scripts that make users and tokens act as the operator (an admin), as the CLI does.
+AS_OPERATOR = Origin(accounts.OPERATOR.name)
 
 
 def make_user(
@@ -29,11 +33,19 @@ def make_user(
             now=utcnow(),
             password=password,
             max_priority=max_priority,
+            origin=AS_OPERATOR,
         )
 
 
 def make_token(app: Flask, name: str, label: str = "") -> str:
     """Issue an API token for ``name`` and return the raw token."""
     with app.app_context(), db.transaction() as conn:
-        _, raw = accounts.create_token(conn, accounts.OPERATOR, name, now=utcnow(), label=label)
+        _, raw = accounts.create_token(
+            conn,
+            accounts.OPERATOR,
+            name,
+            now=utcnow(),
+            label=label,
+            origin=AS_OPERATOR,
+        )
     return raw

@@ -74,7 +74,7 @@ def prepare_database(
     database = Database(directory / "queuelog.sqlite3", server_url=url)
     app = create_app(app_settings(database))
     try:
-        migrate.upgrade(app)
+        migrate.upgrade(db.engine(app))
         for name, role in users.items():
             cap = (caps or {}).get(name, "critical" if role == "producer" else "medium")
             make_user(app, name, role, max_priority=cap)

@@ -12,8 +12,10 @@ from sqlalchemy import Connection
 from werkzeug.test import TestResponse
 
 from app.queue.contract.job_requests import EnqueueBody
+from app.queue.rules.settings import QueueSettings
 from app.queue.usecases import enqueueing
-from app.queue.vocabulary.models import Actor, Job, QueueSettings
+from app.queue.vocabulary.actors import Actor
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.timeutil import utcnow
 from devservers.accounts import make_token as make_token
 from devservers.accounts import make_user as make_user

@@ -50,7 +50,7 @@ def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite file migrated once per session; each test gets a copy."""
     path = tmp_path_factory.mktemp("template") / "queuelog.sqlite3"
     app = create_app(base_config(f"sqlite:///{path}"))
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     db.close(app)
     return path
 
@@ -80,7 +80,7 @@ def postgres_template(postgres_server_url: str) -> str:
     """A migrated database that each PostgreSQL test clones."""
     _admin_sql(postgres_server_url, f"CREATE DATABASE {PG_TEMPLATE}")
     app = create_app(base_config(f"{postgres_server_url}/{PG_TEMPLATE}"))
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     db.close(app)
     return PG_TEMPLATE
 

@@ -18,14 +18,11 @@ from flask import Flask
 from sqlalchemy import Connection
 
 from app.infra import db
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import jobs as jobs_sql
 from app.queue.usecases import claiming
-from app.queue.vocabulary.models import (
-    Actor,
-    Event,
-    Job,
-    QueueSettings,
-)
+from app.queue.vocabulary.actors import Actor
+from app.queue.vocabulary.jobs import Event, Job
 from devservers.servers import REPO
 from tests.builders import make_job, make_user
 

@@ -1,5 +1,5 @@
-"""Every route declares, next to it, the policy action it needs (or that it is public), and a
-request asks the policy once."""
+"""Every route declares, next to it, the policy action it needs (or that it is public); the door
+asks the policy once per request, and refuses what a role may not do on every route."""
 
 from __future__ import annotations
 
@@ -8,11 +8,27 @@ from typing import Any
 
 import pytest
 from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import select
 
-from app.infra import access
+from app.infra import access, db
 from app.queue.rules import policy
 from app.queue.rules.policy import Action
-from tests.builders import Api
+from app.queue.vocabulary.states import Role
+from app.storage.schema import (
+    api_tokens,
+    audit_events,
+    job_dependencies,
+    job_events,
+    job_groups,
+    jobs,
+    schedules,
+    type_overrides,
+    type_polls,
+    users,
+)
+from tests.builders import PASSWORD, Api, make_api
+from tests.web.conftest import csrf_token, login
 
 # Routes outside the policy by nature: Flask's static files and signing in and out.
 OUTSIDE_THE_POLICY = {"static", "web.auth.login", "web.auth.logout"}
@@ -32,7 +48,8 @@ def test_every_route_declares_its_action(app: Flask) -> None:
     markers = {access.PUBLIC, access.SIGNED_IN}
     assert set(declared.values()) <= set(Action) | markers, declared
     assert len(declared) >= 20, declared
-    assert declared["api.retry"] == Action.RETRY and declared["web.admin.users"] == "manage_users"
+    assert declared["api.jobs.retry"] == Action.RETRY
+    assert declared["web.admin.users"] == "manage_users"
 
 
 @pytest.fixture
@@ -86,3 +103,68 @@ def test_spawning_children_and_waiting_ask_the_policy_once(
     counted.clear()
     assert producer.get(f"/jobs/{job['id']}?wait_seconds=5").get_json()["status"] == "completed"
     assert counted == ["view_jobs"]
+
+
+# Sample values for every route argument: the door answers before any of them is looked up.
+_ARGUMENTS = {
+    "job_id": 1,
+    "token_id": 1,
+    "schedule_id": 1,
+    "group_id": 1,
+    "name": "someone",
+    "job_type": "email.send",
+}
+_TABLES = (
+    jobs,
+    job_events,
+    job_dependencies,
+    job_groups,
+    type_polls,
+    audit_events,
+    schedules,
+    type_overrides,
+    users,
+    api_tokens,
+)
+
+
+def _everything(app: Flask) -> dict[str, list[tuple[object, ...]]]:
+    with app.app_context(), db.read() as conn:
+        return {
+            table.name: [tuple(row) for row in conn.execute(select(table).order_by(*table.c))]
+            for table in _TABLES
+        }
+
+
+@pytest.mark.parametrize("role", [Role.PRODUCER, Role.WORKER, Role.MONITOR])
+def test_every_route_refuses_at_the_door_what_the_role_may_not_do(
+    app: Flask, client: FlaskClient, role: Role
+) -> None:
+    """Every route whose action the role table refuses to ``role`` answers 403, through the
+    API (a bearer token and a body the route would refuse) and through the pages (a signed-in
+    session with its CSRF token), and nothing changes: the door is the one place a request's
+    role is asked, so it must stand in front of every route."""
+    caller = make_api(app, client, f"door-{role}", role, password=PASSWORD)
+    person = app.test_client()
+    pages = role in policy.ROLES[Action.SIGN_IN]  # monitors are refused at signing in
+    assert login(person, f"door-{role}").status_code == (302 if pages else 403)
+    csrf = csrf_token(person.get("/login"))
+    before = _everything(app)
+    refused = []
+    for rule in app.url_map.iter_rules():
+        action = access.declared(app.view_functions[rule.endpoint])
+        if action not in set(Action) or role in policy.ROLES[Action(action)]:
+            continue
+        if not (pages or rule.endpoint.startswith("api.")):
+            continue
+        path = rule.build({name: _ARGUMENTS[name] for name in rule.arguments})[1]
+        for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
+            if rule.endpoint.startswith("api."):
+                headers = caller.headers()
+                response = client.open(path, method=method, headers=headers, json={"x": 1})
+            else:
+                response = person.open(path, method=method, data={"csrf_token": csrf})
+            assert response.status_code == 403, (role, method, path, response.status_code)
+            refused.append(rule.endpoint)
+    assert len(refused) >= 20, refused
+    assert _everything(app) == before

@@ -12,6 +12,7 @@ from flask import Flask
 from sqlalchemy import inspect, text
 
 import app.storage.schema_figures  # noqa: F401 (its tables are on the same metadata)
+from app.audit.actions import Origin
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.usecases import claiming, job_actions, reports
@@ -81,8 +82,8 @@ def _work(app: Flask) -> None:
         reports.fail(
             conn, workers[0], first[2].id, now=now, settings=settings, error="x", retryable=False
         )
-        job_actions.cancel(conn, admin, jobs[5].id, now=now)
-        job_actions.retry(conn, admin, first[2].id, now=now)
+        job_actions.cancel(conn, admin, jobs[5].id, now=now, origin=Origin(admin.name))
+        job_actions.retry(conn, admin, first[2].id, now=now, origin=Origin(admin.name))
         claiming.claim_many(conn, workers[1], now=now, settings=settings, max_jobs=2)
 
 
@@ -94,10 +95,10 @@ def test_the_upgrade_counts_what_is_there_and_the_downgrade_undoes_it(
     later = _add_later_columns(app)
     _work(app)
     _drop_columns(app, later)
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     with db.read(app) as conn:
         assert_exact(conn, utcnow())
     _downgrade(app)  # and again, from the same jobs
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     with db.read(app) as conn:
         assert_exact(conn, utcnow())

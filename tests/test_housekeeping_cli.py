@@ -7,6 +7,7 @@ from datetime import timedelta
 from flask import Flask
 from flask.testing import FlaskCliRunner
 
+from app.audit.actions import Origin
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.schedules import ScheduleCreate, parse
@@ -31,7 +32,9 @@ def test_tick_enqueues_due_schedules_once(app: Flask, runner: FlaskCliRunner) ->
                 {"name": name, "cron": cron, "type": "email.send", "catch_up": catch_up},
                 queue_settings(),
             )
-            schedules.create(conn, admin, request, now=now - timedelta(hours=3))
+            schedules.create(
+                conn, admin, request, now=now - timedelta(hours=3), origin=Origin(admin.name)
+            )
     result = runner.invoke(args=["jobs", "tick"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()

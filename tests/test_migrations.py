@@ -46,7 +46,7 @@ def _head() -> str:
 
 
 def test_migrations_match_the_schema(empty_app: Flask) -> None:
-    migrate.upgrade(empty_app)
+    migrate.upgrade(db.engine(empty_app))
     assert _differences(empty_app) == []
 
 
@@ -57,14 +57,14 @@ def test_migrations_match_the_schema_on_postgresql(postgres_server_url: str) -> 
         conn.execute(text("CREATE DATABASE migration_check"))
     engine.dispose()
     app = create_app(base_config(f"{postgres_server_url}/migration_check"))
-    migrate.upgrade(app)
-    migrate.upgrade(app)  # a second run is a no-op
+    migrate.upgrade(db.engine(app))
+    migrate.upgrade(db.engine(app))  # a second run is a no-op
     assert _differences(app) == []
     db.engine(app).dispose()
 
 
 def test_migrated_database_has_every_table_index_and_check(empty_app: Flask) -> None:
-    migrate.upgrade(empty_app)
+    migrate.upgrade(db.engine(empty_app))
     inspector = inspect(db.engine(empty_app))
     assert set(inspector.get_table_names()) >= {"jobs", "job_events", "users", "api_tokens"}
     indexes = {ix["name"] for ix in inspector.get_indexes("jobs")}
@@ -85,7 +85,7 @@ def test_migrated_database_has_every_table_index_and_check(empty_app: Flask) -> 
 
 
 def test_the_status_check_refuses_impossible_states(empty_app: Flask) -> None:
-    migrate.upgrade(empty_app)
+    migrate.upgrade(db.engine(empty_app))
     with db.engine(empty_app).connect() as conn:
         conn.exec_driver_sql(
             "INSERT INTO users (name, role, session_nonce, created_at) "
@@ -101,7 +101,7 @@ def test_the_status_check_refuses_impossible_states(empty_app: Flask) -> None:
 
 
 def test_upgrade_is_idempotent(empty_app: Flask) -> None:
-    migrate.upgrade(empty_app)
+    migrate.upgrade(db.engine(empty_app))
     with db.engine(empty_app).begin() as conn:
         conn.execute(
             text(
@@ -109,8 +109,8 @@ def test_upgrade_is_idempotent(empty_app: Flask) -> None:
                 "VALUES ('keep', 'admin', 'n', '2030-01-01 00:00:00')"
             )
         )
-    migrate.upgrade(empty_app)
-    migrate.upgrade(empty_app)
+    migrate.upgrade(db.engine(empty_app))
+    migrate.upgrade(db.engine(empty_app))
     assert _differences(empty_app) == []
     with db.engine(empty_app).connect() as conn:
         assert conn.execute(text("SELECT name FROM users")).scalars().all() == ["keep"]

@@ -28,10 +28,11 @@ PACKAGING_WARNING = re.compile(r"\w+Warning\b|absent from|would be ignored", fla
 PROBE = """
 import sys
 from app import create_app
+from app.infra import db
 from app.storage import migrate
 app = create_app({"TESTING": True, "SECRET_KEY": sys.argv[1], "DATABASE_URL": sys.argv[2],
                   "INSTANCE_PATH": sys.argv[3]})
-migrate.upgrade(app)
+migrate.upgrade(db.engine(app))
 client = app.test_client()
 login, script = client.get("/login"), client.get("/static/htmx.min.js")
 print(login.status_code, script.status_code, b"<form" in login.data, app.root_path)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.queue.vocabulary.models import Actor
+from app.queue.rules.policy import priority_cap
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import Role, priority_label
 
 
@@ -38,7 +39,7 @@ class User:
     def max_priority_label(self) -> str:
         """The cap enqueue enforces (``Actor.priority_cap``): an admin's is ``critical`` whatever
         was stored, so a list or a form never shows a cap that is not the one applied."""
-        return priority_label(self.actor().priority_cap())
+        return priority_label(priority_cap(self.actor()))
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Management functions take the acting user and refuse non-admins, so the pages and the CLI
 share one rule. The CLI acts as ``OPERATOR``. Each change appends its audit row here, in its
-transaction, so every front end records it alike (who and from where: ``app.audit.hooks``).
+transaction, so every front end records it alike: as the ``origin`` (who and from where) the
+front end gives, at ``now``.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from app.accounts.errors import (
     InvalidAccountInput,
 )
 from app.accounts.models import ApiToken, User
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
+from app.audit import store as audit_store
+from app.audit.actions import AuditAction, Origin
 from app.queue.contract.strictjson import text_problem
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import PRIORITIES, Role
 
 OPERATOR = Actor(id=0, name="operator", role=Role.ADMIN)
@@ -76,6 +77,7 @@ def create_user(
     role: str,
     *,
     now: datetime,
+    origin: Origin,
     password: str | None = None,
     max_priority: str = "medium",
 ) -> User:
@@ -103,7 +105,9 @@ def create_user(
             user = accounts_store.insert_user(conn, values)
     except IntegrityError:
         raise AccountConflict(f"a user named {name!r} already exists") from None
-    audit.record(conn, AuditAction.USER_CREATE, f"user:{user.name}", role=user.role)
+    audit_store.record(
+        conn, origin, AuditAction.USER_CREATE, f"user:{user.name}", at=now, role=user.role
+    )
     return user
 
 
@@ -152,6 +156,8 @@ def update_user(
     *,
     role: str,
     max_priority: str,
+    now: datetime,
+    origin: Origin,
     fresh: bool = False,
 ) -> User:
     """Change a user's role and priority cap; the user's sessions end. ``fresh`` says whether
@@ -166,14 +172,21 @@ def update_user(
         max_priority=_priority(max_priority),
         session_nonce=secrets.token_urlsafe(24),
     )
-    audit.record(
-        conn, AuditAction.USER_UPDATE, f"user:{name}", role=role, max_priority=max_priority
-    )
+    target = f"user:{name}"
+    details = {"role": role, "max_priority": max_priority}
+    audit_store.record(conn, origin, AuditAction.USER_UPDATE, target, at=now, **details)
     return changed
 
 
 def set_disabled(
-    conn: Connection, actor: Actor, name: str, *, disabled: bool, fresh: bool = False
+    conn: Connection,
+    actor: Actor,
+    name: str,
+    *,
+    disabled: bool,
+    now: datetime,
+    origin: Origin,
+    fresh: bool = False,
 ) -> User:
     """Disable (or enable) a user: sessions and API tokens stop working at once. ``fresh`` as
     for ``update_user`` (disabling an admin needs it)."""
@@ -183,9 +196,8 @@ def set_disabled(
     if disabled:
         _guard_admin_loss(conn, actor, user, fresh=fresh)
     changed = _update(conn, user, disabled=disabled, session_nonce=secrets.token_urlsafe(24))
-    audit.record(
-        conn, AuditAction.USER_DISABLE if disabled else AuditAction.USER_ENABLE, f"user:{name}"
-    )
+    action = AuditAction.USER_DISABLE if disabled else AuditAction.USER_ENABLE
+    audit_store.record(conn, origin, action, f"user:{name}", at=now)
     return changed
 
 
@@ -195,16 +207,20 @@ def _with_password(conn: Connection, user: User, password: str) -> User:
     return _update(conn, user, password_hash=new_hash, session_nonce=secrets.token_urlsafe(24))
 
 
-def set_password(conn: Connection, actor: Actor, name: str, password: str) -> User:
+def set_password(
+    conn: Connection, actor: Actor, name: str, password: str, *, now: datetime, origin: Origin
+) -> User:
     """Set a user's password; the user's sessions end."""
     user = get_user(conn, actor, name)
     check_password(password)
     changed = _with_password(conn, user, password)
-    audit.record(conn, AuditAction.USER_PASSWORD, f"user:{name}")
+    audit_store.record(conn, origin, AuditAction.USER_PASSWORD, f"user:{name}", at=now)
     return changed
 
 
-def change_own_password(conn: Connection, user: User, current: str, new: str) -> User:
+def change_own_password(
+    conn: Connection, user: User, current: str, new: str, *, now: datetime, origin: Origin
+) -> User:
     """A user changes their own password: the current one must match; every session of the
     user ends (the caller re-issues the current one with the returned user's nonce)."""
     stored = accounts_store.password_hash(conn, user.id)
@@ -219,7 +235,8 @@ def change_own_password(conn: Connection, user: User, current: str, new: str) ->
     except InvalidAccountInput as exc:
         raise InvalidAccountInput({"new_password": exc.errors["password"]}) from None
     changed = _with_password(conn, user, new)
-    audit.record(conn, AuditAction.USER_PASSWORD, f"user:{user.name}", own=True)
+    target = f"user:{user.name}"
+    audit_store.record(conn, origin, AuditAction.USER_PASSWORD, target, at=now, own=True)
     return changed
 
 
@@ -269,6 +286,7 @@ def create_token(
     name: str,
     *,
     now: datetime,
+    origin: Origin,
     label: str = "",
     expires_in: timedelta | None = None,
 ) -> tuple[ApiToken, str]:
@@ -293,7 +311,9 @@ def create_token(
             "expires_at": now + expires_in if expires_in is not None else None,
         },
     )
-    audit.record(conn, AuditAction.TOKEN_ISSUE, f"token:{token.id}", user=name)
+    audit_store.record(
+        conn, origin, AuditAction.TOKEN_ISSUE, f"token:{token.id}", at=now, user=name
+    )
     return token, raw
 
 
@@ -337,7 +357,9 @@ def list_tokens(
     return accounts_store.list_tokens(conn, user_id)
 
 
-def revoke_token(conn: Connection, actor: Actor, token_id: int, *, now: datetime) -> ApiToken:
+def revoke_token(
+    conn: Connection, actor: Actor, token_id: int, *, now: datetime, origin: Origin
+) -> ApiToken:
     """Revoke a token by id; it stops working on the next request."""
     _require_admin(actor)
     token = accounts_store.revoke_token(conn, token_id, now)
@@ -345,5 +367,5 @@ def revoke_token(conn: Connection, actor: Actor, token_id: int, *, now: datetime
         if accounts_store.token_by_id(conn, token_id) is None:
             raise AccountNotFound(f"no token with id {token_id}")
         raise AccountConflict(f"token {token_id} is already revoked")
-    audit.record(conn, AuditAction.TOKEN_REVOKE, f"token:{token_id}")
+    audit_store.record(conn, origin, AuditAction.TOKEN_REVOKE, f"token:{token_id}", at=now)
     return token

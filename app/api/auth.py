@@ -22,9 +22,10 @@ from flask import g, request
 from sqlalchemy import Connection
 
 from app.accounts import service as accounts
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.rules.policy import Action, require
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.timeutil import utcnow
 
 View = TypeVar("View", bound=Callable[..., Any])
@@ -46,8 +47,8 @@ class _Caller:
     touch_due: bool = False  # a read-only transaction could not record the token's use
 
     def authenticate(self, conn: Connection, writable: bool) -> None:
-        """The transaction gate: the token's actor, cleared for the route's action, in
-        ``g.actor``."""
+        """The transaction gate: the token's actor in ``g.actor``, once the policy allowed it the
+        route's action (the one time the request asks; the use cases do not)."""
         now = utcnow()
         found = accounts.token_owner(conn, self.token_hash, now=now)
         if found is None:
@@ -55,7 +56,9 @@ class _Caller:
         token, user = found
         actor = user.actor()
         if not self.authenticated or actor != g.actor:  # a changed role or cap is checked anew
-            g.actor = actor if self.action is None else require(actor, self.action)
+            if self.action is not None:
+                require(actor, self.action)
+            g.actor = actor
             self.authenticated = True
         due = accounts.needs_touch(token, now)
         if due and writable:
@@ -96,6 +99,12 @@ def current_actor() -> Actor:
     them authenticates again, and this one first if none has yet."""
     _ensure_authenticated(getattr(g, _CALLER))
     return g.actor  # type: ignore[no-any-return]
+
+
+def origin() -> Origin:
+    """Who acts (the token's user) and from where (the client's address), as the audit log
+    records them."""
+    return Origin(current_actor().name, request.remote_addr)
 
 
 def requires(action: Action) -> Callable[[View], View]:

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from flask import Response, g
+from flask import Blueprint, Response, g
 
 from app.api import admission, claims
+from app.api.auth import requires
 from app.api.openapi import Operation, ResponseDoc, documented
 from app.api.respond import respond
 from app.api.tracing import TRACE_HEADERS, request_trace
-from app.api.views import (
-    CAP,
-    ROLE,
-    WORK_PROBLEMS,
-    bp,
-    json_body,
-    parse_body,
-    requires,
-)
+from app.api.views import CAP, ROLE, WORK_PROBLEMS, json_body, parse_body
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.infra.secretbox import current_box
@@ -32,10 +25,11 @@ from app.queue.contract.job_responses import BatchAnswer, BeatResults, CreatedJo
 from app.queue.rules.policy import Action
 from app.queue.rules.secret_fields import Sealer
 from app.queue.usecases import children, enqueueing, reports
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 
+bp = Blueprint("batches", __name__)
 _PER_ITEM = "Each item is answered with the status its single-job route would give."
 
 
@@ -81,10 +75,7 @@ def enqueue_batch() -> Response:
         enqueued = enqueueing.enqueue_many(conn, g.actor, requests, now=utcnow(), group=group)
         announce(enqueued.effects)
     added = enqueued.value
-    sees_errors = g.actor.sees_errors
-    answer = response_builders.created_out(
-        requests, added, include_error=sees_errors, grouped=group is not None
-    )
+    answer = response_builders.created_out(requests, added, grouped=group is not None)
     return _created(answer, added)
 
 
@@ -94,7 +85,7 @@ def _enqueue_each(batch: PerItemBatchBody, box: Sealer | None) -> Response:
     with db.transaction() as conn:
         enqueued = enqueueing.enqueue_each(conn, g.actor, items, now=utcnow())
         announce(enqueued.effects)
-    answer = response_builders.each_out(items, enqueued.value, include_error=g.actor.sees_errors)
+    answer = response_builders.each_out(items, enqueued.value)
     return respond(answer)
 
 
@@ -145,7 +136,7 @@ def spawn_children(job_id: int) -> Response:
         )
         announce(spawned.effects)
     added = spawned.value
-    answer = response_builders.created_out(requests, added, include_error=g.actor.sees_errors)
+    answer = response_builders.created_out(requests, added)
     return _created(answer, added)
 
 
@@ -183,9 +174,7 @@ def finish() -> Response:
     if wanted is not None and not (found and found.jobs) and wanted.wait_seconds:
         found = claims.wait(wanted, seen, found)
     claimed = None if wanted is None else ((found.jobs, found.secrets) if found else ([], {}))
-    answer = response_builders.finish_out(
-        outcomes, done.value, include_error=g.actor.sees_errors, claimed=claimed
-    )
+    answer = response_builders.finish_out(outcomes, done.value, claimed=claimed)
     response = respond(answer)
     if found is not None and found.refused_wait:
         response.headers["Retry-After"] = admission.RETRY_AFTER

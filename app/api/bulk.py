@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from flask import Response
+from flask import Blueprint, Response
 
-from app.api.auth import current_actor
+from app.api.auth import current_actor, origin, requires
 from app.api.openapi import Operation, ResponseDoc, documented
 from app.api.respond import respond
-from app.api.views import ROLE, bp, parse_body, requires
+from app.api.views import ROLE, parse_body
 from app.infra.problems import problem
 from app.queue.contract.bulk import BulkBody, BulkResponse, StaleCountProblem
 from app.queue.contract.response_builders import bulk_applied_out, bulk_preview_out
 from app.queue.rules.policy import Action
 from app.queue.usecases import bulk_runs
 from app.queue.usecases.bulk import StaleCount
+
+bp = Blueprint("bulk", __name__)
 
 
 @bp.errorhandler(StaleCount)
@@ -51,6 +53,8 @@ def bulk_jobs() -> Response:
     actor = current_actor()
     if body.expect_count is None:
         found = bulk_runs.preview(actor, selection)
-        return respond(bulk_preview_out(found, include_error=actor.sees_errors))
-    done = bulk_runs.apply(actor, selection, reason=body.reason, expect_count=body.expect_count)
+        return respond(bulk_preview_out(found))
+    done = bulk_runs.apply(
+        actor, selection, reason=body.reason, expect_count=body.expect_count, origin=origin()
+    )
     return respond(bulk_applied_out(done.operation, done.affected))

@@ -25,8 +25,9 @@ from app.infra.secretbox import current_box
 from app.queue.rules import secret_fields
 from app.queue.rules.secret_fields import Secrets
 from app.queue.usecases import claiming, type_polls
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Effects
-from app.queue.vocabulary.models import Actor, Job, Wanted
+from app.queue.vocabulary.jobs import Job, Wanted
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 

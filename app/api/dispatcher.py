@@ -39,8 +39,9 @@ from app.queue.rules import secret_fields
 from app.queue.rules.policy import Action, require
 from app.queue.rules.secret_fields import Secrets
 from app.queue.usecases import claiming
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Effects
-from app.queue.vocabulary.models import Actor, Job
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 from app.storage.wakeup import FALLBACK_POLL_SECONDS
@@ -271,7 +272,7 @@ class Dispatcher:
         if found_nothing:
             self._next_due(now, held_back)
 
-    def _claim(self, waiter: Waiter) -> claiming.Claimed | None:
+    def _claim(self, waiter: Waiter) -> claiming.Taken | None:
         """Claim for ``waiter`` in a transaction of its own, and hand the jobs over."""
         claimed = None
         try:
@@ -305,7 +306,9 @@ class Dispatcher:
         found = accounts.token_owner(conn, waiter.token_hash, now=utcnow())
         if found is None:
             raise TokenRefused
-        return require(found[1].actor(), Action.WORK)
+        actor = found[1].actor()
+        require(actor, Action.WORK)  # as the request's door asked it: its role may have changed
+        return actor
 
     def _next_due(self, now: datetime, held_back: datetime | None) -> None:
         """When the clock next makes a job claimable (or limits let one go): the timer."""

@@ -13,7 +13,7 @@ from app.api import auth
 from app.api.admission import admission
 from app.infra import db
 from app.queue.usecases import reading
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import TERMINAL
 
 

@@ -16,7 +16,7 @@ from pydantic.json_schema import models_json_schema
 from app.queue.contract.fields import JOB_TYPES_MARK, MAX_BATCH_MARK, MAX_LEASE_MARK
 from app.queue.contract.job_responses import Problem, ValidationProblem
 from app.queue.contract.request_model import RequestModel
-from app.queue.vocabulary.models import QueueSettings
+from app.queue.rules.settings import QueueSettings
 
 View = TypeVar("View", bound=Callable[..., Any])
 SCHEMAS = "#/components/schemas/"

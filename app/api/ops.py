@@ -13,8 +13,7 @@ from app.infra.queue_settings import queue_settings
 from app.monitoring import rollup
 from app.monitoring.exposition import JobFigures, exposition
 from app.queue.rules.policy import Action
-from app.queue.sql import counts as counts_sql
-from app.queue.sql import workflows as workflows_sql
+from app.queue.usecases import stats
 from app.queue.usecases.job_types import paused as paused_types
 from app.queue.vocabulary.timeutil import utcnow
 
@@ -44,14 +43,15 @@ def metrics() -> Response:
     with db.transaction() as conn:  # short: folds only the events since the last scrape
         rollup.roll_up(conn)
     with db.read() as conn:
+        queue = stats.scrape_figures(conn)
         figures = JobFigures(
             now=now,
             job_types=job_types,
-            counts=counts_sql.counts_by_status_type(conn),
+            counts=queue.by_status_type,
             oldest_due=rollup.oldest_due(conn, job_types, now),
             totals=rollup.totals(conn),
             paused=paused_types(conn, queue_settings()),
-            held_by_dependencies=workflows_sql.waiting_by_type(conn),
+            held_by_dependencies=queue.held_by_dependencies,
         )
     return Response(exposition(figures), mimetype=None, content_type=EXPOSITION_TYPE)
 

@@ -3,10 +3,11 @@ release (the batch forms are in ``batches``). Each is the one-item case of the b
 
 from __future__ import annotations
 
-from flask import Response, g
+from flask import Blueprint, Response, g
 
+from app.api.auth import requires
 from app.api.openapi import Operation, documented
-from app.api.views import JOB, WORK_PROBLEMS, bp, job_response, parse_body, requires
+from app.api.views import JOB, WORK_PROBLEMS, job_response, parse_body
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.batch_requests import ReleaseBody
@@ -15,6 +16,8 @@ from app.queue.rules.policy import Action
 from app.queue.usecases import reports
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
+
+bp = Blueprint("reports", __name__)
 
 
 @bp.post("/jobs/<id:job_id>/complete")

@@ -8,7 +8,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, g, request, url_for
 
 from app.api import body
-from app.api.auth import requires
+from app.api.auth import origin, requires
 from app.api.openapi import Operation, ResponseDoc, documented
 from app.api.respond import respond
 from app.infra import db
@@ -18,7 +18,6 @@ from app.queue.contract.job_requests import NoBody
 from app.queue.contract.job_responses import JobOut
 from app.queue.contract.response_builders import job_out, schedule_out, schedules_out
 from app.queue.contract.schedules import (
-    Schedule,
     ScheduleCreate,
     ScheduleUpdate,
     parse,
@@ -26,6 +25,7 @@ from app.queue.contract.schedules import (
 from app.queue.rules.policy import Action
 from app.queue.usecases import schedules
 from app.queue.vocabulary.errors import InvalidInput
+from app.queue.vocabulary.schedules import Schedule
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 
@@ -79,7 +79,7 @@ def list_schedules() -> Response:
 def create() -> Response:
     request_ = parse(ScheduleCreate, _body(), queue_settings())
     with db.transaction() as conn:
-        schedule = schedules.create(conn, g.actor, request_, now=utcnow())
+        schedule = schedules.create(conn, g.actor, request_, now=utcnow(), origin=origin())
     response = _schedule(schedule, 201)
     response.headers["Location"] = url_for(".get", schedule_id=schedule.id)
     return response
@@ -109,7 +109,9 @@ def get(schedule_id: int) -> Response:
 def update(schedule_id: int) -> Response:
     request_ = parse(ScheduleUpdate, _body(), queue_settings())
     with db.transaction() as conn:
-        schedule = schedules.update(conn, g.actor, schedule_id, request_, now=utcnow())
+        schedule = schedules.update(
+            conn, g.actor, schedule_id, request_, now=utcnow(), origin=origin()
+        )
     return _schedule(schedule)
 
 
@@ -124,7 +126,7 @@ def update(schedule_id: int) -> Response:
 )
 def delete(schedule_id: int) -> Response:
     with db.transaction() as conn:
-        schedules.delete(conn, g.actor, schedule_id)
+        schedules.delete(conn, g.actor, schedule_id, now=utcnow(), origin=origin())
     return Response(status=204)
 
 
@@ -144,10 +146,10 @@ def run(schedule_id: int) -> Response:
         raise InvalidInput({name: "unknown field" for name in data})
     with db.transaction() as conn:
         enqueued = schedules.run_now(
-            conn, g.actor, schedule_id, now=utcnow(), settings=queue_settings()
+            conn, g.actor, schedule_id, now=utcnow(), settings=queue_settings(), origin=origin()
         )
         announce(enqueued.effects)
     job = enqueued.value
-    response = respond(job_out(job, include_error=g.actor.sees_errors), 201)
-    response.headers["Location"] = url_for("api.get_job", job_id=job.id)
+    response = respond(job_out(job), 201)
+    response.headers["Location"] = url_for("api.jobs.get_job", job_id=job.id)
     return response

@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, current_app, g, request
 
 from app.api import body
-from app.api.auth import requires
+from app.api.auth import origin, requires
 from app.api.openapi import Operation, ResponseDoc, documented
 from app.api.respond import respond
 from app.infra import db
@@ -55,6 +55,8 @@ def change_type(job_type: str) -> Response:
     data = body.json_object(request, max_depth=current_app.config["MAX_JSON_DEPTH"])
     change = TypeChange.parse(data, queue_settings())
     with db.transaction() as conn:
-        changed = job_types.change(conn, g.actor, queue_settings(), job_type, change, now=utcnow())
+        changed = job_types.change(
+            conn, g.actor, queue_settings(), job_type, change, now=utcnow(), origin=origin()
+        )
         announce(changed.effects)
     return respond(type_out(changed.value))

@@ -1,4 +1,6 @@
-"""JSON routes: parse the request, call the use cases in a transaction, shape the answer."""
+"""JSON routes of one job (enqueue, list, read, explain, claim, cancel, retry): parse the
+request, call the use cases in a transaction, shape the answer; and the helpers the other
+route modules share to do the same."""
 
 from __future__ import annotations
 
@@ -7,19 +9,16 @@ from typing import Any, TypeVar
 
 from flask import Blueprint, Response, current_app, g, request, url_for
 
-from app.api import admission, auth, body, claims, groups, longpoll, ops, schedules
-from app.api import types as types_api
+from app.api import admission, auth, body, claims, longpoll
+from app.api.auth import requires
 from app.api.openapi import Operation, ResponseDoc, documented
 from app.api.respond import respond
 from app.api.tracing import TRACE_HEADERS, request_trace
 from app.infra import db
-from app.infra.problems import problem
 from app.infra.queue_settings import queue_settings
-from app.infra.ratelimit import api_limit
 from app.infra.secretbox import current_box
 from app.queue.contract import response_builders
 from app.queue.contract.control_responses import ExplanationOut
-from app.queue.contract.fields import KEY_PATTERN
 from app.queue.contract.job_requests import (
     ClaimBody,
     EnqueueBody,
@@ -37,44 +36,13 @@ from app.queue.contract.request_model import RequestModel
 from app.queue.rules import uniqueness
 from app.queue.rules.policy import Action
 from app.queue.usecases import enqueueing, explain, job_actions, listing, reading
-from app.queue.vocabulary.errors import QueueError
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.job_fields import IDEMPOTENCY_KEY
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 
-bp = Blueprint("api", __name__)
-bp.register_blueprint(ops.bp)
-bp.register_blueprint(schedules.bp)
-bp.register_blueprint(types_api.bp)
-api_limit(bp)  # API_RATE_LIMIT, one bucket per token across every API route
-bp.register_blueprint(groups.bp)
+bp = Blueprint("jobs", __name__)
 Model = TypeVar("Model", bound=RequestModel)
-
-
-# Each route names its policy action, checked in its transaction with the token's actor.
-requires = auth.requires
-
-
-@bp.before_request
-def require_token() -> None:
-    """Every API route needs a valid bearer token: each route's transaction authenticates it
-    and checks the action the route declares with ``requires``."""
-    auth.read_credential()
-
-
-@bp.errorhandler(auth.Unauthorized)
-def unauthorized(exc: auth.Unauthorized) -> Response:
-    return problem(401, str(exc), headers={"WWW-Authenticate": "Bearer"})
-
-
-@bp.errorhandler(body.BadBody)
-def bad_body(exc: body.BadBody) -> Response:
-    return problem(exc.status, exc.detail)
-
-
-@bp.errorhandler(QueueError)
-def queue_error(exc: QueueError) -> Response:
-    return problem(exc.status, exc.detail, title=exc.title, errors=exc.errors)
 
 
 def parse_body(model: type[Model], *, optional: bool = False, **context: Any) -> Model:
@@ -103,7 +71,7 @@ def job_response(job: Job, status: int = 200, *, duplicate: bool = False) -> Res
     """A job as the caller may see it; ``duplicate``: the active job of an enqueue's
     unique_key, answered instead of a new one."""
     return respond(
-        response_builders.job_out(job, include_error=g.actor.sees_errors, duplicate=duplicate),
+        response_builders.job_out(job, duplicate=duplicate),
         status,
     )
 
@@ -118,7 +86,10 @@ def job_response(job: Job, status: int = 200, *, duplicate: bool = False) -> Res
         "is 422. Then, with `unique_key`, the caller's active job of the same type and key "
         'answers 200 with `"duplicate": true` and nothing is added.',
         body=EnqueueBody,
-        headers={"Idempotency-Key": {"type": "string", "pattern": KEY_PATTERN}, **TRACE_HEADERS},
+        headers={
+            "Idempotency-Key": {"type": "string", "pattern": IDEMPOTENCY_KEY.pattern},
+            **TRACE_HEADERS,
+        },
         responses={
             201: ResponseDoc("Created", JobOut, _LOCATION),
             200: ResponseDoc(
@@ -143,7 +114,7 @@ def enqueue() -> Response:
     job, created = enqueued.value
     duplicate = uniqueness.is_duplicate(wanted, job, created)
     response = job_response(job, 201 if created else 200, duplicate=duplicate)
-    response.headers["Location"] = url_for("api.get_job", job_id=job.id)
+    response.headers["Location"] = url_for("api.jobs.get_job", job_id=job.id)
     return response
 
 
@@ -160,7 +131,7 @@ def list_jobs() -> Response:
     filters = ListQuery.from_args(request.args, queue_settings()).to_filters()
     with db.read() as conn:
         page = listing.page(conn, g.actor, filters)
-    return respond(response_builders.job_page_out(page, include_error=g.actor.sees_errors))
+    return respond(response_builders.job_page_out(page))
 
 
 @bp.get("/jobs/<id:job_id>")
@@ -201,7 +172,7 @@ def get_job(job_id: int) -> Response:
 def job_events(job_id: int) -> Response:
     with db.read() as conn:
         events = reading.list_events(conn, g.actor, job_id)
-    return respond(response_builders.events_out(events, include_error=g.actor.sees_errors))
+    return respond(response_builders.events_out(events))
 
 
 @bp.get("/jobs/<id:job_id>/explain")
@@ -253,12 +224,7 @@ def claim() -> Response:
         headers = {"Retry-After": admission.RETRY_AFTER} if found.refused_wait else None
         return Response(status=204, headers=headers)
     many = claim_body.max_jobs is not None
-    sees_errors = g.actor.sees_errors
-    return respond(
-        response_builders.claimed_out(
-            found.jobs, found.secrets, include_error=sees_errors, many=many
-        )
-    )
+    return respond(response_builders.claimed_out(found.jobs, found.secrets, many=many))
 
 
 @bp.post("/jobs/<id:job_id>/cancel")
@@ -275,7 +241,7 @@ def claim() -> Response:
 def cancel(job_id: int) -> Response:
     parse_body(NoBody, optional=True)
     with db.transaction() as conn:
-        cancelled = job_actions.cancel(conn, g.actor, job_id, now=utcnow())
+        cancelled = job_actions.cancel(conn, g.actor, job_id, now=utcnow(), origin=auth.origin())
         announce(cancelled.effects)
     return job_response(cancelled.value)
 
@@ -294,6 +260,6 @@ def cancel(job_id: int) -> Response:
 def retry(job_id: int) -> Response:
     parse_body(NoBody, optional=True)
     with db.transaction() as conn:
-        retried = job_actions.retry(conn, g.actor, job_id, now=utcnow())
+        retried = job_actions.retry(conn, g.actor, job_id, now=utcnow(), origin=auth.origin())
         announce(retried.effects)
     return job_response(retried.value)

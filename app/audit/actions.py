@@ -45,6 +45,17 @@ GROUPS_ACTOR = "system:groups"
 
 
 @dataclass(frozen=True)
+class Origin:
+    """Who acts and from where, as the audit log records them. Each front end says it once per
+    request: the API and the pages name the signed-in user (``anonymous`` before signing in)
+    and the client's address (after ProxyFix when TRUSTED_PROXIES is set), the command line
+    ``cli:<OS user>`` and no address."""
+
+    actor: str
+    address: str | None = None
+
+
+@dataclass(frozen=True)
 class AuditEvent:
     """One row of the audit log."""
 

@@ -1,4 +1,5 @@
-"""All SQL on ``audit_events``: append, read a page, prune. Nothing else touches the table."""
+"""All SQL on ``audit_events``: append (``record``: who, from where and when are the caller's),
+read a page, prune. Nothing else touches the table."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select
 
-from app.audit.actions import AuditAction, AuditEvent, AuditFilters
+from app.audit.actions import AuditAction, AuditEvent, AuditFilters, Origin
 from app.storage.schema import audit_events
 
 ACTOR_LENGTH = 64
@@ -40,6 +41,28 @@ def append(
     key = result.inserted_primary_key
     assert key is not None  # an INSERT always has one
     return int(key[0])
+
+
+def record(
+    conn: Connection,
+    origin: Origin,
+    action: AuditAction,
+    target: str | None = None,
+    *,
+    at: datetime,
+    **details: Any,
+) -> int:
+    """Append ``action`` on ``target`` by ``origin`` at ``at`` to the audit log, in the caller's
+    transaction; returns the event's id."""
+    return append(
+        conn,
+        at=at,
+        actor=origin.actor,
+        action=action,
+        target=target,
+        details=details or None,
+        client_address=origin.address,
+    )
 
 
 def page(conn: Connection, filters: AuditFilters) -> tuple[list[AuditEvent], bool]:

@@ -1,7 +1,9 @@
-"""``flask --app app`` commands: db, user, token, jobs, and the first-run setup."""
+"""``flask --app app`` commands: db, user, token, jobs, and the first-run setup. They act as the
+operator (an admin), whom the audit log names ``cli:<OS user>``."""
 
 from __future__ import annotations
 
+import getpass
 import secrets
 import sys
 
@@ -11,6 +13,7 @@ from flask.cli import AppGroup, with_appcontext
 
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError
+from app.audit.actions import Origin
 from app.cli.audit import audit_cli
 from app.cli.pruning import parse_duration, prune_in_batches
 from app.infra import db, housekeeper
@@ -29,6 +32,15 @@ jobs_cli = AppGroup("jobs", help="Queue maintenance.")
 MAX_ROW_ID = 2**62  # ids fit a 64-bit column; larger numbers are refused, not overflowed
 
 
+def operator_origin() -> Origin:
+    """The command line acts as ``cli:<OS user>`` (``cli`` when the OS cannot name the user),
+    from no address."""
+    try:
+        return Origin(f"cli:{getpass.getuser()}")
+    except (OSError, KeyError):
+        return Origin("cli")
+
+
 def _fail(exc: AccountError) -> None:
     raise click.ClickException(exc.detail)
 
@@ -44,7 +56,7 @@ def _password_from_stdin() -> str:
 @db_cli.command("upgrade")
 def db_upgrade() -> None:
     """Create the schema or migrate it to the latest revision."""
-    migrate.upgrade(current_app._get_current_object())  # type: ignore[attr-defined]
+    migrate.upgrade(db.engine())
     click.echo("database is at the latest revision")
 
 
@@ -74,6 +86,7 @@ def user_create(name: str, role: str, max_priority: str | None, password_stdin: 
                 name,
                 role,
                 now=utcnow(),
+                origin=operator_origin(),
                 password=password,
                 max_priority=cap,
             )
@@ -97,7 +110,14 @@ def user_list() -> None:
 def _set_disabled(name: str, disabled: bool) -> None:
     try:
         with db.transaction() as conn:
-            accounts.set_disabled(conn, accounts.OPERATOR, name, disabled=disabled)
+            accounts.set_disabled(
+                conn,
+                accounts.OPERATOR,
+                name,
+                disabled=disabled,
+                now=utcnow(),
+                origin=operator_origin(),
+            )
     except AccountError as exc:
         _fail(exc)
     click.echo(f"{'disabled' if disabled else 'enabled'} user {name}")
@@ -124,7 +144,9 @@ def user_set_password(name: str) -> None:
     password = _password_from_stdin()
     try:
         with db.transaction() as conn:
-            accounts.set_password(conn, accounts.OPERATOR, name, password)
+            accounts.set_password(
+                conn, accounts.OPERATOR, name, password, now=utcnow(), origin=operator_origin()
+            )
     except AccountError as exc:
         _fail(exc)
     click.echo(f"password of {name} changed")
@@ -144,7 +166,13 @@ def token_create(name: str, label: str, expires_in: str | None) -> None:
     try:
         with db.transaction() as conn:
             token, raw = accounts.create_token(
-                conn, accounts.OPERATOR, name, now=utcnow(), label=label, expires_in=lifetime
+                conn,
+                accounts.OPERATOR,
+                name,
+                now=utcnow(),
+                origin=operator_origin(),
+                label=label,
+                expires_in=lifetime,
             )
     except AccountError as exc:
         _fail(exc)
@@ -178,7 +206,9 @@ def token_revoke(token_id: int) -> None:
     """Revoke a token by id (see `token list`)."""
     try:
         with db.transaction() as conn:
-            accounts.revoke_token(conn, accounts.OPERATOR, token_id, now=utcnow())
+            accounts.revoke_token(
+                conn, accounts.OPERATOR, token_id, now=utcnow(), origin=operator_origin()
+            )
     except AccountError as exc:
         _fail(exc)
     click.echo(f"revoked token {token_id}")
@@ -244,14 +274,20 @@ def jobs_prune(older_than: str) -> None:
 @with_appcontext  # app.cli.add_command does not wrap plain click commands (the runner needs it)
 def setup(url: str) -> None:
     """Migrate the database and, on the very first run, create the user `admin`."""
-    migrate.upgrade(current_app._get_current_object())  # type: ignore[attr-defined]
+    migrate.upgrade(db.engine())
     password = secrets.token_urlsafe(18)
     with db.transaction() as conn:
         if accounts.has_users(conn):
             click.echo("database ready; users already exist")
             return
         accounts.create_user(
-            conn, accounts.OPERATOR, "admin", Role.ADMIN, now=utcnow(), password=password
+            conn,
+            accounts.OPERATOR,
+            "admin",
+            Role.ADMIN,
+            now=utcnow(),
+            origin=operator_origin(),
+            password=password,
         )
     click.echo(f"created the first user. Log in at {url.rstrip('/')}/login with")
     click.echo("  username: admin")

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from flask import g
 
 from app.queue.rules.policy import Action, require
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 
 PUBLIC = "public"  # no sign-in at all (static files, the sign-in page)
 SIGNED_IN = "signed-in"  # any signed-in user; what they see is filtered by the service
@@ -23,16 +23,18 @@ def declared(view: Callable[..., Any]) -> str | None:
 
 
 def guard(current: Callable[[], Actor]) -> Callable[[Action | str], Callable[[View], View]]:
-    """A ``requires(action)`` decorator for routes whose caller ``current()`` returns. It runs
-    before the view reads its body, refuses with the policy's 403, and leaves the cleared actor
-    in ``g.actor`` so the use case does not ask the policy again."""
+    """A ``requires(action)`` decorator for routes whose caller ``current()`` returns. It asks
+    the policy before the view reads its body or does any work, refuses with the policy's 403,
+    and leaves the actor in ``g.actor``: the one time a request asks (the use cases do not)."""
 
     def requires(action: Action | str) -> Callable[[View], View]:
         def decorate(view: View) -> View:
             @wraps(view)
             def checked(*args: Any, **kwargs: Any) -> Any:
                 if isinstance(action, Action):
-                    g.actor = require(current(), action)
+                    actor = current()
+                    require(actor, action)
+                    g.actor = actor
                 return view(*args, **kwargs)
 
             checked.required_action = str(action)  # type: ignore[attr-defined]

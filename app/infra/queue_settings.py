@@ -8,8 +8,8 @@ from datetime import timedelta
 
 from flask import Flask, current_app
 
+from app.queue.rules.settings import QueueSettings
 from app.queue.usecases.type_polls import PollNotes
-from app.queue.vocabulary.models import QueueSettings
 
 EXTENSION_KEY = "queuelog.settings"
 POLLS_KEY = "queuelog.polls"

@@ -16,9 +16,8 @@ from typing import Any
 from sqlalchemy import Connection, and_, insert, select, update
 from sqlalchemy.sql import func
 
-from app.queue.sql.jobs import PENDING as CLAIMABLE
 from app.queue.vocabulary.states import TERMINAL, JobStatus
-from app.storage.schema import job_events, jobs
+from app.storage.schema import CLAIMABLE, job_events, jobs
 from app.storage.schema_figures import metric_counters, metric_rollup
 
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)

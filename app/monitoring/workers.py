@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, literal_column, select
 
-from app.queue.sql import counts as counts_sql
+from app.queue.usecases import stats
 from app.storage.schema import jobs
 
 WINDOW = timedelta(hours=1)
@@ -35,14 +35,15 @@ class WorkerRow:
 def workers(conn: Connection, *, now: datetime) -> list[WorkerRow]:
     """Every worker that holds a job or acted in the last hour, busiest first."""
     rows: dict[str, WorkerRow] = {}
+    # The last hour in whole minutes, from the activity the database counts per worker.
+    since = now.replace(second=0, microsecond=0) - WINDOW + timedelta(minutes=1)
+    found = stats.worker_figures(conn, since)
     # From the counts the database keeps, then two index probes per worker that runs jobs.
-    for name, running in counts_sql.running_by_worker(conn).items():
+    for name, running in found.running.items():
         row = rows.setdefault(name, WorkerRow(name, running=running))
         row.next_lease_expiry, touched = conn.execute(_HELD, {"worker": name}).one()
         row.seen(touched)
-    # The last hour in whole minutes, from the activity the database counts per worker.
-    since = now.replace(second=0, microsecond=0) - WINDOW + timedelta(minutes=1)
-    for name, kind, count, last in counts_sql.worker_activity_since(conn, since):
+    for name, kind, count, last in found.activity:
         row = rows.setdefault(name, WorkerRow(name))
         setattr(row, kind, count)
         row.seen(last)

@@ -1,4 +1,4 @@
-"""Alembic, driven from the app: the migrations live in ``app/migrations``.
+"""Alembic, driven from the app: the migrations live in ``app/storage/migrations``.
 
 Alembic is imported only when a command runs it: a server process never migrates, and the
 import is about 11 MB of every server process's memory. What readiness needs of it, the newest
@@ -10,12 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flask import Flask
-
-from app.infra import db
-
 if TYPE_CHECKING:
     from alembic.config import Config
+    from sqlalchemy import Engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "0019"  # the newest migration: bump it with each new one
@@ -30,11 +27,11 @@ def alembic_config() -> Config:
     return config
 
 
-def upgrade(app: Flask, revision: str = "head") -> None:
-    """Create or migrate the schema of the app's database."""
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Create or migrate the schema of ``engine``'s database (``app.infra.db.engine(app)``)."""
     from alembic import command
 
     config = alembic_config()
-    with db.engine(app).begin() as conn:
+    with engine.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, revision)

@@ -21,12 +21,8 @@ from sqlalchemy import (
     text,
 )
 
-from app.queue.vocabulary.states import (
-    PRIORITIES,
-    EventKind,
-    JobStatus,
-    Role,
-)
+from app.queue.vocabulary import job_fields
+from app.queue.vocabulary.states import PRIORITIES, EventKind, JobStatus, Role
 from app.queue.vocabulary.trace import TRACESTATE_MAX
 from app.storage.sqltypes import (
     BigId,
@@ -104,18 +100,20 @@ recovery_codes = Table(
     Index(None, "user_id"),
 )
 
+# A per-job field's limits and default are declared once, in ``job_fields``.
+_RETRIES, _PRIORITY = job_fields.MAX_RETRIES, PRIORITIES[job_fields.DEFAULT_PRIORITY]
 jobs = Table(
     "jobs",
     metadata,
     Column("id", BigId, primary_key=True),
     Column("type", String(200), nullable=False),
     Column("payload", JSONDocument, nullable=False),
-    Column("priority", SmallInteger, nullable=False, server_default=text("0")),
+    Column("priority", SmallInteger, nullable=False, server_default=text(f"{_PRIORITY}")),
     Column("status", String(16), nullable=False, server_default="pending"),
     Column("retry_count", Integer, nullable=False, server_default=text("0")),
-    Column("max_retries", Integer, nullable=False, server_default=text("3")),
+    Column("max_retries", Integer, nullable=False, server_default=text(f"{_RETRIES.default}")),
     Column("attempts", Integer, nullable=False, server_default=text("0")),
-    Column("idempotency_key", String(255), nullable=True),
+    Column("idempotency_key", String(job_fields.IDEMPOTENCY_KEY.length), nullable=True),
     # SHA-256 of the normalized enqueue request: a repeated key must repeat the request.
     Column("request_fingerprint", String(64), nullable=True),
     Column("created_by", Integer, ForeignKey("users.id"), nullable=False),
@@ -134,7 +132,7 @@ jobs = Table(
     Column("finished_at", UTCDateTime(), nullable=True),
     # Uniqueness while active (docs/api.md): an enqueue with the same producer, type and key
     # answers the pending or running job instead of a new one.
-    Column("unique_key", String(200), nullable=True),
+    Column("unique_key", String(job_fields.UNIQUE_KEY.length), nullable=True),
     # Secret payload fields: names comma-separated (shown), values one Fernet token under
     # SECRETS_KEY (opened only by a claim, erased when the job finishes for good).
     Column("secret_names", String(1100), nullable=True),
@@ -159,10 +157,10 @@ jobs = Table(
     Column("tracestate", String(TRACESTATE_MAX), nullable=True),
     # A spawned job's idempotency key, in its parent's namespace (``idempotency_key`` holds
     # the keys its producer enqueued with itself; a job has one of the two at most).
-    Column("child_key", String(255), nullable=True),
+    Column("child_key", String(job_fields.IDEMPOTENCY_KEY.length), nullable=True),
     one_of("status", JobStatus, name="status"),
     one_of("priority", PRIORITIES.values(), name="priority"),
-    CheckConstraint("max_retries BETWEEN 0 AND 25", name="max_retries"),
+    CheckConstraint(_RETRIES.check("max_retries"), name="max_retries"),
     CheckConstraint("retry_count >= 0 AND attempts >= 0", name="counters"),
     CheckConstraint("progress IS NULL OR progress BETWEEN 0 AND 100", name="progress"),
     CheckConstraint(
@@ -181,14 +179,8 @@ JOB_KEY = func.coalesce(jobs.c.idempotency_key, jobs.c.child_key).label("idempot
 # A job waiting for its parents is not in it (nor in ix_jobs_pending_type): however many wait,
 # the claim reads only claimable jobs.
 CLAIMABLE = text("status = 'pending' AND waiting_for IS NULL")
-partial_index(
-    "ix_jobs_claim",
-    jobs.c.priority.desc(),
-    jobs.c.run_at,
-    jobs.c.id,
-    jobs.c.status,
-    where=CLAIMABLE,
-)
+_CLAIM_ORDER = (jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id, jobs.c.status)
+partial_index("ix_jobs_claim", *_CLAIM_ORDER, where=CLAIMABLE)
 # Expired leases, found without scanning finished jobs.
 partial_index("ix_jobs_lease", jobs.c.lease_expires_at, where=jobs.c.status == "running")
 # Listing newest first, by status, by owner, by type.
@@ -199,42 +191,21 @@ Index("ix_jobs_type_id", jobs.c.type, jobs.c.id)
 Index("ix_jobs_owner_status_run_at", jobs.c.created_by, jobs.c.status, jobs.c.run_at)
 # Latest failures and pruning: finished jobs by status and age (only finished ones, so an
 # enqueue or a claim never writes to it).
-partial_index(
-    "ix_jobs_status_finished",
-    jobs.c.status,
-    jobs.c.finished_at,
-    where=jobs.c.finished_at.is_not(None),
-)
+_FINISHED = jobs.c.finished_at.is_not(None)
+partial_index("ix_jobs_status_finished", jobs.c.status, jobs.c.finished_at, where=_FINISHED)
 # The oldest due job of each type (metrics, the typed claims' "any due?").
-partial_index(
-    "ix_jobs_pending_type",
-    jobs.c.type,
-    jobs.c.run_at,
-    where=CLAIMABLE,
-)
+partial_index("ix_jobs_pending_type", jobs.c.type, jobs.c.run_at, where=CLAIMABLE)
 # The jobs waiting for parents, per owner (the dashboard counts them apart from due ones).
-partial_index(
-    "ix_jobs_waiting",
-    jobs.c.created_by,
-    where=jobs.c.waiting_for.is_not(None),
-)
+partial_index("ix_jobs_waiting", jobs.c.created_by, where=jobs.c.waiting_for.is_not(None))
 # A group's members by status (its counts), and its callbacks.
-partial_index(
-    "ix_jobs_group",
-    jobs.c.group_id,
-    jobs.c.status,
-    where=jobs.c.group_id.is_not(None),
-)
+partial_index("ix_jobs_group", jobs.c.group_id, jobs.c.status, where=jobs.c.group_id.is_not(None))
 # The workers page: each worker's next lease expiry and last heartbeat, one probe each.
 _RUNNING = jobs.c.status == "running"
 partial_index("ix_jobs_running_worker", jobs.c.worker_id, jobs.c.lease_expires_at, where=_RUNNING)
 partial_index("ix_jobs_running_seen", jobs.c.worker_id, jobs.c.updated_at, where=_RUNNING)
 # Searching by idempotency key without its owner (admins, workers).
-partial_index(
-    "ix_jobs_idempotency_key",
-    jobs.c.idempotency_key,
-    where=jobs.c.idempotency_key.is_not(None),
-)
+_KEYED = jobs.c.idempotency_key.is_not(None)
+partial_index("ix_jobs_idempotency_key", jobs.c.idempotency_key, where=_KEYED)
 
 # The active job holding a uniqueness key, in its producer's namespace or its parent's.
 partial_index(
@@ -287,12 +258,9 @@ job_groups = Table(
 # A job's children (its page lists them): only spawned jobs have an entry.
 partial_index("ix_jobs_parent", jobs.c.parent_id, jobs.c.id, where=jobs.c.parent_id.is_not(None))
 # A child's idempotency key, unique among its parent's children (ix_jobs_unique: both namespaces).
+_CHILD_KEYED = jobs.c.child_key.is_not(None)
 partial_index(
-    "uq_jobs_child_key",
-    jobs.c.parent_id,
-    jobs.c.child_key,
-    where=jobs.c.child_key.is_not(None),
-    unique=True,
+    "uq_jobs_child_key", jobs.c.parent_id, jobs.c.child_key, where=_CHILD_KEYED, unique=True
 )
 
 # Flask-Limiter's counters (see app/infra/ratelimit.py), shared by every process.
@@ -325,12 +293,8 @@ job_events = Table(
 )
 # The latest claims (the explainer's "when was a job of this type last claimed"): claims only,
 # so the other events of a job never write to it.
-partial_index(
-    "ix_job_events_claims",
-    job_events.c.at,
-    job_events.c.job_id,
-    where=job_events.c.to_status == "running",
-)
+_CLAIMS = job_events.c.to_status == "running"
+partial_index("ix_job_events_claims", job_events.c.at, job_events.c.job_id, where=_CLAIMS)
 
 # Who did what, appended in the transaction of the action; only retention (AUDIT_RETENTION) and
 # `flask audit prune` delete.
@@ -361,7 +325,7 @@ schedules = Table(
     Column("timezone", String(64), nullable=False, server_default="UTC"),
     Column("type", String(200), nullable=False),
     Column("payload", JSONDocument, nullable=False),
-    Column("priority", SmallInteger, nullable=False, server_default=text("0")),
+    Column("priority", SmallInteger, nullable=False, server_default=text(f"{_PRIORITY}")),
     Column("enabled", Boolean, nullable=False, server_default=text("true")),
     Column("catch_up", String(8), nullable=False, server_default="skip"),
     Column("next_run_at", UTCDateTime(), nullable=True),
@@ -427,7 +391,7 @@ type_claim_windows = Table(
 # When a worker last asked for jobs of each type, whether its claim found one or not (a claim
 # without ``types`` asks for every configured type): the explainer's ``no_worker_polling``.
 # Each process writes a type's row at most once per EXPLAIN_IDLE_WORKER_SECONDS / 10
-# (``app.queue.domain.polls``), so empty claims do not write on every call.
+# (``app.queue.usecases.type_polls``), so empty claims do not write on every call.
 type_polls = Table(
     "type_polls",
     metadata,

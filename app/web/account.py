@@ -9,10 +9,11 @@ from werkzeug.wrappers import Response
 
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError
-from app.audit import hooks as audit
 from app.audit.actions import AuditAction
 from app.infra import db
 from app.queue.rules.policy import Action
+from app.queue.vocabulary.timeutil import utcnow
+from app.web import audited
 from app.web.forms import PasswordChangeForm
 from app.web.guard import current_actor, require_login, requires
 from app.web.login import LOGIN_AT, SessionUser
@@ -42,11 +43,16 @@ def password() -> Response | tuple[str, int]:
     try:
         with db.transaction() as conn:
             user = accounts.change_own_password(
-                conn, user, form.current_password.data, form.new_password.data
+                conn,
+                user,
+                form.current_password.data,
+                form.new_password.data,
+                now=utcnow(),
+                origin=audited.origin(),
             )
     except AccountError as exc:
         if "current_password" in exc.errors:
-            audit.record_alone(AuditAction.PASSWORD_CHANGE_FAILED, target)
+            audited.record_alone(AuditAction.PASSWORD_CHANGE_FAILED, target)
         else:  # the current password was right: the attempt was no guess
             throttle.succeeded(address, user.name)
         for name, message in exc.errors.items():

@@ -10,9 +10,10 @@ from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError, AccountNotFound, FreshLoginRequired
 from app.infra import db
-from app.queue.rules.policy import ROLES, Action, caps_priority
+from app.queue.rules.policy import ROLES, Action, can, caps_priority
 from app.queue.vocabulary.states import Role
 from app.queue.vocabulary.timeutil import utcnow
+from app.web import audited
 from app.web.forms import TOKEN_LIFETIMES, ConfirmForm, CreateUserForm, TokenForm, UpdateUserForm
 from app.web.guard import current_actor, login_url, require_login, requires
 from app.web.login import is_fresh_login
@@ -30,7 +31,7 @@ def require_admin_enrolled() -> Response | None:
     """Signed-in users only; admins must have a second factor when the config says so."""
     if (refused := require_login()) is not None:
         return refused
-    if current_app.config["REQUIRE_TOTP_FOR_ADMINS"] and current_actor().can(Action.MANAGE_USERS):
+    if current_app.config["REQUIRE_TOTP_FOR_ADMINS"] and can(current_actor(), Action.MANAGE_USERS):
         with db.read() as conn:
             enrolled = second_factor.is_enrolled(conn, current_user.user)
         if not enrolled:
@@ -65,7 +66,7 @@ def _users_page(create_form: CreateUserForm | None = None, status: int = 200) ->
         "admin/users.html",
         users=users,
         caps={user.id: caps_priority(user.actor()) for user in users},
-        pages={user.id: user.actor().can(Action.SIGN_IN) for user in users},
+        pages={user.id: can(user.actor(), Action.SIGN_IN) for user in users},
         sign_in_roles=[role for role in Role if role in ROLES[Action.SIGN_IN]],
         token_roles=[role for role in Role if role not in ROLES[Action.SIGN_IN]],
         update_forms=forms,
@@ -98,6 +99,7 @@ def create_user() -> Response | tuple[str, int]:
                 form.name.data,
                 form.role.data,
                 now=utcnow(),
+                origin=audited.origin(),
                 password=form.password.data or None,
                 max_priority=form.max_priority.data,
             )
@@ -129,6 +131,8 @@ def update_user(name: str) -> Response | tuple[str, int]:
                 name,
                 role=form.role.data,
                 max_priority=form.max_priority.data,
+                now=utcnow(),
+                origin=audited.origin(),
                 fresh=is_fresh_login(),
             )
     except AccountError as exc:
@@ -142,7 +146,13 @@ def _set_disabled(name: str, disabled: bool) -> Response | tuple[str, int]:
     try:
         with db.transaction() as conn:
             accounts.set_disabled(
-                conn, current_actor(), name, disabled=disabled, fresh=is_fresh_login()
+                conn,
+                current_actor(),
+                name,
+                disabled=disabled,
+                now=utcnow(),
+                origin=audited.origin(),
+                fresh=is_fresh_login(),
             )
     except FreshLoginRequired:
         return _require_fresh_login() or _users_page(status=403)
@@ -216,6 +226,7 @@ def create_token() -> Response | tuple[str, int]:
                 current_actor(),
                 form.user.data,
                 now=utcnow(),
+                origin=audited.origin(),
                 label=form.label.data or "",
                 expires_in=TOKEN_LIFETIMES[form.expires_in.data],
             )
@@ -230,7 +241,9 @@ def create_token() -> Response | tuple[str, int]:
 def revoke_token(token_id: int) -> Response:
     try:
         with db.transaction() as conn:
-            accounts.revoke_token(conn, current_actor(), token_id, now=utcnow())
+            accounts.revoke_token(
+                conn, current_actor(), token_id, now=utcnow(), origin=audited.origin()
+            )
     except AccountNotFound:
         raise  # the error page, as for any unknown user or token
     except AccountError as exc:

@@ -19,12 +19,13 @@ from werkzeug.wrappers import Response
 from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.models import User
-from app.audit import hooks as audit
+from app.audit import store as audit_store
 from app.audit.actions import AuditAction
 from app.infra import access, db
 from app.infra.secretbox import current_box
-from app.queue.rules.policy import Action, what
+from app.queue.rules.policy import Action, can, what
 from app.queue.vocabulary.timeutil import utcnow
+from app.web import audited
 from app.web.forms import CodeForm, LoginForm
 from app.web.login import LOGIN_AT, SessionUser
 from app.web.redirects import safe_next
@@ -44,7 +45,7 @@ def _sign_in(user: User, next_page: str | None, **details: Any) -> Response:
     login_user(SessionUser(user), fresh=True)
     session[LOGIN_AT] = utcnow().timestamp()
     session.permanent = True
-    audit.record_alone(AuditAction.SIGN_IN, f"user:{user.name}", **details)
+    audited.record_alone(AuditAction.SIGN_IN, f"user:{user.name}", **details)
     return redirect(safe_next(next_page))
 
 
@@ -83,16 +84,19 @@ def second_factor_step() -> Response | tuple[str, int]:
         throttle, address = login_throttle(), client_address()
         if (retry_after := throttle.attempt(address, user.name)) is not None:
             raise refusal(retry_after)
+        now = utcnow()
         with db.transaction() as conn:
-            method = second_factor.verify(conn, user, current_box(), form.code.data, now=utcnow())
+            method = second_factor.verify(conn, user, current_box(), form.code.data, now=now)
             if method is second_factor.Method.RECOVERY_CODE:
                 left = second_factor.unused_recovery_codes(conn, user)
-                audit.record(conn, AuditAction.RECOVERY_CODE_USED, f"user:{user.name}", left=left)
+                used = AuditAction.RECOVERY_CODE_USED
+                target = f"user:{user.name}"
+                audit_store.record(conn, audited.origin(), used, target, at=now, left=left)
         if method is not None:
             throttle.succeeded(address, user.name)
             return _sign_in(user, request.args.get("next"), second_factor=method.value)
         form.form_errors.append(CODE_FAILED)
-        audit.record_alone(AuditAction.SIGN_IN_FAILED, f"user:{user.name}", step="code")
+        audited.record_alone(AuditAction.SIGN_IN_FAILED, f"user:{user.name}", step="code")
         status = 401
     elif request.method == "POST":
         status = 422
@@ -109,11 +113,11 @@ def login() -> Response | tuple[str, int]:
             raise refusal(retry_after)
         with db.read() as conn:
             user = accounts.authenticate_password(conn, form.username.data, form.password.data)
-        if user is not None and not user.actor().can(Action.SIGN_IN):
+        if user is not None and not can(user.actor(), Action.SIGN_IN):
             # The password was right: say why there is no page for this role.
             throttle.succeeded(address, form.username.data)
             form.form_errors.append(f"The {user.role} role may not {what(Action.SIGN_IN)}.")
-            audit.record_alone(AuditAction.SIGN_IN_FAILED, f"user:{user.name}", step="role")
+            audited.record_alone(AuditAction.SIGN_IN_FAILED, f"user:{user.name}", step="role")
             return render_template("auth/login.html", form=form), 403
         if user is not None:
             throttle.succeeded(address, form.username.data)
@@ -123,7 +127,7 @@ def login() -> Response | tuple[str, int]:
                 return _ask_for_code(user)
             return _sign_in(user, request.args.get("next"))
         form.form_errors.append(LOGIN_FAILED)
-        audit.record_alone(AuditAction.SIGN_IN_FAILED, f"user:{form.username.data}")
+        audited.record_alone(AuditAction.SIGN_IN_FAILED, f"user:{form.username.data}")
         status = 401
     elif request.method == "POST":
         status = 422
@@ -136,7 +140,8 @@ def logout() -> Response:
     if current_user.is_authenticated:
         with db.transaction() as conn:
             accounts.end_sessions(conn, current_user.user)
-            audit.record(conn, AuditAction.SIGN_OUT, f"user:{current_user.user.name}")
+            target = f"user:{current_user.user.name}"
+            audit_store.record(conn, audited.origin(), AuditAction.SIGN_OUT, target, at=utcnow())
         logout_user()
     session.clear()
     flash("You are signed out.", "info")

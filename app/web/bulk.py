@@ -16,6 +16,7 @@ from app.queue.usecases import bulk_runs
 from app.queue.usecases.bulk import APPLIES_TO, Verb
 from app.queue.vocabulary.errors import Conflict, InvalidInput
 from app.queue.vocabulary.states import JobStatus
+from app.web import audited
 from app.web.forms import BulkForm
 from app.web.guard import require_login, requires
 
@@ -76,7 +77,7 @@ def _page(
         applies_to=dict(bulk_verbs()).get(verb or "", []),
         given=data["filter"],
         found=found,
-        sample=[job.as_seen_by(g.actor) for job in found.sample] if found else [],
+        sample=found.sample if found else [],
         form=form,
         max_reason=MAX_REASON_LENGTH,
         errors=errors,
@@ -105,7 +106,11 @@ def apply() -> Response | tuple[str, int]:
         expected = body.expect_count
         assert expected is not None  # always sent, and "" is refused
         done = bulk_runs.apply(
-            g.actor, body.to_selection(), reason=body.reason, expect_count=expected
+            g.actor,
+            body.to_selection(),
+            reason=body.reason,
+            expect_count=expected,
+            origin=audited.origin(),
         )
     except Conflict as exc:  # the count changed (StaleCount), or another apply is running
         return _page(data, status=409, notice=exc.detail, reason=reason)

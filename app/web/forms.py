@@ -1,6 +1,6 @@
 """Flask-WTF forms of the pages. Field rules that the API shares live in the request models
-(``app.queue.requests``) and the services; these forms only shape the browser's input into the
-same requests."""
+(``app.queue.contract``) and the use cases; these forms only shape the browser's input into the
+same requests, and show the limits a per-job field is declared with (``job_fields``)."""
 
 from __future__ import annotations
 
@@ -10,18 +10,23 @@ from flask_wtf import FlaskForm
 from wtforms import (
     BooleanField,
     HiddenField,
-    IntegerField,
     PasswordField,
     SelectChoice,
     SelectField,
     StringField,
     TextAreaField,
 )
-from wtforms.validators import InputRequired, Length, NumberRange, Optional
+from wtforms.validators import InputRequired, Length, Optional
+from wtforms.widgets import NumberInput
 
 from app.queue.contract.bulk import MAX_REASON_LENGTH
-from app.queue.contract.fields import MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
 from app.queue.contract.schedules import MAX_NAME_LENGTH
+from app.queue.vocabulary.job_fields import (
+    DEFAULT_PRIORITY,
+    IDEMPOTENCY_KEY,
+    MAX_RETRIES,
+    TIMESTAMP_LENGTH,
+)
 from app.queue.vocabulary.states import PRIORITIES, Role
 
 ROLE_CHOICES = [role.value for role in Role]
@@ -71,28 +76,25 @@ class ConfirmForm(FlaskForm):
 
 
 class EnqueueForm(FlaskForm):
-    """A new job. ``priority`` accepts any value so the use case, not the form, enforces caps."""
+    """A new job. No field validates here: the page turns the form into the body the API would
+    get, and ``EnqueueBody`` refuses what it refuses, in the API's words, once."""
 
-    # Choices are checked by EnqueueBody, so the form and the API word refusals alike.
-    type = SelectField("Type", validators=[InputRequired()], validate_choice=False)
-    payload = TextAreaField(
-        "Payload (JSON object)", default="{}", validators=[Length(max=1_048_576)]
-    )
-    # validate_choice=False: the options shown stop at the user's cap, but a forged value
-    # must reach enqueueing.enqueue, which refuses it with the same 403 the API gives.
-    priority = SelectField("Priority", default="low", validate_choice=False)
-    max_retries = IntegerField(
+    type = SelectField("Type", validate_choice=False)  # JOB_TYPES: EnqueueBody checks it
+    payload = TextAreaField("Payload (JSON object)", default="{}")
+    # The options shown stop at the user's cap, but a forged value must reach
+    # enqueueing.enqueue, which refuses it with the same 403 the API gives.
+    priority = SelectField("Priority", default=DEFAULT_PRIORITY, validate_choice=False)
+    max_retries = StringField(
         "Max retries",
-        default=3,
-        validators=[InputRequired(), NumberRange(min=0, max=MAX_RETRIES_LIMIT)],
+        default=str(MAX_RETRIES.default),
+        description=MAX_RETRIES.hint,
+        widget=NumberInput(min=MAX_RETRIES.low, max=MAX_RETRIES.high),
     )
     idempotency_key = StringField(
-        "Idempotency key (optional)", validators=[Optional(), Length(max=MAX_KEY_LENGTH)]
+        "Idempotency key (optional)", render_kw={"maxlength": IDEMPOTENCY_KEY.length}
     )
-    run_at = StringField("Run at (UTC, optional)", validators=[Optional(), Length(max=64)])
-    depends_on = StringField(
-        "Parent jobs (ids, optional)", validators=[Optional(), Length(max=2000)]
-    )
+    run_at = StringField("Run at (UTC, optional)", render_kw={"maxlength": TIMESTAMP_LENGTH})
+    depends_on = StringField("Parent jobs (ids, optional)")
 
 
 class CreateUserForm(FlaskForm):
@@ -129,7 +131,7 @@ class ScheduleForm(FlaskForm):
     cron = StringField("Cron expression", default="0 * * * *", validators=[Length(max=100)])
     timezone = StringField("Time zone", default="UTC", validators=[Length(max=64)])
     type = SelectField("Job type", validate_choice=False)
-    priority = SelectField("Priority", choices=list(PRIORITIES), default="low")
+    priority = SelectField("Priority", choices=list(PRIORITIES), default=DEFAULT_PRIORITY)
     payload = TextAreaField(
         "Payload (JSON object)", default="{}", validators=[Length(max=1_048_576)]
     )

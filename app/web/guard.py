@@ -8,7 +8,7 @@ from flask_login import current_user
 from werkzeug.wrappers import Response
 
 from app.infra import access
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 
 
 def login_url() -> str:

@@ -26,8 +26,7 @@ from app.queue.contract.job_requests import EnqueueBody
 from app.queue.contract.list_pages import DEFAULT_PAGE_SIZE, PAGE_SIZES, PageQuery
 from app.queue.contract.strictjson import MalformedJSON, decode_json
 from app.queue.rules import workflows
-from app.queue.rules.policy import Action
-from app.queue.rules.sorting import NEWEST_FIRST
+from app.queue.rules.policy import Action, priority_cap
 from app.queue.usecases import (
     children,
     enqueueing,
@@ -38,12 +37,15 @@ from app.queue.usecases import (
     reading,
     stats,
 )
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import Conflict, Forbidden, InvalidInput
-from app.queue.vocabulary.models import Actor, Job, JobFilters
+from app.queue.vocabulary.jobs import Job, JobFilters
+from app.queue.vocabulary.orders import NEWEST_FIRST
 from app.queue.vocabulary.states import PRIORITIES, TERMINAL, JobStatus
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
+from app.web import audited
 from app.web.charts import minute_chart
 from app.web.forms import ConfirmForm, EnqueueForm
 from app.web.guard import require_login, requires
@@ -74,7 +76,7 @@ def _list_args() -> MultiDict[str, str]:
     return MultiDict([(k, v) for k, v in request.args.items(multi=True) if v != ""])
 
 
-# The orders the page offers (``sorting``), with the statuses an index keeps each within.
+# The orders the page offers (``orders``), with the statuses an index keeps each within.
 SORTS = (
     ("", "Newest first"),  # the default: left out of the URL
     ("created", "Oldest first"),
@@ -114,7 +116,7 @@ def jobs() -> Response:
         "jobs/list.html",
         "jobs/_table_partial.html",
         status=422 if errors else 200,
-        jobs=[job.as_seen_by(actor) for job in page.jobs] if page else [],
+        jobs=page.jobs if page else [],
         total=total,
         errors=errors,
         args=args,
@@ -155,9 +157,9 @@ def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
         "dependents": dependents,
         "children": spawned[:CHILDREN_SHOWN],
         "more_children": len(spawned) > CHILDREN_SHOWN,
-        "job": job.as_seen_by(actor),
+        "job": job,
         "reasons": explanation.reasons,
-        "events": [event.as_seen_by(actor) for event in events],
+        "events": events,
         "live": job.status not in TERMINAL,
         "payload": pretty(job.payload),
         "result": pretty(job.result) if job.result is not None else None,
@@ -210,7 +212,7 @@ def _act(job_id: int, action: Callable[..., Changed[Job]], done: str) -> Respons
     (Conflict) is shown on the job, any other error (Forbidden, NotFound) is the error page."""
     try:
         with db.transaction() as conn:
-            announce(action(conn, g.actor, job_id, now=utcnow()).effects)
+            announce(action(conn, g.actor, job_id, now=utcnow(), origin=audited.origin()).effects)
     except Conflict as exc:
         return _action_done(job_id, exc.detail, "error")
     return _action_done(job_id, done, "success")
@@ -230,10 +232,12 @@ def retry(job_id: int) -> Response:
 
 def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
     """The form as the JSON body the API would get; parse problems go to ``errors``."""
+    retries = form.max_retries.data or ""
     body: dict[str, Any] = {
         "type": form.type.data,
         "priority": form.priority.data,
-        "max_retries": form.max_retries.data,
+        # A whole number as the API would get it; anything else as typed, for EnqueueBody to refuse.
+        "max_retries": int(retries) if retries.isascii() and retries.isdigit() else retries,
     }
     try:
         body["payload"] = decode_json(
@@ -277,7 +281,7 @@ def new_job() -> Response | tuple[str, int]:
     settings = queue_settings()
     form = EnqueueForm()
     form.type.choices = list(settings.job_types)
-    allowed = [label for label, number in PRIORITIES.items() if number <= actor.priority_cap()]
+    allowed = [label for label, number in PRIORITIES.items() if number <= priority_cap(actor)]
     form.priority.choices = allowed
     status = 200
     if request.method == "POST":

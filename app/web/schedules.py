@@ -19,6 +19,7 @@ from app.queue.usecases import schedules
 from app.queue.vocabulary.errors import InvalidInput, QueueError
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
+from app.web import audited
 from app.web.forms import ConfirmForm, ScheduleForm
 from app.web.guard import current_actor, require_login, requires
 
@@ -38,9 +39,10 @@ def _page(form: ScheduleForm | None = None, status: int = 200) -> tuple[str, int
         "schedules/index.html",
         schedules=found,
         next_runs={
-            s.id: [(at, at.astimezone(cron.zone(s.timezone))) for at in s.next_runs(now)]
+            s.id: [(at, at.astimezone(cron.zone(s.timezone))) for at in schedules.next_runs(s, now)]
             for s in found
         },
+        described={s.id: cron.describe(s.cron) for s in found},
         form=form,
         confirm_form=ConfirmForm(),
         timezones=sorted(available_timezones()),
@@ -80,7 +82,9 @@ def create() -> Response | tuple[str, int]:
     try:
         request = parse(ScheduleCreate, _body(form), queue_settings())
         with db.transaction() as conn:
-            schedule = schedules.create(conn, current_actor(), request, now=utcnow())
+            schedule = schedules.create(
+                conn, current_actor(), request, now=utcnow(), origin=audited.origin()
+            )
     except QueueError as exc:
         for name, message in (exc.errors or {"name": exc.detail}).items():
             field = form._fields.get(name)
@@ -96,7 +100,9 @@ def create() -> Response | tuple[str, int]:
 def _set_enabled(schedule_id: int, enabled: bool) -> Response:
     request = ScheduleUpdate(enabled=enabled)
     with db.transaction() as conn:
-        schedule = schedules.update(conn, current_actor(), schedule_id, request, now=utcnow())
+        schedule = schedules.update(
+            conn, current_actor(), schedule_id, request, now=utcnow(), origin=audited.origin()
+        )
     flash(f"Schedule {schedule.name} {'enabled' if enabled else 'disabled'}.", "success")
     return redirect(url_for(".index"))
 
@@ -119,7 +125,12 @@ def run(schedule_id: int) -> Response:
     try:
         with db.transaction() as conn:
             enqueued = schedules.run_now(
-                conn, current_actor(), schedule_id, now=utcnow(), settings=queue_settings()
+                conn,
+                current_actor(),
+                schedule_id,
+                now=utcnow(),
+                settings=queue_settings(),
+                origin=audited.origin(),
             )
             announce(enqueued.effects)
     except QueueError as exc:
@@ -135,6 +146,8 @@ def run(schedule_id: int) -> Response:
 @requires(Action.MANAGE_SCHEDULES)
 def delete(schedule_id: int) -> Response:
     with db.transaction() as conn:
-        schedule = schedules.delete(conn, current_actor(), schedule_id)
+        schedule = schedules.delete(
+            conn, current_actor(), schedule_id, now=utcnow(), origin=audited.origin()
+        )
     flash(f"Schedule {schedule.name} deleted; the jobs it made stay.", "success")
     return redirect(url_for(".index"))

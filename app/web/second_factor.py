@@ -17,12 +17,13 @@ from app.accounts import second_factor
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError, WrongPasswordOrCode
 from app.accounts.models import User
-from app.audit import hooks as audit
+from app.audit import store as audit_store
 from app.audit.actions import AuditAction
 from app.infra import db
 from app.infra.secretbox import current_box, require_box
 from app.queue.rules.policy import Action
 from app.queue.vocabulary.timeutil import utcnow
+from app.web import audited
 from app.web.forms import CodeForm, SecondFactorChangeForm
 from app.web.guard import current_actor, require_login, requires
 from app.web.throttle import client_address, login_throttle, refusal
@@ -67,9 +68,13 @@ def page() -> Response | tuple[str, int]:
     status = 200
     if form.validate_on_submit():
         try:
+            now = utcnow()
             with db.transaction() as conn:
-                codes = second_factor.enrol(conn, user, box, form.code.data, now=utcnow())
-                audit.record(conn, AuditAction.SECOND_FACTOR_ON, f"user:{user.name}")
+                codes = second_factor.enrol(conn, user, box, form.code.data, now=now)
+                target = f"user:{user.name}"
+                audit_store.record(
+                    conn, audited.origin(), AuditAction.SECOND_FACTOR_ON, target, at=now
+                )
         except AccountError as exc:
             form.code.errors = [*form.code.errors, *exc.errors.values()]
             status = exc.status
@@ -93,17 +98,17 @@ def _confirmed(
     user, throttle, address = current_user.user, login_throttle(), client_address()
     if (retry_after := throttle.attempt(address, user.name)) is not None:
         raise refusal(retry_after)
-    target = f"user:{user.name}"
+    target, now = f"user:{user.name}", utcnow()
     with db.transaction() as conn:
         right = accounts.authenticate_password(conn, user.name, form.password.data) is not None
         if right:  # the code is checked (and spent) only after the password
             code = form.code.data
-            right = second_factor.verify(conn, user, current_box(), code, now=utcnow()) is not None
+            right = second_factor.verify(conn, user, current_box(), code, now=now) is not None
         if right:
             result = act(conn, user)
-            audit.record(conn, change, target)
+            audit_store.record(conn, audited.origin(), change, target, at=now)
     if not right:
-        audit.record_alone(AuditAction.SECOND_FACTOR_CHANGE_FAILED, target, change=change.value)
+        audited.record_alone(AuditAction.SECOND_FACTOR_CHANGE_FAILED, target, change=change.value)
         raise WrongPasswordOrCode("the password or the code is wrong")
     throttle.succeeded(address, user.name)
     return result

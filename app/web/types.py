@@ -18,6 +18,7 @@ from app.queue.usecases.job_types import TypeChange, TypeView
 from app.queue.vocabulary.errors import NotFound, QueueError
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
+from app.web import audited
 from app.web.forms import TypeLimitsForm
 from app.web.guard import current_actor, require_login, requires
 
@@ -66,7 +67,13 @@ def _change(name: str, fields: dict[str, Any]) -> TypeView:
     request = TypeChange.parse(fields, queue_settings())
     with db.transaction() as conn:
         changed = job_types.change(
-            conn, current_actor(), queue_settings(), name, request, now=utcnow()
+            conn,
+            current_actor(),
+            queue_settings(),
+            name,
+            request,
+            now=utcnow(),
+            origin=audited.origin(),
         )
         announce(changed.effects)
     return changed.value

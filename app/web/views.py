@@ -1,4 +1,5 @@
-"""The HTML blueprint: sign-in, the job pages and the admin pages, and their error pages."""
+"""The HTML blueprint: what every page shares (the policy in templates, error pages, htmx
+redirects) and, nested in it, the blueprint of each page module."""
 
 from __future__ import annotations
 
@@ -9,23 +10,36 @@ from werkzeug.wrappers import Response
 from app.accounts.errors import AccountError
 from app.infra import access
 from app.infra.secretbox import HOW_TO_MAKE_A_KEY, current_box
+from app.queue.rules import policy
 from app.queue.rules.policy import Action
 from app.queue.vocabulary.errors import QueueError
 from app.queue.vocabulary.timeutil import human_duration
-from app.web import account, admin, auth, bulk, operations, pages, schedules, second_factor, types
+from app.web.account import bp as account_bp
+from app.web.admin import bp as admin_bp
+from app.web.auth import bp as auth_bp
+from app.web.bulk import bp as bulk_bp
 from app.web.guard import current_actor
 from app.web.htmx import is_htmx
+from app.web.operations import bp as operations_bp
+from app.web.pages import bp as pages_bp
+from app.web.schedules import bp as schedules_bp
+from app.web.second_factor import bp as second_factor_bp
+from app.web.types import bp as types_bp
 
 bp = Blueprint("web", __name__)
-bp.register_blueprint(auth.bp)
-bp.register_blueprint(pages.bp)
-bp.register_blueprint(admin.bp)
-bp.register_blueprint(account.bp)
-bp.register_blueprint(second_factor.bp)
-bp.register_blueprint(operations.bp)
-bp.register_blueprint(schedules.bp)
-bp.register_blueprint(bulk.bp)
-bp.register_blueprint(types.bp)
+PAGES = (
+    auth_bp,
+    pages_bp,
+    admin_bp,
+    account_bp,
+    second_factor_bp,
+    operations_bp,
+    schedules_bp,
+    bulk_bp,
+    types_bp,
+)
+for pages in PAGES:
+    bp.register_blueprint(pages)
 
 
 @bp.after_request
@@ -44,14 +58,18 @@ def redirect_htmx(response: Response) -> Response:
 def permissions() -> dict[str, object]:
     """Templates ask the policy (``can(Action.CANCEL, job)``) and never compare role strings.
     Only an ``Action`` is accepted: a misspelt one is undefined in the template and fails the
-    render in the tests that open every page, not a silent False."""
+    render in the tests that open every page, not a silent False. Whether the viewer may read
+    error texts is asked here once for every page: templates show ``job.error`` and
+    ``event.error`` only under ``sees_errors``, the one place pages redact them."""
 
     def can(action: Action, job: object = None) -> bool:
         if not isinstance(action, Action):
             raise TypeError(f"can() takes an Action, not {action!r}")
-        return bool(current_user.is_authenticated) and current_actor().can(action, job)  # type: ignore[arg-type]
+        return bool(current_user.is_authenticated) and policy.can(current_actor(), action, job)  # type: ignore[arg-type]
 
-    return {"can": can, "Action": Action}
+    viewer = current_actor() if current_user.is_authenticated else None
+    sees_errors = viewer is not None and policy.sees_errors(viewer)
+    return {"can": can, "Action": Action, "sees_errors": sees_errors}
 
 
 @bp.app_context_processor

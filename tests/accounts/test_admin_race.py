@@ -12,9 +12,11 @@ from sqlalchemy import Connection, func, select
 
 from app.accounts import service as accounts
 from app.accounts.errors import AccountError
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import users
+from devservers.accounts import AS_OPERATOR
 from tests.backends import every_backend  # noqa: F401 (the fixture runs each test per engine)
 
 Change = Callable[[Connection, str, str], object]
@@ -22,12 +24,23 @@ Change = Callable[[Connection, str, str], object]
 
 def _demote(conn: Connection, actor: str, name: str) -> object:
     who = accounts.get_user(conn, accounts.OPERATOR, actor).actor()
-    return accounts.update_user(conn, who, name, role="producer", max_priority="low", fresh=True)
+    return accounts.update_user(
+        conn,
+        who,
+        name,
+        role="producer",
+        max_priority="low",
+        fresh=True,
+        now=utcnow(),
+        origin=Origin(who.name),
+    )
 
 
 def _disable(conn: Connection, actor: str, name: str) -> object:
     who = accounts.get_user(conn, accounts.OPERATOR, actor).actor()
-    return accounts.set_disabled(conn, who, name, disabled=True, fresh=True)
+    return accounts.set_disabled(
+        conn, who, name, disabled=True, fresh=True, now=utcnow(), origin=Origin(who.name)
+    )
 
 
 @pytest.mark.parametrize("change", [_demote, _disable], ids=["demote", "disable"])
@@ -36,7 +49,14 @@ def test_two_admins_taking_each_others_rights_at_once_leave_one_admin(
 ) -> None:
     with app.app_context(), db.transaction() as conn:
         for name in ("ann", "bob"):
-            accounts.create_user(conn, accounts.OPERATOR, name, "admin", now=utcnow())
+            accounts.create_user(
+                conn,
+                accounts.OPERATOR,
+                name,
+                "admin",
+                now=utcnow(),
+                origin=AS_OPERATOR,
+            )
     outcome: list[BaseException | None] = []
 
     def bob_acts() -> None:

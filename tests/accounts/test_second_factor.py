@@ -18,6 +18,7 @@ from app.accounts.errors import AccountConflict, InvalidAccountInput
 from app.infra import db
 from app.infra.secretbox import SecretBox, SecretUnreadable
 from app.storage.schema import users
+from devservers.accounts import AS_OPERATOR
 from tests.conftest import TEST_SECRETS_KEY
 
 NOW = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -32,7 +33,9 @@ def conn(app: Flask) -> Iterator[Connection]:
 
 
 def test_totp_codes_are_single_use_and_recovery_codes_work_once(conn: Connection) -> None:
-    user = accounts.create_user(conn, accounts.OPERATOR, "ann", "producer", now=NOW)
+    user = accounts.create_user(
+        conn, accounts.OPERATOR, "ann", "producer", now=NOW, origin=AS_OPERATOR
+    )
     secret = second_factor.pending_secret(conn, user, BOX)
     assert second_factor.pending_secret(conn, user, BOX) == secret  # kept until confirmed
     totp = pyotp.TOTP(secret)
@@ -62,7 +65,9 @@ def _row(conn: Connection, name: str) -> Any:
 
 
 def test_the_secret_is_encrypted_at_rest_and_pending_server_side(conn: Connection) -> None:
-    user = accounts.create_user(conn, accounts.OPERATOR, "ann", "producer", now=NOW)
+    user = accounts.create_user(
+        conn, accounts.OPERATOR, "ann", "producer", now=NOW, origin=AS_OPERATOR
+    )
     secret = second_factor.pending_secret(conn, user, BOX)
     pending = _row(conn, "ann")["totp_pending"]
     assert secret not in pending and BOX.open(pending) == secret
@@ -82,7 +87,9 @@ def test_the_secret_is_encrypted_at_rest_and_pending_server_side(conn: Connectio
 def test_a_plain_text_secret_from_before_keeps_working_and_is_then_encrypted(
     conn: Connection,
 ) -> None:
-    user = accounts.create_user(conn, accounts.OPERATOR, "ann", "producer", now=NOW)
+    user = accounts.create_user(
+        conn, accounts.OPERATOR, "ann", "producer", now=NOW, origin=AS_OPERATOR
+    )
     secret = second_factor.new_secret()
     conn.execute(update(users).where(users.c.id == user.id).values(totp_secret=secret))
     assert second_factor.is_enrolled(conn, user)
@@ -99,7 +106,9 @@ def test_a_plain_text_secret_from_before_keeps_working_and_is_then_encrypted(
 
 
 def test_turning_off_and_new_recovery_codes(conn: Connection) -> None:
-    user = accounts.create_user(conn, accounts.OPERATOR, "ann", "producer", now=NOW)
+    user = accounts.create_user(
+        conn, accounts.OPERATOR, "ann", "producer", now=NOW, origin=AS_OPERATOR
+    )
     secret = second_factor.pending_secret(conn, user, BOX)
     old = second_factor.enrol(conn, user, BOX, pyotp.TOTP(secret).at(NOW), now=NOW)
     new = second_factor.regenerate_recovery_codes(conn, user)

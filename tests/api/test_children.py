@@ -9,9 +9,11 @@ import pytest
 from flask import Flask
 
 from app.accounts import service as accounts
+from app.audit.actions import Origin
 from app.infra import db
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import Role
+from app.queue.vocabulary.timeutil import utcnow
 from tests.api.conftest import assert_problem, job_count, snapshot
 from tests.builders import Api, make_api
 
@@ -111,7 +113,9 @@ def test_bad_bodies_are_refused_whole(app: Flask, producer: Api, worker: Api) ->
 def test_a_disabled_producer_gets_no_children(app: Flask, producer: Api, worker: Api) -> None:
     parent = _running(producer, worker)
     with app.app_context(), db.transaction() as conn:
-        accounts.set_disabled(conn, ROOT, "producer", disabled=True)
+        accounts.set_disabled(
+            conn, ROOT, "producer", disabled=True, now=utcnow(), origin=Origin(ROOT.name)
+        )
     assert_problem(_spawn(worker, parent, [{"type": "email.send"}]), 403)
 
 

@@ -19,6 +19,7 @@ from app.extensions import login_manager
 from app.infra import db
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import api_tokens, jobs
+from devservers.accounts import AS_OPERATOR
 from tests.api.conftest import assert_problem, snapshot
 from tests.builders import PASSWORD, Api, make_api, make_user
 
@@ -162,7 +163,13 @@ def test_a_long_poll_checks_the_token_again_on_each_try(app: Flask, client: Flas
     try:
         with app.app_context(), db.transaction() as conn:
             [(token, _)] = accounts.list_tokens(conn, accounts.OPERATOR, "waiter")
-            accounts.revoke_token(conn, accounts.OPERATOR, token.id, now=utcnow())
+            accounts.revoke_token(
+                conn,
+                accounts.OPERATOR,
+                token.id,
+                now=utcnow(),
+                origin=AS_OPERATOR,
+            )
         job = producer.enqueue()  # wakes the waiting claim, whose next try finds the revocation
     finally:
         polling.join(timeout=15)

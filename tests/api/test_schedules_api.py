@@ -13,6 +13,7 @@ from sqlalchemy import text
 from werkzeug.test import TestResponse
 
 from app.accounts import service as accounts
+from app.audit.actions import Origin
 from app.infra import db, housekeeper
 from app.infra.housekeeper import Housekeeper
 from app.infra.queue_settings import queue_settings
@@ -204,7 +205,9 @@ def test_the_housekeeper_fires_a_due_schedule_for_a_waiting_claim(
             queue_settings(),
         )
         actor = accounts.get_user(conn, accounts.OPERATOR, "admin").actor()
-        schedules.create(conn, actor, request, now=utcnow() - timedelta(seconds=61))
+        schedules.create(
+            conn, actor, request, now=utcnow() - timedelta(seconds=61), origin=Origin(actor.name)
+        )
     keeper = Housekeeper(housekeeper.housekeeping(app), tick=0.05, retention_every=3600)
     keeper.start()
     try:

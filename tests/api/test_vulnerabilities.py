@@ -17,6 +17,7 @@ from app.accounts import service as accounts
 from app.infra import db
 from app.queue.usecases import claiming
 from app.queue.vocabulary.timeutil import utcnow
+from devservers.accounts import AS_OPERATOR
 from tests.api.conftest import (
     LiveServer,
     assert_problem,
@@ -82,8 +83,21 @@ def _bad_credentials(app: Flask) -> dict[str, dict[str, str]]:
     disabled = make_token(app, "disabled-user")
     with app.app_context(), db.transaction() as conn:
         for token, _owner in accounts.list_tokens(conn, accounts.OPERATOR, "revoked-user"):
-            accounts.revoke_token(conn, accounts.OPERATOR, token.id, now=utcnow())
-        accounts.set_disabled(conn, accounts.OPERATOR, "disabled-user", disabled=True)
+            accounts.revoke_token(
+                conn,
+                accounts.OPERATOR,
+                token.id,
+                now=utcnow(),
+                origin=AS_OPERATOR,
+            )
+        accounts.set_disabled(
+            conn,
+            accounts.OPERATOR,
+            "disabled-user",
+            disabled=True,
+            now=utcnow(),
+            origin=AS_OPERATOR,
+        )
     return {
         "missing": {},
         "empty bearer": {"Authorization": "Bearer "},
@@ -115,7 +129,7 @@ def test_v01_a_revoked_token_stops_on_the_next_request(app: Flask, client: Flask
     assert caller.get("/jobs").status_code == 200
     with app.app_context(), db.transaction() as conn:
         [(token, _)] = accounts.list_tokens(conn, accounts.OPERATOR, "p")
-        accounts.revoke_token(conn, accounts.OPERATOR, token.id, now=utcnow())
+        accounts.revoke_token(conn, accounts.OPERATOR, token.id, now=utcnow(), origin=AS_OPERATOR)
     response = caller.get("/jobs")
     assert_problem(response, 401)
     assert response.headers["WWW-Authenticate"].startswith("Bearer")

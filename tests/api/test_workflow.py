@@ -10,9 +10,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from app.accounts import service as accounts
+from app.audit.actions import Origin
 from app.infra import db
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import Role
+from app.queue.vocabulary.timeutil import utcnow
 from tests.api.conftest import assert_problem, finish, job_count, snapshot
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import Api, make_api
@@ -252,7 +254,9 @@ def test_a_disabled_producers_callbacks_are_refused(
     group = {"name": "g", "on_complete": callback, "on_success": callback}
     group_id = _batch(producer, [{"type": "report.build"}], group=group)["group_id"]
     with app.app_context(), db.transaction() as conn:
-        accounts.set_disabled(conn, ROOT, "high-producer", disabled=True)
+        accounts.set_disabled(
+            conn, ROOT, "high-producer", disabled=True, now=utcnow(), origin=Origin(ROOT.name)
+        )
     count = job_count(app)
     finish(worker, worker.claim() or {})
     assert job_count(app) == count  # neither callback was enqueued
@@ -278,7 +282,15 @@ def test_a_callback_above_a_lowered_cap_is_refused(
     }
     group_id = _batch(producer, [{"type": "report.build"}], group=group)["group_id"]
     with app.app_context(), db.transaction() as conn:
-        accounts.update_user(conn, ROOT, "high-producer", role="producer", max_priority="low")
+        accounts.update_user(
+            conn,
+            ROOT,
+            "high-producer",
+            role="producer",
+            max_priority="low",
+            now=utcnow(),
+            origin=Origin(ROOT.name),
+        )
     finish(worker, worker.claim() or {})
     shown = producer.get(f"/groups/{group_id}").get_json()
     assert shown["callbacks"]["on_complete"] is None

@@ -21,7 +21,9 @@ from app.infra import db
 from app.queue.rules import workflows
 from app.queue.sql import jobs as jobs_sql
 from app.queue.vocabulary.errors import InvalidInput
-from app.queue.vocabulary.models import EnqueueRequest
+from app.queue.vocabulary.jobs import EnqueueRequest
+from app.queue.vocabulary.timeutil import utcnow
+from devservers.accounts import AS_OPERATOR
 from tests.api.conftest import LiveServer, assert_problem, finish, job_count, snapshot
 from tests.builders import Api, make_api, make_token
 
@@ -134,7 +136,15 @@ def test_a_demoted_producers_held_job_spawns_nothing(
 ) -> None:
     parent = _held(producer, worker)
     with app.app_context(), db.transaction() as conn:
-        accounts.update_user(conn, OPERATOR, "producer", role="worker", max_priority="low")
+        accounts.update_user(
+            conn,
+            OPERATOR,
+            "producer",
+            role="worker",
+            max_priority="low",
+            now=utcnow(),
+            origin=AS_OPERATOR,
+        )
     before = snapshot(app)
     assert_problem(_spawn(worker, parent, [{"type": "email.send"}]), 403)
     assert snapshot(app) == before
@@ -200,7 +210,15 @@ def test_a_demoted_producers_callback_is_refused(
     }
     group_id = producer.post("/jobs/batch", body).get_json()["group_id"]
     with app.app_context(), db.transaction() as conn:
-        accounts.update_user(conn, OPERATOR, "producer", role="worker", max_priority="low")
+        accounts.update_user(
+            conn,
+            OPERATOR,
+            "producer",
+            role="worker",
+            max_priority="low",
+            now=utcnow(),
+            origin=AS_OPERATOR,
+        )
     count = job_count(app)
     finish(worker, worker.claim() or {})
     assert job_count(app) == count
@@ -218,12 +236,16 @@ def test_a_refused_callback_stays_refused_when_the_group_finishes_again(
     }
     group_id = producer.post("/jobs/batch", body).get_json()["group_id"]
     with app.app_context(), db.transaction() as conn:
-        accounts.set_disabled(conn, OPERATOR, "producer", disabled=True)
+        accounts.set_disabled(
+            conn, OPERATOR, "producer", disabled=True, now=utcnow(), origin=AS_OPERATOR
+        )
     member = worker.claim()
     assert member is not None
     finish(worker, member, "failed")
     with app.app_context(), db.transaction() as conn:
-        accounts.set_disabled(conn, OPERATOR, "producer", disabled=False)
+        accounts.set_disabled(
+            conn, OPERATOR, "producer", disabled=False, now=utcnow(), origin=AS_OPERATOR
+        )
     assert admin.post(f"/jobs/{member['id']}/retry").status_code == 200
     finish(worker, worker.claim() or {})  # the group finishes a second time
     shown = admin.get(f"/groups/{group_id}").get_json()
@@ -243,7 +265,14 @@ def test_a_producer_enabled_again_before_the_group_finishes_gets_its_callback(
     group_id = producer.post("/jobs/batch", body).get_json()["group_id"]
     for disabled in (True, False):
         with app.app_context(), db.transaction() as conn:
-            accounts.set_disabled(conn, OPERATOR, "producer", disabled=disabled)
+            accounts.set_disabled(
+                conn,
+                OPERATOR,
+                "producer",
+                disabled=disabled,
+                now=utcnow(),
+                origin=AS_OPERATOR,
+            )
     finish(worker, worker.claim() or {})
     shown = producer.get(f"/groups/{group_id}").get_json()
     assert shown["callbacks"]["on_complete"] is not None and shown["callbacks_refused"] == {}

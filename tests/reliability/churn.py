@@ -21,17 +21,15 @@ from sqlalchemy import Connection, func, select
 
 from app import create_app
 from app.accounts import store as accounts_store
+from app.audit.actions import Origin
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.job_requests import EnqueueBody
+from app.queue.rules.settings import QueueSettings
 from app.queue.usecases import claiming, enqueueing, job_actions, reports
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import QueueError
-from app.queue.vocabulary.models import (
-    Actor,
-    EnqueueRequest,
-    Job,
-    QueueSettings,
-)
+from app.queue.vocabulary.jobs import EnqueueRequest, Job
 from app.storage.schema import job_events
 from tests.conftest import base_config
 from tests.harness import T0
@@ -107,11 +105,23 @@ class Churn:
 
     def cancel(self, conn: Connection, now: datetime) -> None:
         if self.known:
-            job_actions.cancel(conn, self.actors[ADMIN], self.rng.choice(self.known), now=now)
+            job_actions.cancel(
+                conn,
+                self.actors[ADMIN],
+                self.rng.choice(self.known),
+                now=now,
+                origin=Origin(self.actors[ADMIN].name),
+            )
 
     def retry(self, conn: Connection, now: datetime) -> None:
         if self.known:
-            job_actions.retry(conn, self.actors[ADMIN], self.rng.choice(self.known), now=now)
+            job_actions.retry(
+                conn,
+                self.actors[ADMIN],
+                self.rng.choice(self.known),
+                now=now,
+                origin=Origin(self.actors[ADMIN].name),
+            )
 
     def prune(self, conn: Connection, now: datetime) -> None:
         self.pruned += job_actions.prune(conn, finished_before=now - PRUNE_AGE, batch=20)

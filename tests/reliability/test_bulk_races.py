@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.usecases import bulk, bulk_runs, claiming, reports
 from app.queue.usecases.bulk import Selection, Verb
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import Conflict
-from app.queue.vocabulary.models import Actor, JobFilters
+from app.queue.vocabulary.jobs import JobFilters
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import jobs as jobs_table
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
@@ -64,7 +66,13 @@ def until_applied(queue: Queue, selection: Selection) -> bulk_runs.Applied:
         count = bulk_runs.preview(queue.admin, selection).count
         for _ in range(50):
             try:
-                return bulk_runs.apply(queue.admin, selection, reason="race", expect_count=count)
+                return bulk_runs.apply(
+                    queue.admin,
+                    selection,
+                    reason="race",
+                    expect_count=count,
+                    origin=Origin(queue.admin.name),
+                )
             except bulk.StaleCount as exc:
                 count = exc.count
     raise AssertionError("the set never held still long enough to confirm")

@@ -59,7 +59,7 @@ def _page_size(path: Path) -> int:
 def test_a_new_database_file_gets_small_pages(tmp_path: Path) -> None:
     path = tmp_path / "new.sqlite3"
     with _app(path) as app:
-        migrate.upgrade(app)
+        migrate.upgrade(db.engine(app))
     assert _page_size(path) == sqlite.PAGE_SIZE == 1024
 
 
@@ -71,7 +71,7 @@ def test_an_existing_file_keeps_its_pages_and_works(tmp_path: Path) -> None:
     older.execute("CREATE TABLE made_earlier (id INTEGER PRIMARY KEY)")
     older.close()
     with _app(path) as app:
-        migrate.upgrade(app)
+        migrate.upgrade(db.engine(app))
         assert _pragmas(app) == ("wal", 2, 10_000)
         make_user(app, "p", "producer")
         answer = Api(app.test_client(), make_token(app, "p")).post(

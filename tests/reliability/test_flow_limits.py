@@ -20,10 +20,12 @@ from flask import Flask
 from sqlalchemy import func, select
 
 from app import create_app
+from app.audit.actions import Origin
 from app.infra import db
+from app.queue.rules.settings import QueueSettings
 from app.queue.usecases import claiming, job_types, reports
 from app.queue.usecases.job_types import TypeChange
-from app.queue.vocabulary.models import Actor, QueueSettings
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import Role
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import job_events, jobs
@@ -113,7 +115,9 @@ def _seed(app: Flask) -> list[Actor]:
             for n in range(count):
                 make_job(conn, producer, settings, type=job_type, payload={"n": n})
         paused = TypeChange.parse({"paused": True}, settings)
-        job_types.change(conn, admin, settings, "sms.send", paused, now=utcnow())
+        job_types.change(
+            conn, admin, settings, "sms.send", paused, now=utcnow(), origin=Origin(admin.name)
+        )
     return [
         Actor(make_user(app, f"flow-worker-{i}", "worker").id, f"flow-worker-{i}", Role.WORKER)
         for i in range(PROCESSES)

@@ -9,6 +9,7 @@ import pytest
 from flask.testing import FlaskCliRunner
 from sqlalchemy import select
 
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.usecases import job_actions, reports
 from app.queue.vocabulary.timeutil import utcnow
@@ -31,7 +32,7 @@ def _finish(queue: Queue, how: str, at: datetime) -> int:
         return job.id
     if how == "cancelled":
         with queue.tx() as conn:
-            job_actions.cancel(conn, queue.admin, job.id, now=at)
+            job_actions.cancel(conn, queue.admin, job.id, now=at, origin=Origin(queue.admin.name))
         return job.id
     claimed = queue.claim(now=at)
     assert claimed is not None and claimed.id == job.id
@@ -60,7 +61,11 @@ def test_prune_deletes_only_old_finished_jobs_with_their_events(
     kept.append(_finish(queue, "running", old))  # its lease is long gone, but it is not finished
     revived = _finish(queue, "failed", old)
     with queue.tx() as conn:  # an old finished job retried by an admin is alive again
-        kept.append(job_actions.retry(conn, queue.admin, revived, now=old).value.id)
+        kept.append(
+            job_actions.retry(
+                conn, queue.admin, revived, now=old, origin=Origin(queue.admin.name)
+            ).value.id
+        )
     kept.append(_finish(queue, "pending", old))
 
     result = runner.invoke(args=["jobs", "prune", "--older-than", "7d"])
@@ -109,7 +114,7 @@ def test_prune_spares_a_job_an_admin_retried(queue: Queue) -> None:
     retried = _finish(queue, "failed", old)
     gone = _finish(queue, "failed", old)
     with queue.tx() as conn:
-        job_actions.retry(conn, queue.admin, retried, now=utcnow())
+        job_actions.retry(conn, queue.admin, retried, now=utcnow(), origin=Origin(queue.admin.name))
         pruned = job_actions.prune(conn, finished_before=utcnow() - timedelta(days=7), batch=10)
     assert pruned == 1
     assert _ids(queue) == {retried}

@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.usecases import claiming, enqueueing, job_actions, reports
 from app.queue.vocabulary.errors import Conflict
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue
 
@@ -82,7 +83,9 @@ def test_complete_vs_fail_same_job_one_winner(queue: Queue, backend: str) -> Non
             assert kinds == ["enqueued", "claimed", "retry_scheduled"]
             # a pending job must not be left in the queue for the next round
             with queue.tx() as conn:
-                job_actions.cancel(conn, queue.admin, job.id, now=now)
+                job_actions.cancel(
+                    conn, queue.admin, job.id, now=now, origin=Origin(queue.admin.name)
+                )
     print(f"\ncomplete vs fail, {ROUNDS} races on one {backend} database: {dict(outcomes)}")
 
 
@@ -114,7 +117,9 @@ def test_reaper_vs_late_complete_same_job_one_winner(queue: Queue, backend: str)
             assert final.error == claiming.LEASE_EXPIRED
             assert kinds == ["enqueued", "claimed", "lease_expired"]
             with queue.tx() as conn:
-                job_actions.cancel(conn, queue.admin, job.id, now=late)
+                job_actions.cancel(
+                    conn, queue.admin, job.id, now=late, origin=Origin(queue.admin.name)
+                )
         else:
             outcomes["late complete won"] += 1
             assert recovered == 0

@@ -14,6 +14,7 @@ from flask import Flask
 from sqlalchemy import select
 
 from app import create_app
+from app.audit.actions import Origin
 from app.infra import db, housekeeper
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.schedules import ScheduleCreate, parse
@@ -63,7 +64,7 @@ def _create_schedules(app: Flask) -> None:
                 {"name": name, "cron": expression, "type": "email.send"},
                 queue_settings(),
             )
-            schedules.create(conn, admin, request, now=START)
+            schedules.create(conn, admin, request, now=START, origin=Origin(admin.name))
 
 
 def test_processes_ticking_together_enqueue_one_job_per_slot(

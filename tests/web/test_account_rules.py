@@ -11,8 +11,10 @@ from flask.testing import FlaskCliRunner
 
 from app.accounts import service as accounts
 from app.accounts.errors import AccountConflict, FreshLoginRequired
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.vocabulary.timeutil import utcnow
+from devservers.accounts import AS_OPERATOR
 from tests.builders import PASSWORD, Api, make_user
 from tests.web.conftest import Team, login, sign_in
 
@@ -53,7 +55,15 @@ def test_last_enabled_admin_cannot_be_disabled_or_demoted(
     make_user(app, "second", "admin", password=PASSWORD)
     assert runner.invoke(args=["user", "disable", "root"]).exit_code == 0
     with app.app_context(), db.transaction() as conn, pytest.raises(AccountConflict):
-        accounts.update_user(conn, accounts.OPERATOR, "second", role="producer", max_priority="low")
+        accounts.update_user(
+            conn,
+            accounts.OPERATOR,
+            "second",
+            role="producer",
+            max_priority="low",
+            now=utcnow(),
+            origin=AS_OPERATOR,
+        )
 
 
 def test_disabling_another_admin_needs_a_fresh_login(app: Flask, team: Team) -> None:
@@ -64,7 +74,14 @@ def test_disabling_another_admin_needs_a_fresh_login(app: Flask, team: Team) -> 
     assert stale.status_code == 302 and "/login" in stale.location
     assert not next(u for u in _users(app) if u.name == "boss2").disabled
     with app.app_context(), db.transaction() as conn, pytest.raises(FreshLoginRequired):
-        accounts.set_disabled(conn, team_actor(app, "boss"), "boss2", disabled=True)
+        accounts.set_disabled(
+            conn,
+            team_actor(app, "boss"),
+            "boss2",
+            disabled=True,
+            now=utcnow(),
+            origin=Origin(team_actor(app, "boss").name),
+        )
     app.config["FRESH_LOGIN_SECONDS"] = 600
     assert boss.post("/ui/admin/users/boss2/disable").status_code == 302
     assert next(u for u in _users(app) if u.name == "boss2").disabled
@@ -83,6 +100,7 @@ def test_expired_tokens_answer_401(app: Flask, team: Team, runner: FlaskCliRunne
             "work",
             now=utcnow() - timedelta(hours=2),
             expires_in=timedelta(hours=1),
+            origin=AS_OPERATOR,
         )
     response = Api(app.test_client(), raw).post("/jobs/claim")
     assert response.status_code == 401

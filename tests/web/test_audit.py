@@ -11,9 +11,11 @@ from flask import Flask
 from flask.testing import FlaskCliRunner
 from sqlalchemy import select, text
 
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
+from app.audit import store as audit_store
+from app.audit.actions import AuditAction, Origin
+from app.cli.commands import operator_origin
 from app.infra import db
+from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import audit_events
 from tests.builders import PASSWORD
 from tests.web.conftest import Team, login, sign_in
@@ -87,7 +89,7 @@ def test_user_and_token_changes_on_the_admin_pages(team: Team) -> None:
 
 
 def test_cli_changes_are_audited_as_the_operator(app: Flask, runner: FlaskCliRunner) -> None:
-    actor = audit.cli_actor()
+    actor = operator_origin().actor
     assert actor.startswith("cli")
 
     def run(*args: str, stdin: str | None = None) -> None:
@@ -183,8 +185,8 @@ def test_refused_actions_leave_no_audit_row(team: Team) -> None:
 
 
 def test_a_failed_transaction_leaves_no_audit_row(app: Flask) -> None:
-    with app.test_request_context("/"), pytest.raises(RuntimeError), db.transaction() as conn:
-        audit.record(conn, AuditAction.JOB_CANCEL, "job:1")
+    with app.app_context(), pytest.raises(RuntimeError), db.transaction() as conn:
+        audit_store.record(conn, Origin("boss"), AuditAction.JOB_CANCEL, "job:1", at=utcnow())
         raise RuntimeError("the action failed after the audit row was written")
     assert audit_rows(app) == []
 

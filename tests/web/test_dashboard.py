@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from app.infra import db
 from app.queue.usecases import stats
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import Role
 from app.web.charts import minute_chart
 from tests.backends import every_backend  # noqa: F401 (the figures' SQL differs per engine)

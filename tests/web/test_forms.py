@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from flask import Flask
 
+from app.queue.vocabulary.job_fields import IDEMPOTENCY_KEY, MAX_RETRIES, TIMESTAMP_LENGTH
 from tests.backends import every_backend  # noqa: F401 (NUL and overflow differ per engine)
 from tests.builders import Api
 from tests.web.conftest import Person, Team, soup
@@ -84,6 +86,32 @@ def test_bad_fields_come_back_per_field(team: Team) -> None:
     assert _field_error(response, "run_at") == "must be a 24-hour UTC time like 2030-01-02 15:04"
     retries = person.post("/ui/jobs/new", enqueue_form(max_retries="99"))
     assert retries.status_code == 422
+
+
+@pytest.mark.parametrize("typed", ["99", "-1", "three", ""])
+def test_the_page_refuses_max_retries_once_in_the_apis_words(team: Team, typed: str) -> None:
+    """The form validates nothing itself: what the page refuses is what the request model
+    refuses, worded as the API words it, whatever was typed."""
+    response = team.person("prod").post("/ui/jobs/new", enqueue_form(max_retries=typed))
+    assert response.status_code == 422
+    api = team.producer.post("/jobs", {"type": "email.send", "max_retries": 99})
+    assert _field_error(response, "max_retries") == api.get_json()["errors"]["max_retries"]
+    assert team.producer.get("/jobs").get_json()["jobs"] == []
+
+
+def test_the_page_shows_the_limits_the_fields_are_declared_with(team: Team) -> None:
+    page = soup(team.person("prod").get("/ui/jobs/new"))
+    retries = page.find("input", attrs={"name": "max_retries"})
+    assert (retries["type"], retries["min"], retries["max"], retries["value"]) == (
+        "number",
+        str(MAX_RETRIES.low),
+        str(MAX_RETRIES.high),
+        str(MAX_RETRIES.default),
+    )
+    assert page.find(id=f"{retries['id']}-hint").get_text() == MAX_RETRIES.hint
+    key = page.find("input", attrs={"name": "idempotency_key"})
+    assert key["maxlength"] == str(IDEMPOTENCY_KEY.length)
+    assert page.find("input", attrs={"name": "run_at"})["maxlength"] == str(TIMESTAMP_LENGTH)
 
 
 def test_forged_critical_priority_from_a_producer_is_refused(team: Team) -> None:

@@ -10,6 +10,8 @@ from flask import Flask
 from app.accounts import service as accounts
 from app.accounts.service import OPERATOR
 from app.infra import db
+from app.queue.vocabulary.timeutil import utcnow
+from devservers.accounts import AS_OPERATOR
 from tests.web.conftest import Team, soup
 from tests.web.test_forms import enqueue_form
 
@@ -79,7 +81,15 @@ def test_the_group_page_says_why_a_callback_was_refused(app: Flask, team: Team) 
     body = {"jobs": [{"type": "email.send"}], "group": {"name": "nightly", **callbacks}}
     group_id = team.producer.post("/jobs/batch", body).get_json()["group_id"]
     with app.app_context(), db.transaction() as conn:
-        accounts.update_user(conn, OPERATOR, "prod", role="producer", max_priority="low")
+        accounts.update_user(
+            conn,
+            OPERATOR,
+            "prod",
+            role="producer",
+            max_priority="low",
+            now=utcnow(),
+            origin=AS_OPERATOR,
+        )
     job = team.worker.claim()
     assert job is not None
     team.worker.post(f"/jobs/{job['id']}/complete", {"attempt": job["attempt"]})

@@ -9,7 +9,6 @@ from pydantic import BeforeValidator, Field, RootModel, ValidationInfo, model_va
 
 from app.queue.contract.fields import (
     MAX_BATCH_MARK,
-    MAX_PARENTS,
     Attempt,
     ClaimTypes,
     ErrorText,
@@ -26,9 +25,11 @@ from app.queue.contract.fields import (
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.contract.request_model import RequestModel, refuse, says, settings_of
 from app.queue.rules import secret_fields
+from app.queue.rules.settings import QueueSettings
 from app.queue.rules.workflows import GroupRequest
 from app.queue.vocabulary.errors import InvalidInput, QueueError
-from app.queue.vocabulary.models import Beat, EnqueueRequest, Outcome, QueueSettings, Wanted
+from app.queue.vocabulary.job_fields import MAX_PARENTS
+from app.queue.vocabulary.jobs import Beat, EnqueueRequest, Outcome, Wanted
 from app.queue.vocabulary.trace import Trace
 
 MAX_CHILDREN = 100  # jobs per POST /jobs/{id}/children

@@ -14,7 +14,7 @@ from app.queue.contract.job_responses import JobOut, Problem, ResponseModel
 from app.queue.contract.request_model import RequestModel, refuse, says
 from app.queue.rules.sanitize import sanitize_error
 from app.queue.usecases.bulk import SAMPLE_SIZE, Selection, Verb
-from app.queue.vocabulary.models import JobFilters
+from app.queue.vocabulary.jobs import JobFilters
 from app.queue.vocabulary.states import PRIORITIES
 
 MAX_REASON_LENGTH = 200

@@ -1,6 +1,6 @@
 """Opaque list cursors: which side of which job the next page starts, in which order. In the
 order of creation a cursor names a job id (``v1``, what clients of ``GET /jobs`` hold); in the
-other orders of ``sorting`` it carries the job's sort key (``v2``)."""
+other ``orders`` it carries the job's sort key (``v2``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from app.queue.rules.sorting import KEY_TYPES, SortKey
-from app.queue.vocabulary.models import Keyset
+from app.queue.vocabulary.jobs import Keyset
+from app.queue.vocabulary.orders import KEY_TYPES, SortKey
 
 MAX_DB_INT = 2**62
 _PREFIX = "v1:"

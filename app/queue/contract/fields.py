@@ -1,4 +1,5 @@
-"""Field types shared by request models: each carries its rule, its message and its schema."""
+"""Field types shared by request models: each carries its rule, its message and its schema (a
+per-job field's limits and default come from ``app.queue.vocabulary.job_fields``)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,22 @@ from pydantic import AfterValidator, Field, PlainValidator, ValidationInfo, With
 from app.queue.contract.cursors import MAX_DB_INT, decode_cursor
 from app.queue.contract.request_model import refuse, says, settings_of
 from app.queue.contract.strictjson import compact_size, json_value_problem, text_problem
-from app.queue.rules.sorting import SortKey
-from app.queue.vocabulary.models import Keyset, QueueSettings
+from app.queue.rules.settings import QueueSettings
+from app.queue.vocabulary.job_fields import (
+    IDEMPOTENCY_KEY,
+    MAX_DELAY_SECONDS,
+    MAX_PARENTS,
+    MAX_RETRIES,
+    MAX_SECRETS,
+    MAX_SECRETS_BYTES,
+    SECRET_NAME_PATTERN,
+    TIMESTAMP_LENGTH,
+    UNIQUE_KEY,
+)
+from app.queue.vocabulary.jobs import Keyset
+from app.queue.vocabulary.orders import SortKey
 
-MAX_RETRIES_LIMIT = 25
-MAX_DELAY_SECONDS = 366 * 86_400
-MAX_KEY_LENGTH = 255
 MAX_MESSAGE_LENGTH = 500
-KEY_PATTERN = r"^[!-~]{1,255}$"  # printable ASCII, no spaces
 # Marks that the API document replaces with configured values (job types, the lease ceiling).
 JOB_TYPES_MARK = "x-job-types"
 MAX_LEASE_MARK = "x-max-lease"
@@ -58,7 +67,7 @@ def _json_object(value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
 
 def parse_timestamp(value: Any) -> datetime:
     """An aware UTC datetime from an ISO 8601 string with an offset; the rule's message if not."""
-    if not isinstance(value, str) or len(value) > 64:
+    if not isinstance(value, str) or len(value) > TIMESTAMP_LENGTH:
         raise refuse("must be an ISO 8601 timestamp string")
     try:
         parsed = datetime.fromisoformat(value)
@@ -95,19 +104,16 @@ Priority = Annotated[
     says("must be one of low, medium, high, critical"),
     Field(description="Above the caller's priority cap is 403 (admins: any)."),
 ]
-MaxRetries = Annotated[
-    int, Field(ge=0, le=MAX_RETRIES_LIMIT), says("must be an integer from 0 to 25")
-]
+MaxRetries = Annotated[int, Field(ge=MAX_RETRIES.low, le=MAX_RETRIES.high), says(MAX_RETRIES.rule)]
 IdempotencyKey = Annotated[
     str,
-    Field(pattern=KEY_PATTERN, min_length=1, max_length=MAX_KEY_LENGTH),
-    says(f"must be 1-{MAX_KEY_LENGTH} printable ASCII characters without spaces"),
+    Field(pattern=IDEMPOTENCY_KEY.pattern, min_length=1, max_length=IDEMPOTENCY_KEY.length),
+    says(IDEMPOTENCY_KEY.rule),
 ]
-MAX_UNIQUE_KEY_LENGTH = 200  # the unique_key column
 UniqueKey = Annotated[
     str,
-    Field(pattern=rf"^[!-~]{{1,{MAX_UNIQUE_KEY_LENGTH}}}$"),
-    says(f"must be 1-{MAX_UNIQUE_KEY_LENGTH} printable ASCII characters without spaces"),
+    Field(pattern=UNIQUE_KEY.pattern),
+    says(UNIQUE_KEY.rule),
     Field(
         description="While a job of yours with this type and key is pending or running (and, "
         'with unique_for, younger than that), enqueue answers 200 with it and "duplicate": true '
@@ -123,7 +129,7 @@ UniqueFor = Annotated[
 Timestamp = Annotated[
     datetime,
     PlainValidator(parse_timestamp),
-    WithJsonSchema({"type": "string", "format": "date-time", "maxLength": 64}),
+    WithJsonSchema({"type": "string", "format": "date-time", "maxLength": TIMESTAMP_LENGTH}),
     Field(description="ISO 8601 with a UTC offset (Z or +HH:MM)."),
 ]
 Delay = Annotated[
@@ -241,7 +247,7 @@ Cursor = Annotated[
 ]
 Search = Annotated[
     str,
-    Field(max_length=MAX_KEY_LENGTH, pattern="^[^\\u0000]*$"),
+    Field(max_length=IDEMPOTENCY_KEY.length, pattern="^[^\\u0000]*$"),
     AfterValidator(_stored_text),
     says("must be a job id or an idempotency key"),
     Field(description="A job id or an exact idempotency key (surrounding spaces are ignored)."),
@@ -263,9 +269,6 @@ ClaimTypes = Annotated[
 JobId = Annotated[int, Field(ge=1, le=MAX_DB_INT), says("must be a positive integer")]
 
 
-MAX_SECRETS = 16  # names per job
-MAX_SECRETS_BYTES = 4096  # all names and values, as compact UTF-8 JSON
-SECRET_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$"  # noqa: S105 (a pattern)
 _SECRET_NAME = re.compile(SECRET_NAME_PATTERN)
 NO_SECRETS_KEY = (
     "this server has no SECRETS_KEY, so it cannot store secrets: an operator must set "
@@ -313,14 +316,14 @@ Secrets = Annotated[
     ),
 ]
 
-MAX_PARENTS = 100
 Parents = Annotated[
     list[JobId],
     Field(max_length=MAX_PARENTS),
     says(f"must be a list of at most {MAX_PARENTS} job ids"),
     Field(
-        description="Jobs that must finish first (at most 100): jobs the caller can see that "
-        "existed before this request (a child: its parent and the parent's other children)."
+        description=f"Jobs that must finish first (at most {MAX_PARENTS}): jobs the caller can "
+        "see that existed before this request (a child: its parent and the parent's other "
+        "children)."
     ),
 ]
 DependencyFailure = Annotated[

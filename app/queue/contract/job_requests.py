@@ -42,8 +42,14 @@ from app.queue.contract.fields import (
 )
 from app.queue.contract.request_model import RequestModel, parse_query, refuse
 from app.queue.rules import secret_fields
-from app.queue.rules.sorting import NEWEST_FIRST, Sort
-from app.queue.vocabulary.models import EnqueueRequest, JobFilters, QueueSettings, Wanted
+from app.queue.rules.settings import QueueSettings
+from app.queue.vocabulary.job_fields import (
+    DEFAULT_ON_DEPENDENCY_FAILURE,
+    DEFAULT_PRIORITY,
+    MAX_RETRIES,
+)
+from app.queue.vocabulary.jobs import EnqueueRequest, JobFilters, Wanted
+from app.queue.vocabulary.orders import NEWEST_FIRST, Sort
 from app.queue.vocabulary.states import PRIORITIES
 from app.queue.vocabulary.trace import Trace
 
@@ -62,8 +68,8 @@ class EnqueueBody(RequestModel):
 
     type: JobType
     payload: JsonObject = Field(default_factory=dict)
-    priority: Priority = "low"
-    max_retries: MaxRetries = 3
+    priority: Priority = DEFAULT_PRIORITY
+    max_retries: MaxRetries = MAX_RETRIES.default
     idempotency_key: IdempotencyKey | None = Field(
         None,
         validate_default=True,
@@ -160,7 +166,7 @@ class EnqueueBody(RequestModel):
             sealed_secrets=sealed,
             depends_on=tuple(dict.fromkeys(self.depends_on or ())),
             after_items=tuple(dict.fromkeys(getattr(self, "after_items", None) or ())),
-            on_dependency_failure=self.on_dependency_failure or "cancel",
+            on_dependency_failure=self.on_dependency_failure or DEFAULT_ON_DEPENDENCY_FAILURE,
             trace=trace,
         )
 

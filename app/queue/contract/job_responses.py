@@ -4,11 +4,13 @@ tests check that every answer the app gives fits them."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, Self
+from functools import cache
+from typing import Annotated, Any, ClassVar, Literal, Self, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from app.queue.contract.fields import PriorityLabel, StatusLabel
+from app.queue.vocabulary.job_fields import MAX_RETRIES
 
 Instant = Annotated[
     str,
@@ -21,9 +23,44 @@ Instant = Annotated[
 ADMINS_ONLY = "The last sanitized error. Present only in responses to admins."
 
 
+class AdminsOnly:
+    """Marks a field of an answer that only admins see (error texts may hold what sanitizing
+    missed); ``hidden_from_others`` finds every such field, and ``app.api.respond``, which
+    writes every answer, leaves them out of the answers to anyone else."""
+
+
+AdminsError = Annotated[str | None, AdminsOnly(), Field(description=ADMINS_ONLY)]
+
+
+@cache
+def hidden_from_others(model: type[BaseModel]) -> dict[str, Any] | None:
+    """Where answers of ``model`` hold fields that only admins see, as pydantic's ``exclude``
+    takes them (in every item of a list: ``__all__``); None when they hold none."""
+    hidden: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        if any(isinstance(mark, AdminsOnly) for mark in field.metadata):
+            hidden[name] = True
+        elif (inner := _hidden_inside(field.annotation)) is not None:
+            hidden[name] = inner
+    return hidden or None
+
+
+def _hidden_inside(annotation: Any) -> dict[str, Any] | None:
+    """What only admins see of a field that holds answers (one, a list, or an optional one)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return hidden_from_others(annotation)
+    hidden: dict[str, Any] = {}
+    for argument in get_args(annotation):
+        hidden |= _hidden_inside(argument) or {}
+    if not hidden:
+        return None
+    return {"__all__": hidden} if get_origin(annotation) is list else hidden
+
+
 class ResponseModel(BaseModel):
-    """An answer body: exactly these keys (``error`` is left out for non-admins). A field with a
-    default is sent only when it was given (``exclude_unset``): the default means "absent"."""
+    """An answer body: exactly these keys (``AdminsOnly`` ones are left out for non-admins). A
+    field with a default is sent only when it was given (``exclude_unset``): the default means
+    "absent"."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
@@ -77,7 +114,7 @@ class JobOut(ResponseModel):
     priority: PriorityLabel
     status: StatusLabel
     retry_count: Annotated[int, Field(ge=0)]
-    max_retries: Annotated[int, Field(ge=0, le=25)]
+    max_retries: Annotated[int, Field(ge=MAX_RETRIES.low, le=MAX_RETRIES.high)]
     attempt: Annotated[int, Field(ge=0, description="Pass it back to complete/fail/heartbeat.")]
     idempotency_key: str | None
     run_at: Instant
@@ -124,7 +161,7 @@ class JobOut(ResponseModel):
         TraceOut | None,
         Field(description="The W3C trace context of the enqueue request; null when none."),
     ]
-    error: Annotated[str | None, Field(description=ADMINS_ONLY)] = None
+    error: AdminsError = None
     secrets: Annotated[
         dict[str, str] | None,
         Field(
@@ -276,7 +313,7 @@ class EventOut(ResponseModel):
     actor: str | None
     attempt: Annotated[int, Field(ge=0)] | None
     note: str | None
-    error: Annotated[str | None, Field(description=ADMINS_ONLY)] = None
+    error: AdminsError = None
 
 
 class EventList(ResponseModel):

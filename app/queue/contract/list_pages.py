@@ -1,4 +1,4 @@
-"""The jobs page's query string: the API's list filters, an order (``sorting``) and a page
+"""The jobs page's query string: the API's list filters, an order (``orders``) and a page
 size bounded for people."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pydantic import Field, PlainValidator
 
 from app.queue.contract.job_requests import ListQuery
 from app.queue.contract.request_model import parse_query, refuse
-from app.queue.rules.sorting import NEWEST_FIRST, Sort
-from app.queue.vocabulary.models import QueueSettings
+from app.queue.rules.settings import QueueSettings
+from app.queue.vocabulary.orders import NEWEST_FIRST, Sort
 
 PAGE_SIZES = (25, 50, 100, 200)  # what the page's select offers
 DEFAULT_PAGE_SIZE = PAGE_SIZES[0]

@@ -9,8 +9,8 @@ from typing import Any, Self, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, WrapValidator
 from pydantic_core import PydanticCustomError
 
+from app.queue.rules.settings import QueueSettings
 from app.queue.vocabulary.errors import InvalidInput
-from app.queue.vocabulary.models import QueueSettings
 
 # The error type of every message written here; pydantic's own errors get the field's rule.
 RULE = "queuelog_rule"

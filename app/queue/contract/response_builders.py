@@ -1,9 +1,11 @@
 """The JSON API's answers, built as their response models from the domain's values: the models
 that the API document shows are the ones that write the answers (``app.api.respond``).
 
-Each function is one answer. A field the model gives a default is sent only when the function
-sets it (``error`` for admins, ``secrets`` in a claim, ``duplicate`` in an enqueue), and the
-values are set in the model's field order, which is the order they are sent in.
+Each function is one answer, as an admin would see it: what only admins may see (``error``)
+is left out for anyone else where every answer is written, ``app.api.respond``. A field the
+model gives a default is sent only when the function sets it (``secrets`` in a claim,
+``duplicate`` in an enqueue), and the values are set in the model's field order, which is the
+order they are sent in.
 """
 
 from __future__ import annotations
@@ -40,36 +42,24 @@ from app.queue.contract.job_responses import (
     ResponseModel,
     TraceOut,
 )
-from app.queue.contract.schedules import Schedule
-from app.queue.rules import uniqueness
+from app.queue.rules import cron, uniqueness
 from app.queue.rules.workflows import GroupView
+from app.queue.usecases import schedules
 from app.queue.usecases.bulk import Preview
 from app.queue.usecases.explain import Explanation
 from app.queue.usecases.job_types import TypeView
-from app.queue.vocabulary import models
 from app.queue.vocabulary.errors import QueueError
-from app.queue.vocabulary.models import (
-    Beat,
-    EnqueueRequest,
-    Event,
-    Job,
-    Outcome,
-)
+from app.queue.vocabulary.jobs import Beat, EnqueueRequest, Event, Job, JobPage, Outcome
+from app.queue.vocabulary.schedules import Schedule
 from app.queue.vocabulary.timeutil import iso
 
 Item = TypeVar("Item", bound=ResponseModel)
 CALLBACKS = ("on_complete", "on_success")  # a group's callbacks, in the answers' order
 
 
-def job_out(
-    job: Job,
-    *,
-    include_error: bool,
-    secrets: dict[str, str] | None = None,
-    duplicate: bool = False,
-) -> JobOut:
-    """A job: ``error`` only where ``include_error`` (admins), ``secrets`` only in the answer
-    of the claim that opened them, ``duplicate`` only in an enqueue's answer."""
+def job_out(job: Job, *, secrets: dict[str, str] | None = None, duplicate: bool = False) -> JobOut:
+    """A job: ``secrets`` only in the answer of the claim that opened them, ``duplicate`` only
+    in an enqueue's answer."""
     values: dict[str, Any] = {
         "id": job.id,
         "type": job.type,
@@ -101,8 +91,7 @@ def job_out(
         if job.traceparent is None
         else TraceOut.built({"traceparent": job.traceparent, "tracestate": job.tracestate}),
     }
-    if include_error:
-        values["error"] = job.error
+    values["error"] = job.error
     if secrets is not None:
         values["secrets"] = secrets
     if duplicate:
@@ -110,9 +99,9 @@ def job_out(
     return JobOut.built(values)
 
 
-def job_page_out(page: models.JobPage, *, include_error: bool) -> JobList:
+def job_page_out(page: JobPage) -> JobList:
     """One page of a job listing, newest first, with the cursor of the next (older) page."""
-    jobs = [job_out(job, include_error=include_error) for job in page.jobs]
+    jobs = [job_out(job) for job in page.jobs]
     return JobList.built({"jobs": jobs, "next_cursor": page.next_cursor})
 
 
@@ -120,35 +109,29 @@ def claimed_out(
     jobs: Sequence[Job],
     secrets: Mapping[int, dict[str, str]],
     *,
-    include_error: bool,
     many: bool,
 ) -> JobOut | ClaimedJobs:
     """A claim's answer: the job, or with ``many`` (the claim gave ``max_jobs``) all of them in
     claim order; each with its secrets opened, when it has some."""
-    out = [_claimed_out(job, secrets, include_error) for job in jobs]
+    out = [_claimed_out(job, secrets) for job in jobs]
     return ClaimedJobs.built({"jobs": out}) if many else out[0]
 
 
-def _claimed_out(job: Job, secrets: Mapping[int, dict[str, str]], include_error: bool) -> JobOut:
-    return job_out(job, include_error=include_error, secrets=secrets.get(job.id))
+def _claimed_out(job: Job, secrets: Mapping[int, dict[str, str]]) -> JobOut:
+    return job_out(job, secrets=secrets.get(job.id))
 
 
 def created_out(
     requests: Sequence[EnqueueRequest],
     added: Sequence[tuple[Job, bool]],
     *,
-    include_error: bool,
     grouped: bool = False,
 ) -> CreatedJobs:
     """A batch enqueue's answer: the jobs in request order and which of them are new; when the
     batch formed a group, the group (the replayed jobs' group for a replay)."""
     values: dict[str, Any] = {
         "jobs": [
-            job_out(
-                job,
-                include_error=include_error,
-                duplicate=uniqueness.is_duplicate(wanted, job, created),
-            )
+            job_out(job, duplicate=uniqueness.is_duplicate(wanted, job, created))
             for wanted, (job, created) in zip(requests, added, strict=True)
         ],
         "created": [created for _, created in added],
@@ -161,8 +144,6 @@ def created_out(
 def each_out(
     items: Sequence[EnqueueRequest | QueueError],
     answers: Sequence[tuple[Job, bool] | QueueError],
-    *,
-    include_error: bool,
 ) -> EnqueueResults:
     """A batch enqueued with ``"atomic": false``: each item's answer in request order, as
     ``POST /jobs`` would give it (201 or 200 with the job, else the problem's detail and
@@ -177,7 +158,7 @@ def each_out(
             job, created = answer
             assert isinstance(item, EnqueueRequest)  # an answered item was a request
             duplicate = uniqueness.is_duplicate(item, job, created)
-            out = job_out(job, include_error=include_error, duplicate=duplicate)
+            out = job_out(job, duplicate=duplicate)
             values = {"status": 201 if created else 200, "job": out}
         results.append(EnqueueResult.built(values))
     return EnqueueResults.built({"results": results})
@@ -205,20 +186,19 @@ def finish_out(
     outcomes: Sequence[Outcome],
     answers: Sequence[Job | QueueError],
     *,
-    include_error: bool,
     claimed: tuple[Sequence[Job], Mapping[int, dict[str, str]]] | None = None,
 ) -> FinishResults:
     """Each outcome's answer, in request order: the job it left, or why it was refused; with
     ``claimed`` (the body claimed), the jobs claimed and the secrets of those that have some."""
 
     def answered(job: Job) -> dict[str, Any]:
-        return {"job": job_out(job, include_error=include_error)}
+        return {"job": job_out(job)}
 
     ids = (outcome.job_id for outcome in outcomes)
     values: dict[str, Any] = {"results": _per_item(FinishResult, ids, answers, answered)}
     if claimed is not None:
         jobs, secrets = claimed
-        values["jobs"] = [_claimed_out(job, secrets, include_error) for job in jobs]
+        values["jobs"] = [_claimed_out(job, secrets) for job in jobs]
     return FinishResults.built(values)
 
 
@@ -232,7 +212,7 @@ def beats_out(beats: Sequence[Beat], answers: Sequence[Job | QueueError]) -> Bea
     return BeatResults.built({"results": _per_item(BeatResult, ids, answers, answered)})
 
 
-def _event_out(event: Event, *, include_error: bool) -> EventOut:
+def _event_out(event: Event) -> EventOut:
     values: dict[str, Any] = {
         "id": event.id,
         "at": iso(event.at),
@@ -242,17 +222,14 @@ def _event_out(event: Event, *, include_error: bool) -> EventOut:
         "actor": event.actor,
         "attempt": event.attempt,
         "note": event.note,
+        "error": event.error,
     }
-    if include_error:
-        values["error"] = event.error
     return EventOut.built(values)
 
 
-def events_out(events: Sequence[Event], *, include_error: bool) -> EventList:
-    """A job's events, oldest first; ``error`` only where ``include_error`` (admins)."""
-    return EventList.built(
-        {"events": [_event_out(event, include_error=include_error) for event in events]}
-    )
+def events_out(events: Sequence[Event]) -> EventList:
+    """A job's events, oldest first."""
+    return EventList.built({"events": [_event_out(event) for event in events]})
 
 
 def explanation_out(found: Explanation) -> ExplanationOut:
@@ -311,14 +288,14 @@ def schedule_out(schedule: Schedule, now: datetime) -> ScheduleOut:
             "id": schedule.id,
             "name": schedule.name,
             "cron": schedule.cron,
-            "description": schedule.description,
+            "description": cron.describe(schedule.cron),
             "timezone": schedule.timezone,
             "type": schedule.type,
             "payload": schedule.payload,
             "priority": schedule.priority_label,
             "enabled": schedule.enabled,
             "catch_up": schedule.catch_up,
-            "next_runs": [iso(at) for at in schedule.next_runs(now)],
+            "next_runs": [iso(at) for at in schedules.next_runs(schedule, now)],
             "last_run_at": iso(schedule.last_run_at),
             "created_at": iso(schedule.created_at),
             "updated_at": iso(schedule.updated_at),
@@ -331,9 +308,9 @@ def schedules_out(schedules: Sequence[Schedule], now: datetime) -> ScheduleList:
     return ScheduleList.built({"schedules": [schedule_out(s, now) for s in schedules]})
 
 
-def bulk_preview_out(preview: Preview, *, include_error: bool) -> BulkPreview:
+def bulk_preview_out(preview: Preview) -> BulkPreview:
     """How many jobs a bulk operation would change, and the newest of them."""
-    sample = [job_out(job, include_error=include_error) for job in preview.sample]
+    sample = [job_out(job) for job in preview.sample]
     return BulkPreview.built({"count": preview.count, "sample": sample})
 
 

@@ -1,12 +1,10 @@
-"""Schedules as values: the stored row, and the strict request models that validate the API's
-and the page's input the same way (failing with ``InvalidInput`` per field)."""
+"""The strict request models of schedules, which validate the API's and the page's input the
+same way (failing with ``InvalidInput`` per field)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -18,17 +16,16 @@ from pydantic import (
     field_validator,
 )
 
-from app.queue.contract.fields import JOB_TYPES_MARK, json_object_problem
+from app.queue.contract.fields import JOB_TYPES_MARK, PriorityLabel, json_object_problem
 from app.queue.rules import cron
+from app.queue.rules.settings import QueueSettings
 from app.queue.vocabulary.errors import InvalidInput
-from app.queue.vocabulary.models import QueueSettings
-from app.queue.vocabulary.states import PRIORITIES, priority_label
+from app.queue.vocabulary.job_fields import DEFAULT_PRIORITY
+from app.queue.vocabulary.states import PRIORITIES
 
-NEXT_RUNS = 5  # fire times shown with a schedule
 MAX_NAME_LENGTH = 50  # "schedule:" + name must fit the 64-character event actor
 _NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._ -]{{0,{MAX_NAME_LENGTH - 1}}}")
 
-PriorityLabel = Literal["low", "medium", "high", "critical"]
 CatchUp = Literal["skip", "one"]
 # What the API document says of each field (the validators below enforce it, with their own
 # messages; cron expressions and time zones are checked beyond what a schema can say).
@@ -59,46 +56,6 @@ TimeZone = Annotated[
     ),
 ]
 JobTypeName = Annotated[str, WithJsonSchema({"type": "string", JOB_TYPES_MARK: True})]
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """One row of ``schedules``."""
-
-    id: int
-    name: str
-    cron: str
-    timezone: str
-    type: str
-    payload: dict[str, Any]
-    priority: int
-    enabled: bool
-    catch_up: str
-    next_run_at: datetime | None
-    last_run_at: datetime | None
-    created_by: int
-    created_at: datetime
-    updated_at: datetime
-
-    @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> Schedule:
-        """Build a schedule from a ``schedules`` row mapping."""
-        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
-
-    @property
-    def priority_label(self) -> str:
-        return priority_label(self.priority)
-
-    @property
-    def description(self) -> str:
-        """The cron expression in words."""
-        return cron.describe(self.cron)
-
-    def next_runs(self, now: datetime, count: int = NEXT_RUNS) -> list[datetime]:
-        """The next ``count`` fire times after ``now`` (none while disabled)."""
-        if not self.enabled:
-            return []
-        return cron.upcoming(self.cron, self.timezone, now, count)
 
 
 def _settings(info: ValidationInfo) -> QueueSettings:
@@ -159,7 +116,7 @@ class ScheduleCreate(_ScheduleFields):
     timezone: TimeZone = "UTC"
     type: JobTypeName
     payload: dict[str, Any] = {}
-    priority: PriorityLabel = "low"
+    priority: PriorityLabel = DEFAULT_PRIORITY
     enabled: bool = True
     catch_up: CatchUp = "skip"
 

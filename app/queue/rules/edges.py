@@ -19,7 +19,7 @@ from app.queue.sql.edges import Expected
 from app.queue.sql.items import Columns, Kind
 from app.queue.sql.jobs import append_events, event_row
 from app.queue.vocabulary.effects import Changed, Effects
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import (
     EDGES,
     TERMINAL,

@@ -2,54 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Set
-from dataclasses import replace
 from enum import StrEnum
-from typing import Any, ClassVar, Protocol, TypeVar
 
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import Forbidden
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import (
     PRIORITIES,
     RETRYABLE,
     JobStatus,
     Role,
 )
-
-
-class Caller(Protocol):
-    """What the rules read of a caller (``models.Actor`` is one): the policy sits below the
-    value objects, which ask it, so it names the attributes it needs rather than their class.
-    A dataclass, so that ``require`` hands back a copy marked as cleared."""
-
-    __dataclass_fields__: ClassVar[dict[str, Any]]
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def role(self) -> Role: ...
-    @property
-    def max_priority(self) -> int: ...
-    @property
-    def cleared(self) -> Set[str]: ...
-
-
-class Held(Protocol):
-    """What the rules read of a job (``models.Job`` is one): its status, holder, attempt and
-    producer."""
-
-    @property
-    def status(self) -> str: ...
-    @property
-    def created_by(self) -> int: ...
-    @property
-    def worker_id(self) -> str | None: ...
-    @property
-    def attempts(self) -> int: ...
-
-
-CallerT = TypeVar("CallerT", bound=Caller)
 
 
 class Action(StrEnum):
@@ -140,34 +103,39 @@ class Scope(StrEnum):
 _SCOPES = {Role.ADMIN: Scope.ALL, Role.WORKER: Scope.HELD, Role.PRODUCER: Scope.OWNED}
 
 
-def scope(actor: Caller) -> Scope:
+def scope(actor: Actor) -> Scope:
     """The jobs ``actor`` may see."""
     return _SCOPES[actor.role]
 
 
-def priority_cap(actor: Caller) -> int:
+def priority_cap(actor: Actor) -> int:
     """The highest priority ``actor`` may enqueue: admins any, others their own cap."""
     return PRIORITIES["critical"] if actor.role is Role.ADMIN else actor.max_priority
 
 
-def caps_priority(actor: Caller) -> bool:
+def caps_priority(actor: Actor) -> bool:
     """Whether ``actor``'s priority cap limits what it enqueues: admins enqueue any priority,
     and a role that enqueues nothing has no use for one."""
     return role_allows(actor, Action.ENQUEUE) and actor.role is not Role.ADMIN
 
 
-def role_allows(actor: Caller, action: Action) -> bool:
-    """The role table's answer (``can`` skips it for an action cleared earlier this request)."""
+def role_allows(actor: Actor, action: Action) -> bool:
+    """The role table's answer."""
     return actor.role in ROLES[action]
 
 
-def can(actor: Caller, action: Action | str, job: Held | None = None) -> bool:
-    """Whether ``actor`` may do ``action`` (to ``job``, a job it can see, when given)."""
-    action = Action(action)
-    if action not in actor.cleared and not role_allows(actor, action):
-        return False
-    if job is None:
-        return True
+def require(actor: Actor, action: Action) -> None:
+    """Refuse (403) an action the actor's role does not allow. The door asks it, once per
+    request, before it reads a body or does any work: each route declares its action next to
+    it (``app.infra.access``, ``app.api.auth``), and the CLI acts as an admin. The use cases
+    behind it ask only what needs a job (``job_allows``, ``holds``, whose jobs ``scope``)."""
+    if not role_allows(actor, action):
+        raise Forbidden(f"the {actor.role} role may not {what(action)}")
+
+
+def job_allows(actor: Actor, action: Action, job: Job) -> bool:
+    """Whether an actor whose role may do ``action`` may do it to ``job``, a job it can see:
+    what a role may cancel, what may be retried, who may spawn children."""
     if action is Action.CANCEL:
         return job.status in _CANCELLABLE.get(actor.role, frozenset())
     if action is Action.RETRY:
@@ -179,13 +147,26 @@ def can(actor: Caller, action: Action | str, job: Held | None = None) -> bool:
     return True
 
 
-def sees_group(actor: Caller, owner: int) -> bool:
-    """Whether ``actor`` may see a group ``owner`` enqueued: its owner and admins (anyone else
-    is answered as if it did not exist)."""
-    return can(actor, Action.VIEW_GROUPS) and (scope(actor) is Scope.ALL or actor.id == owner)
+def can(actor: Actor, action: Action | str, job: Job | None = None) -> bool:
+    """Whether ``actor`` may do ``action`` (to ``job``, when given): what the pages ask to
+    decide which links and buttons to show."""
+    action = Action(action)
+    return role_allows(actor, action) and (job is None or job_allows(actor, action, job))
 
 
-def holds(actor: Caller, job: Held, attempt: int | None = None) -> bool:
+def sees_errors(actor: Actor) -> bool:
+    """Error texts may hold what sanitizing missed: only those who may read them see them,
+    in answers and on pages alike."""
+    return role_allows(actor, Action.SEE_ERRORS)
+
+
+def sees_group(actor: Actor, owner: int) -> bool:
+    """Whether ``actor``, whose role may view groups, may see a group ``owner`` enqueued: its
+    owner and admins (anyone else is answered as if it did not exist)."""
+    return scope(actor) is Scope.ALL or actor.id == owner
+
+
+def holds(actor: Actor, job: Job, attempt: int | None = None) -> bool:
     """Whether ``actor`` holds ``job`` now (at ``attempt``, when given): only the holder of a
     running job's current attempt may report on it or spawn its children."""
     return (
@@ -195,32 +176,21 @@ def holds(actor: Caller, job: Held, attempt: int | None = None) -> bool:
     )
 
 
-def still_enqueues(owner: Caller, *, disabled: bool) -> bool:
+def still_enqueues(owner: Actor, *, disabled: bool) -> bool:
     """Whether jobs may still be enqueued in ``owner``'s name by someone else (a job's
     children, a group's callbacks): not once the account is disabled or its role no longer
     enqueues."""
     return not disabled and owner.role in ROLES[Action.ENQUEUE]
 
 
-def children_owner(owner: CallerT, *, disabled: bool) -> CallerT:
-    """The producer a job's children belong to (its own producer), cleared to enqueue them:
-    the worker spawns them on its behalf, within its priority cap. A producer since disabled,
-    or whose role no longer enqueues, gets no new jobs (403)."""
+def require_producer(owner: Actor, *, disabled: bool) -> None:
+    """Children belong to their parent's producer: the worker spawns them on its behalf,
+    within its priority cap. A producer since disabled, or whose role no longer enqueues, gets
+    no new jobs (403)."""
     if not still_enqueues(owner, disabled=disabled):
         raise Forbidden("the job's producer may no longer enqueue jobs")
-    return replace(owner, cleared=owner.cleared | {Action.ENQUEUE})
 
 
 def what(action: Action) -> str:
     """What ``action`` lets a role do, in words ("enqueue jobs")."""
     return _WHAT[action]
-
-
-def require(actor: CallerT, action: Action) -> CallerT:
-    """Refuse (403) an action the actor's role does not allow; returns the actor marked as
-    cleared for it, so the use case behind a checked route does not ask again."""
-    if action in actor.cleared:
-        return actor
-    if not role_allows(actor, action):
-        raise Forbidden(f"the {actor.role} role may not {what(action)}")
-    return replace(actor, cleared=actor.cleared | {action})

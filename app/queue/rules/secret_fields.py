@@ -12,7 +12,7 @@ from sqlalchemy import Connection
 
 from app.queue.sql import sealed as sealed_sql
 from app.queue.vocabulary.errors import SecretsUnavailable
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 
 Secrets = dict[str, str]
 

@@ -9,7 +9,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
+
+from app.queue.vocabulary.limits import Window
 
 WINDOW_SECONDS = {"second": 1, "minute": 60, "hour": 3600}
 MAX_RUNNING_LIMIT = 1_000_000
@@ -89,43 +91,6 @@ class Overriding(Protocol):
     def paused(self) -> bool | None: ...
     @property
     def max_run_seconds(self) -> int | None: ...
-
-
-class Overridden(NamedTuple):
-    """The values of an override, as the claim reads them."""
-
-    max_running: int | None
-    rate_limit: str | None
-    paused: bool | None
-    max_run_seconds: int | None
-
-
-@dataclass(frozen=True)
-class Override:
-    """One row of ``type_overrides``: what an admin set over the configuration (None: the
-    configuration's value applies), by whom and when."""
-
-    type: str
-    max_running: int | None
-    rate_limit: str | None
-    paused: bool | None
-    max_run_seconds: int | None
-    updated_by: str | None
-    updated_at: datetime
-
-    @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> Override:
-        """Build an override from a ``type_overrides`` row mapping."""
-        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
-
-
-@dataclass(frozen=True)
-class Window:
-    """One row of ``type_claim_windows``: the claims counted in the window that started at
-    ``started_at``."""
-
-    started_at: datetime
-    claims: int
 
 
 def config_limits(entry: Mapping[str, Any]) -> TypeLimits:

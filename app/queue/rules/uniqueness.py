@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Connection
 
 from app.queue.sql import uniqueness as uniqueness_sql
-from app.queue.vocabulary.models import EnqueueRequest, Job
+from app.queue.vocabulary.jobs import EnqueueRequest, Job
 
 _EVER = datetime(1970, 1, 1, tzinfo=UTC)  # without unique_for, any active job counts
 

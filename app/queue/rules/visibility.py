@@ -7,7 +7,7 @@ from sqlalchemy import ColumnElement
 
 from app.queue.rules.policy import Scope, scope
 from app.queue.sql import jobs as jobs_sql
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 
 
 def viewer(actor: Actor) -> jobs_sql.Viewer:

@@ -14,17 +14,18 @@ from typing import Any
 from sqlalchemy import Connection
 
 from app.audit import store as audit_store
-from app.audit.actions import GROUPS_ACTOR, AuditAction
-from app.queue.rules.policy import sees_group, still_enqueues
+from app.audit.actions import GROUPS_ACTOR, AuditAction, Origin
+from app.queue.rules.policy import priority_cap, sees_group, still_enqueues
 from app.queue.rules.visibility import visibility
 from app.queue.sql import batches as batches_sql
 from app.queue.sql import children as children_sql
 from app.queue.sql import jobs as jobs_sql
 from app.queue.sql import workflows as workflows_sql
 from app.queue.sql.jobs import append_events, event_row
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Effects
 from app.queue.vocabulary.errors import Forbidden, InvalidInput, NotFound
-from app.queue.vocabulary.models import Actor, EnqueueRequest, Job, parent_of
+from app.queue.vocabulary.jobs import EnqueueRequest, Job, parent_of
 from app.queue.vocabulary.states import TERMINAL, EventKind, JobStatus, priority_label
 
 _BROKEN = {JobStatus.FAILED: "failed", JobStatus.CANCELLED: "was cancelled"}
@@ -212,7 +213,7 @@ def form_group(
     ``spec``, which the caller's priority cap applies to. Its id."""
     for which in ("on_complete", "on_success"):
         callback = getattr(spec, which)
-        if callback is not None and callback.priority > actor.priority_cap():
+        if callback is not None and callback.priority > priority_cap(actor):
             raise Forbidden(f"group.{which}: priority is above your cap")
     group_id = workflows_sql.create_group(
         conn,
@@ -283,26 +284,27 @@ def _fire(conn: Connection, group: workflows_sql.Group, *, now: datetime) -> lis
             enqueued.append(_enqueue_callback(conn, group, which, spec, now=now))
             continue
         refused[which] = reason
-        audit_store.append(
+        audit_store.record(
             conn,
+            Origin(GROUPS_ACTOR),
+            AuditAction.GROUP_CALLBACK_REFUSED,
+            f"group:{group.id}",
             at=now,
-            actor=GROUPS_ACTOR,
-            action=AuditAction.GROUP_CALLBACK_REFUSED,
-            target=f"group:{group.id}",
-            details={"callback": which, "reason": reason},
+            callback=which,
+            reason=reason,
         )
     if refused != (group.callbacks_refused or {}):
         workflows_sql.refuse_callbacks(conn, group.id, refused)
     return enqueued
 
 
-def _refusal(owner: tuple[Actor, bool] | None, priority: int) -> str | None:
-    """Why a group's producer (and whether disabled) may not enqueue a callback of
-    ``priority`` now, or None: the rules a job's children and schedules obey, at the moment
-    the group finishes (its producer may have been disabled or capped lower since)."""
-    if owner is None or not still_enqueues(owner[0], disabled=owner[1]):
+def _refusal(owner: children_sql.Producer | None, priority: int) -> str | None:
+    """Why a group's producer may not enqueue a callback of ``priority`` now, or None: the
+    rules a job's children and schedules obey, at the moment the group finishes (its producer
+    may have been disabled or capped lower since)."""
+    if owner is None or not still_enqueues(owner.actor(), disabled=owner.disabled):
         return "the group's producer may no longer enqueue jobs"
-    cap = owner[0].priority_cap()
+    cap = priority_cap(owner.actor())
     if priority > cap:
         label, cap_label = priority_label(priority), priority_label(cap)
         return f"priority {label} is above the producer's cap ({cap_label})"

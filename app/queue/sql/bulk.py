@@ -10,7 +10,7 @@ from sqlalchemy import ColumnElement, Connection, delete, func, select
 
 from app.queue.sql import dialects
 from app.queue.sql.jobs import JOB_COLUMNS, job_of
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import TERMINAL
 from app.storage.schema import jobs
 

@@ -4,11 +4,13 @@ their idempotency keys, which live in the parent's namespace (``uq_jobs_child_ke
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import NamedTuple
 
 from sqlalchemy import ColumnElement, Connection, bindparam, func, or_, select
 
 from app.queue.sql.jobs import JOB_COLUMNS, job_of
-from app.queue.vocabulary.models import Actor, Job
+from app.queue.vocabulary.actors import Actor
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import Role
 from app.storage.schema import jobs, users
 
@@ -50,12 +52,22 @@ def count(conn: Connection, parent_id: int) -> int:
     return int(conn.execute(query).scalar_one())
 
 
-def producer(conn: Connection, user_id: int) -> tuple[Actor, bool] | None:
-    """The user who enqueued a job, as an actor, and whether the account is disabled (None:
-    no such user any more)."""
+class Producer(NamedTuple):
+    """The user who enqueued a job, as its row says."""
+
+    id: int
+    name: str
+    role: str
+    max_priority: int
+    disabled: bool
+
+    def actor(self) -> Actor:
+        """The producer as the policy reads a caller (whether it may still enqueue, its cap)."""
+        return Actor(self.id, self.name, Role(self.role), self.max_priority)
+
+
+def producer(conn: Connection, user_id: int) -> Producer | None:
+    """The user who enqueued a job (None: no such user any more)."""
     columns = (users.c.id, users.c.name, users.c.role, users.c.max_priority, users.c.disabled)
     row = conn.execute(select(*columns).where(users.c.id == user_id)).first()
-    if row is None:
-        return None
-    actor = Actor(id=row.id, name=row.name, role=Role(row.role), max_priority=row.max_priority)
-    return actor, bool(row.disabled)
+    return None if row is None else Producer(*row[:4], bool(row.disabled))

@@ -31,7 +31,7 @@ from app.queue.sql.jobs import (
     job_of,
 )
 from app.queue.sql.prepared import Prepared
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import EventKind, JobStatus
 from app.storage.schema import jobs
 from app.storage.sqltypes import UTCDateTime

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, func, literal, or_, select
 
 from app.queue.sql.jobs import PENDING as CLAIMABLE
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import PRIORITIES
 from app.storage.schema import jobs
 

@@ -30,7 +30,7 @@ from sqlalchemy.sql.elements import BindParameter
 from app.queue.sql import rows as rows_sql
 from app.queue.sql.counts import EVERYONE
 from app.queue.sql.prepared import Prepared
-from app.queue.vocabulary.models import Event, Job, JobFilters
+from app.queue.vocabulary.jobs import Event, Job, JobFilters
 from app.queue.vocabulary.states import PRIORITIES, EventKind
 from app.storage.schema import JOB_KEY, job_events, jobs
 from app.storage.schema_figures import job_holders

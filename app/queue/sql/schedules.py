@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import Connection, delete, exists, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from app.queue.contract.schedules import Schedule
 from app.queue.sql import dialects
+from app.queue.vocabulary.schedules import Schedule
 from app.queue.vocabulary.states import Role
 from app.storage.schema import schedules, users
 

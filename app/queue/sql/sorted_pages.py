@@ -1,4 +1,4 @@
-"""The jobs list in the orders other than creation (``app.queue.domain.sorting``), each read
+"""The jobs list in the orders other than creation (``app.queue.vocabulary.orders``), each read
 along indexes that keep it within its status, at most a page of rows from each:
 
 - pending jobs: everyone's from the claim index, one range per priority in run-time order
@@ -33,9 +33,8 @@ from sqlalchemy import (
     union_all,
 )
 
-from app.queue.rules.sorting import KEY_COLUMNS, SortKey, in_order
-from app.queue.sql import counts as count_store
-from app.queue.sql import totals
+from app.queue.sql import counts as counts_sql
+from app.queue.sql import totals as totals_sql
 from app.queue.sql.jobs import (
     JOB_COLUMNS,
     PENDING,
@@ -47,7 +46,8 @@ from app.queue.sql.jobs import (
     visible_to_worker,
 )
 from app.queue.sql.prepared import Prepared
-from app.queue.vocabulary.models import Job, JobFilters
+from app.queue.vocabulary.jobs import Job, JobFilters
+from app.queue.vocabulary.orders import KEY_COLUMNS, SortKey, in_order
 from app.queue.vocabulary.states import JobStatus
 from app.storage.schema import jobs
 from app.storage.schema_figures import job_holders
@@ -84,7 +84,7 @@ def page(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[list[Jo
     ``engines.jobs.list_jobs``), and whether more lie beyond it in the paging direction."""
     sort, forward = filters.sort, filters.rising
     key = None if filters.cursor is None else filters.cursor.key
-    if totals.known(filters) and totals.counted(conn, filters, viewer) == 0:
+    if totals_sql.known(filters) and totals_sql.counted(conn, filters, viewer) == 0:
         return [], False  # the counters know: no read at all
     read, names = _read(conn, filters, viewer)
     pending = filters.status == JobStatus.PENDING
@@ -132,10 +132,10 @@ def _read(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[str, l
         return {"all": "claim", "owner": "owner", "holder": "held"}[viewer.kind], []
     if filters.status != JobStatus.RUNNING:
         return "finished", []
-    running = count_store.running_by_worker(conn)
+    running = counts_sql.running_by_worker(conn)
     if viewer.holder is None:
         return "workers", sorted(name for name, n in running.items() if n)
-    held = totals.counted(conn, JobFilters(status=JobStatus.RUNNING), viewer)
+    held = totals_sql.counted(conn, JobFilters(status=JobStatus.RUNNING), viewer)
     own = running.get(viewer.holder, 0)
     return ("workers", [viewer.holder]) if held == own else ("held", [])
 
@@ -155,7 +155,7 @@ def _bands(
         return ((-1, key is not None),)
     have = {
         priority
-        for status, priority, n in count_store.counts(conn, viewer.counts_scope)
+        for status, priority, n in counts_sql.counts(conn, viewer.counts_scope)
         if status == JobStatus.PENDING and n
     }
     if filters.priority is not None:

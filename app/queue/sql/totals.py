@@ -11,7 +11,7 @@ from sqlalchemy import Connection, bindparam, func, literal, select
 
 from app.queue.sql.jobs import Viewer, matching
 from app.queue.sql.prepared import Prepared
-from app.queue.vocabulary.models import JobFilters
+from app.queue.vocabulary.jobs import JobFilters
 from app.queue.vocabulary.states import JobStatus
 from app.storage.schema_figures import job_counts
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, exists, select, update
 
-from app.queue.rules.type_limits import Overridden, Override, Window
 from app.queue.sql import dialects
 from app.queue.sql.jobs import PENDING as CLAIMABLE
+from app.queue.vocabulary.limits import Overridden, Override, Window
 from app.storage.schema import jobs, type_claim_windows, type_overrides
 from app.storage.sqltypes import UTCDateTime
 

@@ -12,7 +12,7 @@ from sqlalchemy import ColumnElement, Connection, Select, bindparam, literal_col
 
 from app.queue.sql import dialects
 from app.queue.sql.jobs import JOB_COLUMNS, job_of
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from app.storage.schema import jobs
 from app.storage.sqltypes import UTCDateTime
 

@@ -31,7 +31,7 @@ from app.queue.sql.items import Columns, Kind, parameter
 from app.queue.sql.jobs import JOB_COLUMNS, job_of
 from app.queue.sql.prepared import Prepared
 from app.queue.sql.rows import insert_rows
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from app.storage.schema import job_dependencies, job_groups, jobs
 from app.storage.sqltypes import UTCDateTime
 

@@ -14,13 +14,13 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection
 
 from app.queue.rules import edges
-from app.queue.rules.policy import Action, require
 from app.queue.rules.visibility import visibility
 from app.queue.sql import bulk as bulk_sql
 from app.queue.sql import jobs as jobs_sql
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Effects
 from app.queue.vocabulary.errors import Conflict, InvalidInput
-from app.queue.vocabulary.models import Actor, Job, JobFilters
+from app.queue.vocabulary.jobs import Job, JobFilters
 from app.queue.vocabulary.states import (
     EDGES,
     TERMINAL,
@@ -130,7 +130,6 @@ def _too_many(described: str, limit: int) -> InvalidInput:
 def preview(conn: Connection, actor: Actor, selection: Selection, *, limit: int) -> Preview:
     """Count the jobs the operation would change and show the newest; changes nothing. More
     than ``limit`` jobs is refused (422), as applying them would be."""
-    actor = require(actor, Action.BULK_JOBS)
     conditions = selection.conditions(actor)
     count = bulk_sql.count(conn, conditions)
     if count > limit:
@@ -144,7 +143,6 @@ def take(
 ) -> JobSet:
     """The set the operation will change, read in one statement so its size is the count
     checked against ``expect_count`` (StaleCount, 409, when they differ)."""
-    actor = require(actor, Action.BULK_JOBS)
     found = JobSet(array("q", bulk_sql.ids(conn, selection.conditions(actor), limit + 1)))
     if len(found) > limit:
         raise _too_many(f"more than {limit}", limit)
@@ -183,7 +181,6 @@ def apply_batch(
     status it is in now: a job that left the selection meanwhile (finished, or no longer
     matching the filter) is skipped, never half-changed. ``wait``: for the locks of jobs
     another transaction holds, rather than skip them as busy."""
-    actor = require(actor, Action.BULK_JOBS)
     taken, busy = bulk_sql.lock(conn, ids, selection.conditions(actor), wait=wait)
     if selection.verb is Verb.DELETE:
         return BatchResult(bulk_sql.delete_finished(conn, [job.id for job in taken]), busy)

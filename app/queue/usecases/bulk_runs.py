@@ -16,12 +16,12 @@ from datetime import timedelta
 
 from flask import current_app
 
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
+from app.audit import store as audit_store
+from app.audit.actions import AuditAction, Origin
 from app.infra import db
 from app.queue.sql import locks as locks_sql
 from app.queue.usecases import bulk
-from app.queue.vocabulary.models import Actor
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 
@@ -81,24 +81,36 @@ def _bulk_lock() -> Iterator[str]:
             locks_sql.drop(conn, LOCK, holder)
 
 
-def apply(actor: Actor, selection: bulk.Selection, *, reason: str, expect_count: int) -> Applied:
+def apply(
+    actor: Actor, selection: bulk.Selection, *, reason: str, expect_count: int, origin: Origin
+) -> Applied:
     """Run the operation on the set as it is now, if it holds ``expect_count`` jobs (else
-    StaleCount, and nothing is written, not even the audit row), holding the bulk lock."""
+    StaleCount, and nothing is written, not even the audit row, which names ``origin``),
+    holding the bulk lock."""
     with _bulk_lock() as holder:
-        return _apply(actor, selection, reason=reason, expect_count=expect_count, holder=holder)
+        return _apply(
+            actor, selection, reason=reason, expect_count=expect_count, holder=holder, origin=origin
+        )
 
 
 def _apply(
-    actor: Actor, selection: bulk.Selection, *, reason: str, expect_count: int, holder: str
+    actor: Actor,
+    selection: bulk.Selection,
+    *,
+    reason: str,
+    expect_count: int,
+    holder: str,
+    origin: Origin,
 ) -> Applied:
     with db.read() as conn:  # one snapshot: the set and its count are the same thing
         job_set = bulk.take(conn, actor, selection, expect_count=expect_count, limit=_limit())
     with db.transaction() as conn:
-        operation = audit.record(
+        operation = audit_store.record(
             conn,
+            origin,
             AuditAction.JOB_BULK,
             f"jobs:{selection.verb}",
-            actor=actor.name,
+            at=utcnow(),
             filter=selection.described(),
             reason=reason,
             count=len(job_set),

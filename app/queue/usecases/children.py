@@ -14,19 +14,15 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
-from app.queue.rules.policy import (
-    Action,
-    children_owner,
-    holds,
-    require,
-)
+from app.queue.rules.policy import holds, require_producer
 from app.queue.rules.visibility import visibility
 from app.queue.sql import batches as batches_sql
 from app.queue.sql import children as children_sql
 from app.queue.usecases import enqueueing, finishing, reading
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import Forbidden, InvalidInput
-from app.queue.vocabulary.models import Actor, EnqueueRequest, Job
+from app.queue.vocabulary.jobs import EnqueueRequest, Job
 from app.queue.vocabulary.states import JobStatus
 
 
@@ -46,7 +42,6 @@ def spawn(
     between the check and the insert, and its children are counted exactly: a job has at
     most ``max_children`` in all, whichever attempts made them. ``(job, created)`` per
     request, as ``enqueue_many``, a job not created by this request shown ``as_enqueued``."""
-    actor = require(actor, Action.SPAWN)
     found = batches_sql.jobs_by_ids(conn, {parent_id}, visibility(actor), locked=True)
     parent, _ = found.get(parent_id, (None, False))
     if parent is None or not holds(actor, parent, attempt):
@@ -54,7 +49,8 @@ def spawn(
     owner = children_sql.producer(conn, parent.created_by)
     if owner is None:  # users are disabled, never deleted; kept for a hand-edited database
         raise Forbidden("the job's producer no longer exists")
-    producer = children_owner(owner[0], disabled=owner[1])
+    producer = owner.actor()
+    require_producer(producer, disabled=owner.disabled)
     children = [replace(request, parent_id=parent.id) for request in requests]
     enqueued = enqueueing.enqueue_many(conn, producer, children, now=now)
     made = {job.id for job, created in enqueued.value if created}

@@ -17,11 +17,13 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection
 
 from app.queue.rules import edges, type_limits
-from app.queue.rules.type_limits import TypeLimits, Window
+from app.queue.rules.settings import QueueSettings
+from app.queue.rules.type_limits import TypeLimits
 from app.queue.sql import counts as counts_sql
 from app.queue.sql import type_limits as type_limits_sql
 from app.queue.sql.edges import TypeLeases
-from app.queue.vocabulary.models import Job, QueueSettings
+from app.queue.vocabulary.jobs import Job
+from app.queue.vocabulary.limits import Window
 
 # A long-poll held back by max_running looks again this often: a finished job frees a slot
 # without ringing anyone (ringing every waiter on every completion would cost more).

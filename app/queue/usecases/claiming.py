@@ -15,21 +15,22 @@ from sqlalchemy import Connection
 
 from app.queue.rules import edges
 from app.queue.rules.backoff import Uniform
-from app.queue.rules.policy import Action, require
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import due as due_sql
 from app.queue.sql import edges as edges_sql
 from app.queue.usecases import finishing, type_polls
 from app.queue.usecases.claim_limits import claim_within_limits
 from app.queue.usecases.type_polls import PollNotes
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Changed, Effects
-from app.queue.vocabulary.models import Actor, Job, QueueSettings
+from app.queue.vocabulary.jobs import Job
 
 _system_random = random.SystemRandom()
 LEASE_EXPIRED = "lease expired"
 
 
 @dataclass(frozen=True)
-class Claimed:
+class Taken:
     """What a claim did: the jobs it took, what recovering expired leases did (``effects``),
     and, when type limits held due jobs back, when to look again (``held_back_until``)."""
 
@@ -49,13 +50,12 @@ def claim_many(
     types: tuple[str, ...] | None = None,
     uniform: Uniform = _system_random.uniform,
     polls: PollNotes | None = None,
-) -> Claimed:
+) -> Taken:
     """Give the caller up to ``max_jobs`` due jobs (of ``types``, when given) in claim order,
     each with its own attempt and lease, recovering a batch of expired leases first. Paused
     types and types at their limits wait (``claim_limits``). Found or not, the types asked for
     are noted as polled when ``polls`` is given (this process's memory of its last notes: the
     API's claims; the command line and benchmarks note nothing)."""
-    actor = require(actor, Action.WORK)
     recovered = recover_expired(
         conn, now=now, settings=settings, limit=settings.recover_batch, uniform=uniform
     )
@@ -71,7 +71,7 @@ def claim_many(
     )
     if polls is not None:  # after the claim's own writes: every claim locks in one order
         type_polls.note(conn, polls, types or settings.job_types, now)
-    return Claimed(jobs, recovered.effects, held_back_until)
+    return Taken(jobs, recovered.effects, held_back_until)
 
 
 def claim(

@@ -11,10 +11,11 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
 from app.queue.rules import uniqueness, workflows
-from app.queue.rules.policy import Action, require
+from app.queue.rules.policy import priority_cap
 from app.queue.sql import batches as batches_sql
 from app.queue.sql import children as children_sql
 from app.queue.sql import jobs as jobs_sql
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Changed, Effects
 from app.queue.vocabulary.errors import (
     Conflict,
@@ -22,7 +23,7 @@ from app.queue.vocabulary.errors import (
     InvalidInput,
     QueueError,
 )
-from app.queue.vocabulary.models import Actor, EnqueueRequest, Job, parent_of
+from app.queue.vocabulary.jobs import EnqueueRequest, Job, parent_of
 
 
 def enqueue(
@@ -31,7 +32,6 @@ def enqueue(
     """Add a job; returns ``(job, created)``. A repeated idempotency key returns the original;
     then a unique key returns its active job (``uniqueness``), and nothing is added. A new job
     with parents waits for them (``workflows``): jobs that existed before it."""
-    actor = require(actor, Action.ENQUEUE)
     existing = workflows.existing_parents(conn, actor, [request])  # before the job exists
     job, created = enqueue_one(conn, actor, request, now=now)
     if not created:
@@ -47,7 +47,6 @@ def enqueue_one(
     conn: Connection, actor: Actor, request: EnqueueRequest, *, now: datetime
 ) -> tuple[Job, bool]:
     """``enqueue`` but for the parents, which the caller records (a batch, all at once)."""
-    actor = require(actor, Action.ENQUEUE)
     admit(actor, request)
     found = answered_by(conn, actor, request, now=now)
     if found is not None:
@@ -105,7 +104,7 @@ def _keyed(conn: Connection, actor: Actor, request: EnqueueRequest) -> Job | Non
 
 def admit(actor: Actor, request: EnqueueRequest) -> None:
     """Refuse an enqueue above the caller's priority cap."""
-    if request.priority > actor.priority_cap():
+    if request.priority > priority_cap(actor):
         raise Forbidden("priority is above your cap")
 
 
@@ -183,7 +182,6 @@ def enqueue_many(
     """``enqueue_jobs``, then the workflow of the new jobs: they form ``group`` (when given),
     and each waits for the parents it names, jobs that existed before the request or earlier
     items (``workflows``). The jobs come back as they are after that."""
-    actor = require(actor, Action.ENQUEUE)
     existing = workflows.existing_parents(conn, actor, requests)  # before the new jobs exist
     added = enqueue_jobs(conn, actor, requests, now=now)
     new = [job for job, created in added if created]
@@ -207,7 +205,6 @@ def enqueue_each(
     answer it alone after the items before it, and a refused item undoes nothing; an item that
     waits for a refused one (``after_items``) is refused too. Stored as ``enqueue_jobs`` stores
     a batch: a few statements for all of them."""
-    actor = require(actor, Action.ENQUEUE)
     requests = {index: item for index, item in enumerate(items) if not isinstance(item, QueueError)}
     # Locked: a parent pruned before the new jobs are linked to it would refuse the whole batch.
     existing = workflows.existing_parents(conn, actor, list(requests.values()), locked=True)
@@ -259,7 +256,6 @@ def enqueue_jobs(
     transaction commit one of the keys meanwhile (the insert collides), the batch is redone
     item by item through ``enqueue``. So is a batch with unique keys: each such item looks for
     its active job after the ones before it."""
-    actor = require(actor, Action.ENQUEUE)
     answers = _admit_all(conn, actor, requests, now=now, refuse=_naming_item, parents=None)
     added = [answer for answer in answers if isinstance(answer, tuple)]
     assert len(added) == len(answers)  # any refusal raised

@@ -16,7 +16,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from app.queue.rules import type_limits
-from app.queue.rules.type_limits import Override, TypeLimits
+from app.queue.rules.settings import QueueSettings
+from app.queue.rules.type_limits import TypeLimits
 from app.queue.sql import batches as batches_sql
 from app.queue.sql import counts as counts_sql
 from app.queue.sql import explain as explain_sql
@@ -24,7 +25,9 @@ from app.queue.sql import jobs as jobs_sql
 from app.queue.sql import type_limits as type_limits_sql
 from app.queue.usecases import reading, type_polls
 from app.queue.usecases.claim_limits import TypeTurn
-from app.queue.vocabulary.models import Actor, Job, QueueSettings
+from app.queue.vocabulary.actors import Actor
+from app.queue.vocabulary.jobs import Job
+from app.queue.vocabulary.limits import Override
 from app.queue.vocabulary.states import JobStatus
 from app.queue.vocabulary.timeutil import human_duration, iso
 

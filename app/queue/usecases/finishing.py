@@ -21,9 +21,11 @@ from app.queue.rules import edges
 from app.queue.rules.backoff import Uniform, backoff_seconds
 from app.queue.rules.policy import holds
 from app.queue.rules.sanitize import sanitize_error
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import batches as batches_sql
 from app.queue.sql import edges as edges_sql
 from app.queue.sql.items import Columns, Kind
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import (
     AttemptTimedOut,
@@ -32,13 +34,7 @@ from app.queue.vocabulary.errors import (
     NotFound,
     QueueError,
 )
-from app.queue.vocabulary.models import (
-    Actor,
-    Beat,
-    Job,
-    Outcome,
-    QueueSettings,
-)
+from app.queue.vocabulary.jobs import Beat, Job, Outcome
 from app.queue.vocabulary.states import Edge, JobStatus
 from app.queue.vocabulary.timeutil import iso
 

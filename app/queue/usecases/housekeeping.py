@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 
 from app.audit import store as audit_store
 from app.queue.rules import retention
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import schedules as schedules_sql
 from app.queue.usecases import finishing, schedules
-from app.queue.vocabulary.models import QueueSettings
 from app.storage.transactions import Transactions, announce
 
 

@@ -1,8 +1,8 @@
 """The job types as admins manage them (``/types``, ``/ui/types``): jobs per status and the
 effective limits of each configured type, and the change request that overrides them.
 
-Like every use case: the caller owns the transaction (and records the audit event in it) and
-the clock is the ``now`` argument.
+Like every use case: the caller owns the transaction (a change's audit row is written in it, as
+``origin`` at ``now``) and the clock is the ``now`` argument.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, model_validator
 from sqlalchemy import Connection
 
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
+from app.audit import store as audit_store
+from app.audit.actions import AuditAction, Origin
 from app.queue.contract.fields import Flag
 from app.queue.contract.request_model import RequestModel, refuse, says
 from app.queue.rules import type_limits
-from app.queue.rules.policy import Action, require
+from app.queue.rules.settings import QueueSettings
 from app.queue.rules.type_limits import (
     MAX_RUN_SECONDS_LIMIT,
     MAX_RUN_SECONDS_RULE,
@@ -27,14 +27,14 @@ from app.queue.rules.type_limits import (
     MAX_RUNNING_RULE,
     RATE_LIMIT_PATTERN,
     RATE_LIMIT_RULE,
-    Override,
     TypeLimits,
 )
 from app.queue.sql import counts as counts_sql
 from app.queue.sql import type_limits as type_limits_sql
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed, Effects
 from app.queue.vocabulary.errors import NotFound
-from app.queue.vocabulary.models import Actor, QueueSettings
+from app.queue.vocabulary.limits import Override
 from app.queue.vocabulary.states import JobStatus
 
 MaxRunning = Annotated[
@@ -118,13 +118,11 @@ def _views(conn: Connection, settings: QueueSettings, names: tuple[str, ...]) ->
 
 def list_types(conn: Connection, actor: Actor, settings: QueueSettings) -> list[TypeView]:
     """Every configured job type (``JOB_TYPES``), in configuration order."""
-    require(actor, Action.MANAGE_TYPES)
     return _views(conn, settings, settings.job_types)
 
 
 def get_type(conn: Connection, actor: Actor, settings: QueueSettings, name: str) -> TypeView:
     """One configured job type; NotFound for any other name."""
-    require(actor, Action.MANAGE_TYPES)
     if name not in settings.job_types:
         raise NotFound(f"{name!r} is not a configured job type (JOB_TYPES)")
     return _views(conn, settings, (name,))[0]
@@ -138,12 +136,15 @@ def change(
     request: TypeChange,
     *,
     now: datetime,
+    origin: Origin,
 ) -> Changed[TypeView]:
     """Set or clear the type's overrides (audited); claims obey them from the commit on. Waiting
     claims are to be woken: a resumed type or a raised limit may have made jobs claimable."""
     get_type(conn, actor, settings, name)
     type_limits_sql.save_override(conn, name, request.overrides(), actor=actor.name, now=now)
-    audit.record(conn, AuditAction.TYPE_CHANGE, f"type:{name}", **request.overrides())
+    audit_store.record(
+        conn, origin, AuditAction.TYPE_CHANGE, f"type:{name}", at=now, **request.overrides()
+    )
     return Changed(_views(conn, settings, (name,))[0], Effects(any_due=True))
 
 

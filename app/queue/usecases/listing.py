@@ -1,4 +1,4 @@
-"""The jobs list: a page in one of ``sorting``'s orders with keyset cursors both ways, and how
+"""The jobs list: a page in one of the ``orders`` with keyset cursors both ways, and how
 many jobs match (exact from the counts the database keeps, otherwise counted up to a cap)."""
 
 from __future__ import annotations
@@ -9,19 +9,14 @@ from sqlalchemy import Connection
 
 from app.queue.contract.cursors import encode_keyset
 from app.queue.rules import sorting
-from app.queue.rules.sorting import SortKey
 from app.queue.rules.visibility import viewer
-from app.queue.sql import jobs as store
-from app.queue.sql import sorted_pages
-from app.queue.sql import totals as totals_store
+from app.queue.sql import jobs as jobs_sql
+from app.queue.sql import sorted_pages as sorted_pages_sql
+from app.queue.sql import totals as totals_sql
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import InvalidInput
-from app.queue.vocabulary.models import (
-    Actor,
-    Job,
-    JobFilters,
-    JobPage,
-    Keyset,
-)
+from app.queue.vocabulary.jobs import Job, JobFilters, JobPage, Keyset
+from app.queue.vocabulary.orders import SortKey, key_of
 
 COUNT_CAP = 10_000  # a total the counters do not know is counted this far and no further
 
@@ -42,9 +37,9 @@ def page(conn: Connection, actor: Actor, filters: JobFilters) -> JobPage:
     if why := sorting.unserved(filters.sort, filters.status):
         raise InvalidInput({"sort": why})
     if filters.sort.key is SortKey.CREATED:
-        found, more = store.list_jobs(conn, filters, seen)
+        found, more = jobs_sql.list_jobs(conn, filters, seen)
     else:
-        found, more = sorted_pages.page(conn, filters, seen)
+        found, more = sorted_pages_sql.page(conn, filters, seen)
     cursor, descending = filters.cursor, filters.sort.descending
     onward, back = ("before", "after") if descending else ("after", "before")
     came_back = cursor is not None and cursor.direction == back
@@ -60,13 +55,13 @@ def page(conn: Connection, actor: Actor, filters: JobFilters) -> JobPage:
 def _at(filters: JobFilters, direction: str, job: Job) -> str:
     """The cursor of the page that starts past ``job`` in ``direction``."""
     key = filters.sort.key
-    return encode_keyset(key, Keyset(direction, sorting.key_of(key, job)))
+    return encode_keyset(key, Keyset(direction, key_of(key, job)))
 
 
 def total(conn: Connection, actor: Actor, filters: JobFilters) -> Total:
     """How many jobs ``actor`` may see match ``filters`` (the page and cursor aside)."""
     seen = viewer(actor)
-    if totals_store.known(filters):
-        return Total(totals_store.counted(conn, filters, seen), exact=True)
-    found = totals_store.counted_up_to(conn, filters, seen, COUNT_CAP + 1)
+    if totals_sql.known(filters):
+        return Total(totals_sql.counted(conn, filters, seen), exact=True)
+    found = totals_sql.counted_up_to(conn, filters, seen, COUNT_CAP + 1)
     return Total(min(found, COUNT_CAP), exact=found <= COUNT_CAP)

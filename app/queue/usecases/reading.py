@@ -6,14 +6,11 @@ from sqlalchemy import Connection
 
 from app.queue.rules.visibility import viewer
 from app.queue.sql import jobs as jobs_sql
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import (
     NotFound,
 )
-from app.queue.vocabulary.models import (
-    Actor,
-    Event,
-    Job,
-)
+from app.queue.vocabulary.jobs import Event, Job
 
 
 def get_job(conn: Connection, actor: Actor, job_id: int) -> Job:

@@ -11,21 +11,16 @@ from sqlalchemy import Connection
 
 from app.queue.rules import edges
 from app.queue.rules.backoff import Uniform
-from app.queue.rules.policy import Action, require
+from app.queue.rules.settings import QueueSettings
 from app.queue.rules.visibility import visibility
 from app.queue.sql import batches as batches_sql
 from app.queue.usecases import finishing
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import (
     QueueError,
 )
-from app.queue.vocabulary.models import (
-    Actor,
-    Beat,
-    Job,
-    Outcome,
-    QueueSettings,
-)
+from app.queue.vocabulary.jobs import Beat, Job, Outcome
 
 _system_random = random.SystemRandom()
 
@@ -51,7 +46,6 @@ def heartbeat(
     attempt: int | None = None,
 ) -> Changed[Job]:
     """Extend the caller's lease by the length it was claimed with, and record progress."""
-    actor = require(actor, Action.WORK)
     beat = Beat(job_id, attempt, progress, message)
     return _only(
         finishing.heartbeat(
@@ -72,7 +66,6 @@ def complete(
 ) -> Changed[Job]:
     """Finish the caller's job successfully (``settings``: the backoff of an attempt that ran
     past its deadline, which is timed out instead)."""
-    actor = require(actor, Action.WORK)
     outcome = Outcome(job_id, attempt, completed=True, result=result)
     return _only(
         finishing.finish(
@@ -95,7 +88,6 @@ def fail(
     uniform: Uniform = _system_random.uniform,
 ) -> Changed[Job]:
     """Record a failed attempt: back to pending after backoff while retries remain, else failed."""
-    actor = require(actor, Action.WORK)
     outcome = Outcome(
         job_id,
         attempt,
@@ -121,7 +113,6 @@ def release(
     conn: Connection, actor: Actor, job_id: int, *, now: datetime, attempt: int
 ) -> Changed[Job]:
     """Hand the caller's job back unstarted: pending again at once, no retry spent."""
-    actor = require(actor, Action.WORK)
     done = edges.release(conn, job_id, worker=actor.name, attempt=attempt, now=now)
     if done.value is None:
         found = batches_sql.jobs_by_ids(conn, {job_id}, visibility(actor))
@@ -139,7 +130,6 @@ def finish(
 ) -> Changed[list[Job | QueueError]]:
     """Apply each outcome as the single complete or fail route would; per outcome, the job it
     left or the refusal (a refused item changes nothing, the others still apply)."""
-    actor = require(actor, Action.WORK)
     visible = visibility(actor)
     return finishing.finish(conn, actor, outcomes, now=now, settings=settings, visible=visible)
 
@@ -154,6 +144,5 @@ def heartbeat_many(
 ) -> Changed[list[Job | QueueError]]:
     """Apply each heartbeat as the single heartbeat route would; per beat, the job with its
     extended lease or the refusal (a cancelled job's refusal says so)."""
-    actor = require(actor, Action.WORK)
     visible = visibility(actor)
     return finishing.heartbeat(conn, actor, beats, now=now, settings=settings, visible=visible)

@@ -1,7 +1,8 @@
 """Schedules' use cases: admins manage them; ticks turn due slots into jobs, exactly one job
 per slot however many processes tick (see ``schedules_sql.claim_slot``).
 
-Like every use case: the caller owns the transaction and the clock is the ``now`` argument.
+Like every use case: the caller owns the transaction (a change's audit row is written in it, as
+``origin`` at ``now``) and the clock is the ``now`` argument.
 """
 
 from __future__ import annotations
@@ -13,39 +14,38 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from app.audit import hooks as audit
-from app.audit.actions import AuditAction
+from app.audit import store as audit_store
+from app.audit.actions import AuditAction, Origin
 from app.queue.contract.job_requests import EnqueueBody
-from app.queue.contract.schedules import Schedule, ScheduleCreate, ScheduleUpdate
+from app.queue.contract.schedules import ScheduleCreate, ScheduleUpdate
 from app.queue.rules import cron
-from app.queue.rules.policy import Action, require
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import schedules as schedules_sql
 from app.queue.usecases import enqueueing
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Changed
 from app.queue.vocabulary.errors import Conflict, InvalidInput, NotFound
-from app.queue.vocabulary.models import (
-    Actor,
-    EnqueueRequest,
-    Job,
-    QueueSettings,
-)
+from app.queue.vocabulary.jobs import EnqueueRequest, Job
+from app.queue.vocabulary.schedules import Schedule
 from app.queue.vocabulary.states import Role
 
 log = logging.getLogger(__name__)
 TICK_BATCH = 100  # schedules fired per tick transaction
+NEXT_RUNS = 5  # fire times shown with a schedule
 # The fields whose change moves the next slot.
 _TIMING = ("cron", "timezone", "enabled")
 
 
 def _changed(
-    conn: Connection, actor: Actor, change: str, schedule: Schedule, **details: Any
+    conn: Connection, origin: Origin, now: datetime, change: str, schedule: Schedule, **details: Any
 ) -> None:
     """Every change of a schedule ends here, inside its transaction: its audit row (one for
-    the API and the pages alike) and a log line."""
-    audit.record(
-        conn, AuditAction.SCHEDULE_CHANGE, f"schedule:{schedule.id}", change=change, **details
+    the API and the pages alike, as ``origin`` at ``now``) and a log line."""
+    target = f"schedule:{schedule.id}"
+    audit_store.record(
+        conn, origin, AuditAction.SCHEDULE_CHANGE, target, at=now, change=change, **details
     )
-    log.info("schedule %s (%d): %s by %s", schedule.name, schedule.id, change, actor.name)
+    log.info("schedule %s (%d): %s by %s", schedule.name, schedule.id, change, origin.actor)
 
 
 class NameTaken(Conflict):
@@ -60,9 +60,17 @@ def _first_slot(expression: str, timezone: str, enabled: bool, now: datetime) ->
     return cron.next_after(expression, timezone, now) if enabled else None
 
 
-def create(conn: Connection, actor: Actor, request: ScheduleCreate, *, now: datetime) -> Schedule:
+def next_runs(schedule: Schedule, now: datetime, count: int = NEXT_RUNS) -> list[datetime]:
+    """The schedule's next ``count`` fire times after ``now`` (none while disabled)."""
+    if not schedule.enabled:
+        return []
+    return cron.upcoming(schedule.cron, schedule.timezone, now, count)
+
+
+def create(
+    conn: Connection, actor: Actor, request: ScheduleCreate, *, now: datetime, origin: Origin
+) -> Schedule:
     """Add a schedule; its first slot is the first fire time after ``now``."""
-    require(actor, Action.MANAGE_SCHEDULES)
     values = request.columns() | {
         "next_run_at": _first_slot(request.cron, request.timezone, request.enabled, now),
         "created_by": actor.id,
@@ -73,19 +81,17 @@ def create(conn: Connection, actor: Actor, request: ScheduleCreate, *, now: date
         schedule = schedules_sql.insert_schedule(conn, values)
     except schedules_sql.DuplicateName:
         raise _duplicate(request.name) from None
-    _changed(conn, actor, "create", schedule)
+    _changed(conn, origin, now, "create", schedule)
     return schedule
 
 
 def list_schedules(conn: Connection, actor: Actor) -> list[Schedule]:
     """Every schedule, by name."""
-    require(actor, Action.MANAGE_SCHEDULES)
     return schedules_sql.list_schedules(conn)
 
 
 def get(conn: Connection, actor: Actor, schedule_id: int) -> Schedule:
     """One schedule; NotFound when there is none with this id."""
-    require(actor, Action.MANAGE_SCHEDULES)
     schedule = schedules_sql.get_schedule(conn, schedule_id)
     if schedule is None:
         raise NotFound(f"schedule {schedule_id} does not exist")
@@ -93,7 +99,13 @@ def get(conn: Connection, actor: Actor, schedule_id: int) -> Schedule:
 
 
 def update(
-    conn: Connection, actor: Actor, schedule_id: int, request: ScheduleUpdate, *, now: datetime
+    conn: Connection,
+    actor: Actor,
+    schedule_id: int,
+    request: ScheduleUpdate,
+    *,
+    now: datetime,
+    origin: Origin,
 ) -> Schedule:
     """Change the given fields. A new cron, time zone or enabling starts again from the first
     fire time after ``now`` (slots missed while disabled are not caught up)."""
@@ -111,18 +123,20 @@ def update(
     if schedule is None:  # deleted meanwhile
         raise NotFound(f"schedule {schedule_id} does not exist")
     if request.model_fields_set == {"enabled"}:  # the pages' switch
-        _changed(conn, actor, "enable" if schedule.enabled else "disable", schedule)
+        _changed(conn, origin, now, "enable" if schedule.enabled else "disable", schedule)
     else:
-        _changed(conn, actor, "update", schedule, fields=sorted(request.model_fields_set))
+        _changed(conn, origin, now, "update", schedule, fields=sorted(request.model_fields_set))
     return schedule
 
 
-def delete(conn: Connection, actor: Actor, schedule_id: int) -> Schedule:
+def delete(
+    conn: Connection, actor: Actor, schedule_id: int, *, now: datetime, origin: Origin
+) -> Schedule:
     """Delete a schedule and return it; the jobs it already enqueued stay."""
     schedule = get(conn, actor, schedule_id)
     if not schedules_sql.delete_schedule(conn, schedule_id):
         raise NotFound(f"schedule {schedule_id} does not exist")
-    _changed(conn, actor, "delete", schedule)
+    _changed(conn, origin, now, "delete", schedule)
     return schedule
 
 
@@ -148,7 +162,13 @@ def _enqueue(
 
 
 def run_now(
-    conn: Connection, actor: Actor, schedule_id: int, *, now: datetime, settings: QueueSettings
+    conn: Connection,
+    actor: Actor,
+    schedule_id: int,
+    *,
+    now: datetime,
+    settings: QueueSettings,
+    origin: Origin,
 ) -> Changed[Job]:
     """Enqueue one job of the schedule at once; its slots are not affected."""
     schedule = get(conn, actor, schedule_id)
@@ -158,7 +178,7 @@ def run_now(
         raise Conflict(f"schedule {schedule.name!r} cannot enqueue: {exc.detail}") from None
     enqueued = _enqueue(conn, schedule, request, now)
     schedules_sql.set_last_run(conn, schedule_id, now)
-    _changed(conn, actor, "run", schedule, job=enqueued.value.id)
+    _changed(conn, origin, now, "run", schedule, job=enqueued.value.id)
     return enqueued
 
 

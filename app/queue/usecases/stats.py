@@ -1,5 +1,5 @@
-"""The dashboard use case: queue figures an actor may see, from the counts the database keeps
-and index probes."""
+"""Queue figures from the counts the database keeps and index probes: the dashboard (what an
+actor may see), and what operators read beside it (a scrape's job figures, the workers page)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, and_
 
+from app.queue.rules import policy
 from app.queue.rules.visibility import viewer
 from app.queue.sql import counts as counts_sql
 from app.queue.sql import jobs as jobs_sql
 from app.queue.sql import workflows as workflows_sql
-from app.queue.vocabulary.models import Actor, Job
+from app.queue.vocabulary.actors import Actor
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import PRIORITIES, JobStatus
 from app.storage.schema import jobs
 
@@ -82,7 +84,7 @@ def dashboard(
         per_minute=_per_minute(conn, now, of),
         # Failures carry error texts, which only admins may read.
         latest_failures=jobs_sql.latest_failures(conn, LATEST_FAILURES)
-        if actor.sees_errors
+        if policy.sees_errors(actor)
         else [],
         waiting=waiting,
         not_due=_not_due(conn, actor, pending, waiting, paused) if pending and not oldest else None,
@@ -141,3 +143,32 @@ def _per_minute(conn: Connection, now: datetime, of: str) -> list[MinuteCount]:
         MinuteCount(start + timedelta(minutes=i), completed[i], failed[i])
         for i in range(WINDOW_MINUTES)
     ]
+
+
+@dataclass(frozen=True)
+class ScrapeFigures:
+    """The queue's part of a /metrics scrape."""
+
+    by_status_type: list[tuple[str, str, int]]  # (status, type, jobs) of every job
+    held_by_dependencies: dict[str, int]  # per type, the pending jobs waiting for parents
+
+
+def scrape_figures(conn: Connection) -> ScrapeFigures:
+    """Jobs per status and type, and those held back by their parents, as the counts say."""
+    return ScrapeFigures(
+        counts_sql.counts_by_status_type(conn), workflows_sql.waiting_by_type(conn)
+    )
+
+
+@dataclass(frozen=True)
+class WorkerFigures:
+    """What the counts say of each worker identity."""
+
+    running: dict[str, int]  # jobs running for each worker now (none: left out)
+    activity: list[tuple[str, str, int, datetime]]  # (worker, kind, events, last at) since
+
+
+def worker_figures(conn: Connection, since: datetime) -> WorkerFigures:
+    """Each worker's running jobs, and its claims, completions and failures since ``since``."""
+    activity = counts_sql.worker_activity_since(conn, since)
+    return WorkerFigures(counts_sql.running_by_worker(conn), activity)

@@ -17,8 +17,9 @@ from app.queue.contract.job_requests import (
     HeartbeatBody,
     ListQuery,
 )
+from app.queue.rules.settings import QueueSettings
 from app.queue.vocabulary.errors import InvalidInput
-from app.queue.vocabulary.models import EnqueueRequest, JobFilters, QueueSettings
+from app.queue.vocabulary.jobs import EnqueueRequest, JobFilters
 
 SETTINGS = QueueSettings.from_config(DEFAULTS | {"JOB_TYPES": ["email.send", "report.build"]})
 

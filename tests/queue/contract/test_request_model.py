@@ -12,8 +12,8 @@ from app.config import DEFAULTS
 from app.queue.contract.fields import Attempt, JobType
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.contract.request_model import RequestModel, error_key
+from app.queue.rules.settings import QueueSettings
 from app.queue.vocabulary.errors import InvalidInput
-from app.queue.vocabulary.models import QueueSettings
 
 SETTINGS = QueueSettings.from_config(DEFAULTS | {"JOB_TYPES": ["email.send"]})
 

@@ -3,6 +3,8 @@ order, with the fields that have defaults present only where an answer promises 
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,9 +12,20 @@ import pytest
 from pydantic import BaseModel
 
 from app.queue.contract import response_builders
-from app.queue.contract.job_responses import JobOut, ResponseModel
+from app.queue.contract.bulk import BulkPreview
+from app.queue.contract.job_responses import (
+    BeatResults,
+    ClaimedJobs,
+    CreatedJobs,
+    EventList,
+    FinishResults,
+    JobList,
+    JobOut,
+    ResponseModel,
+    hidden_from_others,
+)
 from app.queue.vocabulary.errors import NotFound
-from app.queue.vocabulary.models import Beat, Event, Outcome
+from app.queue.vocabulary.jobs import Beat, Event, Outcome
 from tests.builders import job_value
 
 AT = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -43,24 +56,23 @@ def _fits(answer: ResponseModel) -> None:
 
 
 def test_built_is_what_model_construct_builds() -> None:
-    job = response_builders.job_out(RUNNING, include_error=False)
+    job = response_builders.job_out(RUNNING)
     values = {name: value for name, value in job if name in job.model_fields_set}
     built = JobOut.built(dict(values))
     constructed = JobOut.model_construct(**values)
     assert built.model_fields_set == constructed.model_fields_set == set(values)
     assert built.__dict__ == constructed.__dict__
     assert list(built.__dict__) == list(JobOut.model_fields)
-    assert built.error is built.secrets is built.duplicate is None  # defaults, not sent
+    assert built.secrets is built.duplicate is None  # defaults, not sent
     assert built.model_dump_json(exclude_unset=True) == job.model_dump_json(exclude_unset=True)
 
 
 @pytest.mark.parametrize(
     ("options", "extra"),
     [
-        ({"include_error": False}, []),
-        ({"include_error": True}, ["error"]),
-        ({"include_error": False, "secrets": {"api_key": "k"}}, ["secrets"]),
-        ({"include_error": True, "duplicate": True}, ["error", "duplicate"]),
+        ({}, ["error"]),
+        ({"secrets": {"api_key": "k"}}, ["error", "secrets"]),
+        ({"duplicate": True}, ["error", "duplicate"]),
     ],
 )
 def test_a_job_sends_its_optional_fields_only_when_promised(
@@ -76,14 +88,12 @@ def test_every_answer_fits_its_model_in_field_order() -> None:
     event = Event(1, 1, AT, None, "pending", "producer", None, "enqueued", "x", None)
     refused = NotFound("job 9 does not exist")
     built: list[ResponseModel] = [
-        response_builders.claimed_out(
-            [RUNNING], {1: {"api_key": "k"}}, include_error=True, many=True
-        ),
+        response_builders.claimed_out([RUNNING], {1: {"api_key": "k"}}, many=True),
         response_builders.finish_out(
-            [Outcome(1, 2, True), Outcome(9, 1, True)], [RUNNING, refused], include_error=True
+            [Outcome(1, 2, True), Outcome(9, 1, True)], [RUNNING, refused]
         ),
         response_builders.beats_out([Beat(1, 2), Beat(9, 1)], [RUNNING, refused]),
-        response_builders.events_out([event], include_error=True),
+        response_builders.events_out([event]),
         response_builders.bulk_applied_out(3, 2),
     ]
     for answer in built:
@@ -91,3 +101,24 @@ def test_every_answer_fits_its_model_in_field_order() -> None:
     finish = _sent(built[1])["results"]
     assert [list(item) for item in finish] == [["id", "status", "job"], ["id", "status", "detail"]]
     assert list(_sent(built[2])["results"][0]) == ["id", "status", "lease_expires_at"]
+
+
+def test_what_only_admins_see_is_found_in_every_answer_that_holds_it() -> None:
+    """``app.api.respond`` leaves these out of every answer to a caller who may not read
+    error texts, whichever route built it."""
+    assert hidden_from_others(JobOut) == {"error": True}
+    assert hidden_from_others(JobList) == {"jobs": {"__all__": {"error": True}}}
+    assert hidden_from_others(ClaimedJobs) == {"jobs": {"__all__": {"error": True}}}
+    assert hidden_from_others(CreatedJobs) == {"jobs": {"__all__": {"error": True}}}
+    assert hidden_from_others(FinishResults) == {
+        "results": {"__all__": {"job": {"error": True}}},
+        "jobs": {"__all__": {"error": True}},  # the jobs a finish-and-claim claimed
+    }
+    assert hidden_from_others(EventList) == {"events": {"__all__": {"error": True}}}
+    assert hidden_from_others(BulkPreview) == {"sample": {"__all__": {"error": True}}}
+    assert hidden_from_others(BeatResults) is None
+    failed = replace(RUNNING, error="x")
+    answer = response_builders.finish_out([Outcome(1, 2, True)], [failed], claimed=([failed], {}))
+    hidden = hidden_from_others(FinishResults)
+    sent = json.loads(answer.__pydantic_serializer__.to_json(answer, exclude=hidden))
+    assert "error" not in sent["results"][0]["job"] and "error" not in sent["jobs"][0]

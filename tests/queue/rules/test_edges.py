@@ -15,9 +15,10 @@ from sqlalchemy.exc import IntegrityError
 
 from app.infra import db
 from app.queue.rules import edges
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import jobs as jobs_sql
 from app.queue.vocabulary import states
-from app.queue.vocabulary.models import Job, QueueSettings
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import EDGES, EventKind, JobStatus
 from app.storage.schema import job_events, jobs
 from devservers.servers import REPO

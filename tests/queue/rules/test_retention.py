@@ -14,12 +14,14 @@ from flask import Flask
 from sqlalchemy import delete, func, insert, select
 
 from app import create_app
+from app.audit.actions import Origin
 from app.config import ConfigError
 from app.infra import db, housekeeper
 from app.queue.rules import retention
 from app.queue.rules.retention import DAY, Retention
+from app.queue.rules.settings import QueueSettings
 from app.queue.usecases import claiming, job_actions, reports
-from app.queue.vocabulary.models import Actor, QueueSettings
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.states import JobStatus
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import audit_events, job_events, jobs
@@ -88,7 +90,9 @@ def _finished(app: Flask, producer: Actor, worker: Actor, status: str, at: datet
     with db.transaction(app) as conn:
         job = make_job(conn, producer, settings, now=at, max_retries=0)
         if status == "cancelled":
-            return job_actions.cancel(conn, producer, job.id, now=at).value.id
+            return job_actions.cancel(
+                conn, producer, job.id, now=at, origin=Origin(producer.name)
+            ).value.id
         claimed = claiming.claim(conn, worker, now=at, settings=settings)
         assert claimed is not None and claimed.id == job.id
         if status == "completed":

@@ -15,7 +15,7 @@ from app.infra.secretbox import SecretBox
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.rules import secret_fields
 from app.queue.usecases import claiming, enqueueing
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from app.storage.schema import jobs
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.conftest import TEST_SECRETS_KEY

@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 from flask import Flask
 
+from app.audit.actions import Origin
 from app.queue.rules import type_limits
-from app.queue.rules.type_limits import RateLimit, Window
+from app.queue.rules.type_limits import RateLimit
 from app.queue.usecases import claiming, job_types, reports
 from app.queue.usecases.job_types import TypeChange
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
+from app.queue.vocabulary.limits import Window
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 
@@ -45,7 +47,15 @@ def claim_many(queue: Queue, max_jobs: int, now: Any = T0, **options: Any) -> li
 def change(queue: Queue, job_type: str, **fields: Any) -> job_types.TypeView:
     request = TypeChange.parse(fields, queue.settings)
     with queue.tx() as conn:
-        return job_types.change(conn, queue.admin, queue.settings, job_type, request, now=T0).value
+        return job_types.change(
+            conn,
+            queue.admin,
+            queue.settings,
+            job_type,
+            request,
+            now=T0,
+            origin=Origin(queue.admin.name),
+        ).value
 
 
 def complete(queue: Queue, job: Job) -> None:

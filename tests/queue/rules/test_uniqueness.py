@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from flask import Flask
 
+from app.audit.actions import Origin
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.rules import uniqueness
 from app.queue.usecases import enqueueing, job_actions, reports
-from app.queue.vocabulary.models import Job
+from app.queue.vocabulary.jobs import Job
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 
@@ -58,5 +59,5 @@ def test_failed_and_retried_jobs(queue: Queue, backend: str) -> None:
     fresh, created, _ = enqueue(queue, unique_key="k")
     assert created
     with queue.tx() as conn:  # an admin retry makes the old one active again, beside the new
-        job_actions.retry(conn, queue.admin, first.id, now=T0)
+        job_actions.retry(conn, queue.admin, first.id, now=T0, origin=Origin(queue.admin.name))
     assert enqueue(queue, unique_key="k")[0].id == fresh.id  # the newest active one

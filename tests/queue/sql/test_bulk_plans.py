@@ -8,9 +8,10 @@ from datetime import timedelta
 import pytest
 from flask import Flask
 
+from app.audit.actions import Origin
 from app.queue.usecases import bulk_runs
 from app.queue.usecases.bulk import Selection, Verb
-from app.queue.vocabulary.models import JobFilters
+from app.queue.vocabulary.jobs import JobFilters
 from tests.harness import T0, make_queue
 from tests.queue.sql.test_query_plans import assert_index_served
 from tests.queue.usecases.test_bulk import failed_job
@@ -33,6 +34,12 @@ def test_previews_and_operations_read_indexes_only(
         def operation() -> object:
             count = bulk_runs.preview(queue.admin, selection).count
             assert count > 0
-            return bulk_runs.apply(queue.admin, selection, reason="why", expect_count=count)
+            return bulk_runs.apply(
+                queue.admin,
+                selection,
+                reason="why",
+                expect_count=count,
+                origin=Origin(queue.admin.name),
+            )
 
         assert_index_served(app, operation)

@@ -14,9 +14,10 @@ from sqlalchemy import text
 
 from app.infra import db
 from app.infra.queue_settings import queue_settings
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import batches as batches_sql
 from app.queue.usecases import claiming
-from app.queue.vocabulary.models import Actor, QueueSettings
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.timeutil import utcnow
 from tests.builders import make_job, make_user
 from tests.queue.sql.test_query_plans import recorded

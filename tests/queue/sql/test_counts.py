@@ -12,6 +12,7 @@ from flask import Flask
 from sqlalchemy import Connection, select, text
 from sqlalchemy.exc import DatabaseError
 
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.sql import counts as counts_sql
@@ -23,7 +24,7 @@ from app.queue.usecases import (
     reports,
     stats,
 )
-from app.queue.vocabulary.models import JobFilters, Keyset
+from app.queue.vocabulary.jobs import JobFilters, Keyset
 from app.storage.schema_figures import job_counts
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
@@ -83,13 +84,19 @@ def test_every_edge_keeps_the_counts_exact(queue: Queue, backend: str) -> None:
     assert released is not None
     with queue.tx() as conn:
         reports.release(conn, queue.worker, released.id, now=at[11], attempt=released.attempts)
-        job_actions.cancel(conn, queue.producer, first[2].id, now=at[12])
+        job_actions.cancel(
+            conn, queue.producer, first[2].id, now=at[12], origin=Origin(queue.producer.name)
+        )
     running = queue.claim(now=at[13], actor=queue.other_worker)
     assert running is not None
     with queue.tx() as conn:
-        job_actions.cancel(conn, queue.admin, running.id, now=at[14])
-        job_actions.retry(conn, queue.admin, again.id, now=at[15])
-        job_actions.retry(conn, queue.admin, first[2].id, now=at[15])
+        job_actions.cancel(
+            conn, queue.admin, running.id, now=at[14], origin=Origin(queue.admin.name)
+        )
+        job_actions.retry(conn, queue.admin, again.id, now=at[15], origin=Origin(queue.admin.name))
+        job_actions.retry(
+            conn, queue.admin, first[2].id, now=at[15], origin=Origin(queue.admin.name)
+        )
     _exact(queue, at[15])
     with queue.tx() as conn:  # a new holder of a job that failed sees that failure too
         taken = claiming.claim_many(

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from flask import Flask
 
+from app.audit.actions import Origin
 from app.infra import db, housekeeper
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.schedules import ScheduleCreate, parse
@@ -78,7 +79,7 @@ def test_a_tick_reads_indexes_only(app: Flask) -> None:
                     {"name": f"s{i}", "cron": "* * * * *", "type": "email.send"},
                     settings,
                 )
-                schedules.create(conn, admin, request, now=utcnow())
+                schedules.create(conn, admin, request, now=utcnow(), origin=Origin(admin.name))
         lines = plans(
             app, lambda: housekeeper.housekeeping().fire_due(utcnow() + timedelta(minutes=2))
         )

@@ -13,13 +13,15 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import Index, event
 
+from app.audit.actions import Origin
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.cursors import encode_cursor
 from app.queue.contract.job_requests import EnqueueBody, ListQuery
 from app.queue.sql import due as due_sql
 from app.queue.usecases import claiming, enqueueing, listing, reading, reports, stats
-from app.queue.vocabulary.models import Actor, JobFilters, Keyset, Outcome
+from app.queue.vocabulary.actors import Actor
+from app.queue.vocabulary.jobs import JobFilters, Keyset, Outcome
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import jobs
 from tests.builders import Api, make_job, make_token, make_user
@@ -312,7 +314,15 @@ def test_claims_with_limits_and_pauses_read_indexes_only(app: Flask) -> None:
                 ("webhook.deliver", {"rate_limit": "3/minute"}),
             ]:
                 request = TypeChange.parse(change, settings)
-                job_types.change(conn, admin, settings, job_type, request, now=utcnow())
+                job_types.change(
+                    conn,
+                    admin,
+                    settings,
+                    job_type,
+                    request,
+                    now=utcnow(),
+                    origin=Origin(admin.name),
+                )
         for options, held_back in [
             ({"max_jobs": 1, "types": ("report.build", "webhook.deliver")}, "AND type IN"),
             ({"max_jobs": 10}, "AND type NOT IN"),

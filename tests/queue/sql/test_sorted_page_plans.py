@@ -11,9 +11,10 @@ from flask import Flask
 
 from app.infra import db
 from app.infra.queue_settings import queue_settings
-from app.queue.rules.sorting import Sort, SortKey
 from app.queue.usecases import claiming, listing, reports
-from app.queue.vocabulary.models import Actor, JobFilters
+from app.queue.vocabulary.actors import Actor
+from app.queue.vocabulary.jobs import JobFilters
+from app.queue.vocabulary.orders import Sort, SortKey
 from app.queue.vocabulary.timeutil import utcnow
 from tests.builders import make_job
 from tests.queue.sql.test_query_plans import (

@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 from flask import Flask
 
+from app.audit.actions import Origin
 from app.infra import db
 from app.queue.sql import bulk as bulk_sql
 from app.queue.sql import jobs as jobs_sql
 from app.queue.usecases import bulk, job_actions, reports
 from app.queue.usecases.bulk import JobSet, Selection, Verb
-from app.queue.vocabulary.models import Job, JobFilters
+from app.queue.vocabulary.jobs import Job, JobFilters
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 
@@ -95,8 +96,8 @@ def test_delete_never_removes_an_unfinished_job(queue: Queue) -> None:
     retried, reclaimed, done = (failed_job(queue) for _ in range(3))
     taken = take(queue, Verb.DELETE, 3)
     with queue.tx() as conn:
-        job_actions.retry(conn, queue.admin, retried.id, now=T0)
-        job_actions.retry(conn, queue.admin, reclaimed.id, now=T0)
+        job_actions.retry(conn, queue.admin, retried.id, now=T0, origin=Origin(queue.admin.name))
+        job_actions.retry(conn, queue.admin, reclaimed.id, now=T0, origin=Origin(queue.admin.name))
     assert queue.claim() is not None  # the first retried job runs again
     assert apply(queue, taken) == 1
     assert queue.job(retried.id).status == "running"
@@ -118,7 +119,7 @@ def test_retry_skips_a_job_retried_meanwhile(queue: Queue) -> None:
     first, second = failed_job(queue), failed_job(queue)
     taken = take(queue, Verb.RETRY, 2)
     with queue.tx() as conn:
-        job_actions.retry(conn, queue.admin, first.id, now=T0)
+        job_actions.retry(conn, queue.admin, first.id, now=T0, origin=Origin(queue.admin.name))
     assert apply(queue, taken) == 1
     assert [e.note for e in queue.events(first.id)][-1] is None  # only the single retry
     assert queue.events(second.id)[-1].note == "bulk operation 7: why"

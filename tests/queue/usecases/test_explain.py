@@ -12,14 +12,17 @@ import pytest
 from flask import Flask
 from sqlalchemy import Connection
 
+from app.audit.actions import Origin
 from app.infra import db
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import explain as explain_sql
 from app.queue.sql import jobs as jobs_sql
 from app.queue.usecases import claiming, explain, job_actions, job_types, reports, type_polls
 from app.queue.usecases.explain import Explanation
 from app.queue.usecases.job_types import TypeChange
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import NotFound
-from app.queue.vocabulary.models import Actor, Job, QueueSettings
+from app.queue.vocabulary.jobs import Job
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_job, make_user
 
@@ -87,7 +90,15 @@ class Bench:
         """An admin's override of the type's flow limits."""
         request = TypeChange.parse(change, self.settings)
         with self.tx() as conn:
-            job_types.change(conn, self.admin, self.settings, job_type, request, now=now)
+            job_types.change(
+                conn,
+                self.admin,
+                self.settings,
+                job_type,
+                request,
+                now=now,
+                origin=Origin(self.admin.name),
+            )
 
 
 @pytest.fixture
@@ -287,7 +298,7 @@ def test_retries_exhausted(bench: Bench, retryable: bool) -> None:
 def test_cancelled(bench: Bench) -> None:
     job = bench.enqueue()
     with bench.tx() as conn:
-        job_actions.cancel(conn, bench.admin, job.id, now=T0)
+        job_actions.cancel(conn, bench.admin, job.id, now=T0, origin=Origin(bench.admin.name))
     codes = bench.codes(job, T0)
     assert codes == {
         "cancelled": {"cancelled_at": "2030-01-01T12:00:00.000000Z", "cancelled_by": "ex-admin"}

@@ -10,14 +10,11 @@ import pytest
 from flask import Flask
 
 from app.infra import db
-from app.queue.rules.sorting import Sort
+from app.queue.rules.settings import QueueSettings
 from app.queue.usecases import claiming, listing
-from app.queue.vocabulary.models import (
-    Actor,
-    Job,
-    JobFilters,
-    QueueSettings,
-)
+from app.queue.vocabulary.actors import Actor
+from app.queue.vocabulary.jobs import Job, JobFilters
+from app.queue.vocabulary.orders import Sort
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_job, make_user
 

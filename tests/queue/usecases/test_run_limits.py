@@ -15,10 +15,12 @@ from sqlalchemy import select
 
 from app.infra import db, housekeeper
 from app.queue.contract.response_builders import job_out
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import jobs as jobs_sql
 from app.queue.usecases import claiming, finishing, reports
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import AttemptTimedOut, Conflict
-from app.queue.vocabulary.models import Actor, Job, QueueSettings
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import job_events
 from tests.backends import every_backend  # noqa: F401
@@ -68,7 +70,7 @@ def test_the_claim_stamps_the_deadline_of_limited_types_only(app: Flask, backend
     settings, producer, worker = _setup(app)
     job = _claimed(app, settings, producer, worker)
     assert job.deadline_at == T0 + timedelta(seconds=LIMIT)
-    assert job_out(job, include_error=False).deadline_at == "2030-01-01T00:01:00.000000Z"
+    assert job_out(job).deadline_at == "2030-01-01T00:01:00.000000Z"
     with db.transaction(app) as conn:
         make_job(conn, producer, settings, now=T0, type="email.send")
         other = claiming.claim(conn, worker, now=T0, settings=settings)

@@ -7,15 +7,18 @@ from datetime import timedelta
 
 import pytest
 from flask import Flask
+from sqlalchemy import select
 
-from app.queue.usecases import claiming, enqueueing, job_actions, reports
+from app.audit.actions import Origin
+from app.queue.rules import policy
+from app.queue.usecases import job_actions, reports
 from app.queue.vocabulary.errors import (
     Conflict,
-    Forbidden,
     NotFound,
     QueueError,
 )
 from app.queue.vocabulary.states import EventKind
+from app.storage.schema import audit_events
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 
@@ -39,22 +42,26 @@ def test_enqueue_writes_its_event(queue: Queue, backend: str) -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("role", "use_case"),
-    [("worker", "enqueue"), ("producer", "claim"), ("worker", "cancel"), ("producer", "retry")],
-)
-def test_roles_are_refused_before_anything_is_read(
-    queue: Queue, backend: str, role: str, use_case: str
+def test_use_cases_leave_the_role_question_to_the_door(
+    queue: Queue, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    actor = getattr(queue, role)
-    calls = {
-        "enqueue": lambda conn: enqueueing.enqueue(conn, actor, None, now=T0).value,  # type: ignore[arg-type]
-        "claim": lambda conn: claiming.claim(conn, actor, now=T0, settings=queue.settings),
-        "cancel": lambda conn: job_actions.cancel(conn, actor, 424242, now=T0).value,
-        "retry": lambda conn: job_actions.retry(conn, actor, 424242, now=T0).value,
-    }
-    with pytest.raises(Forbidden, match=f"the {role} role may not"), queue.tx() as conn:
-        calls[use_case](conn)
+    """The door asks the role table once per request (``tests/test_access.py``); a use case
+    asks only what needs its job, so it never reads the table again."""
+
+    def asked(*_: object) -> bool:
+        raise AssertionError("a use case asked the role table")
+
+    monkeypatch.setattr(policy, "role_allows", asked)
+    job = queue.enqueue()
+    claimed = queue.claim()
+    assert claimed is not None and claimed.id == job.id
+    with queue.tx() as conn:
+        reports.heartbeat(conn, queue.worker, job.id, now=T0, settings=queue.settings)
+        reports.fail(
+            conn, queue.worker, job.id, now=T0, settings=queue.settings, error="x", retryable=False
+        )
+        job_actions.retry(conn, queue.admin, job.id, now=T0, origin=Origin("boss"))
+        job_actions.cancel(conn, queue.producer, job.id, now=T0, origin=Origin("prod"))
 
 
 def test_complete_refusals_say_why_only_to_those_who_see_the_job(
@@ -71,7 +78,7 @@ def test_complete_refusals_say_why_only_to_those_who_see_the_job(
     stale = _refusal(queue, "worker", job.id, attempt=2)
     assert isinstance(stale, Conflict) and "attempt 2 is stale" in stale.detail
     with queue.tx() as conn:
-        job_actions.cancel(conn, queue.admin, job.id, now=T0)
+        job_actions.cancel(conn, queue.admin, job.id, now=T0, origin=Origin(queue.admin.name))
     assert "was cancelled" in _refusal(queue, "worker", job.id).detail  # it held it: it sees it
     assert _refusal(queue, "other_worker", job.id).detail == f"job {job.id} is not held by you"
 
@@ -100,3 +107,23 @@ def test_fail_picks_the_edge_by_the_retry_budget(queue: Queue, backend: str) -> 
             ).value
         assert failed.status == expected
         assert queue.events(job.id)[-1].kind == kind
+
+
+def test_cancel_and_retry_audit_as_their_origin_at_their_time(queue: Queue, backend: str) -> None:
+    """No request, no wall clock: the audit row says who, from where and when the caller gave."""
+    job = queue.enqueue()
+    later = T0 + timedelta(days=3)
+    who = Origin("prod", "198.51.100.7")
+    with queue.tx() as conn:
+        job_actions.cancel(conn, queue.producer, job.id, now=later, origin=who)
+        job_actions.retry(conn, queue.admin, job.id, now=later, origin=Origin("boss"))
+    with queue.tx() as conn:
+        rows = conn.execute(
+            select(audit_events.c.actor, audit_events.c.client_address, audit_events.c.at)
+            .where(audit_events.c.target == f"job:{job.id}")
+            .order_by(audit_events.c.id)
+        ).all()
+    assert [tuple(row) for row in rows] == [
+        ("prod", "198.51.100.7", later),
+        ("boss", None, later),
+    ]

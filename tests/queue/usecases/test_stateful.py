@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,19 +29,23 @@ from hypothesis.stateful import (
 from sqlalchemy import Connection, Engine, select
 
 from app.accounts import service as accounts
+from app.audit.actions import Origin
 from app.config import DEFAULTS
+from app.queue.rules.policy import Action, require
+from app.queue.rules.settings import QueueSettings
 from app.queue.sql import jobs as jobs_sql
 from app.queue.usecases import claiming, job_actions, reports
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.errors import (
     Conflict,
     Forbidden,
     NotFound,
     QueueError,
 )
-from app.queue.vocabulary.models import Actor, QueueSettings
 from app.queue.vocabulary.states import PRIORITIES, TERMINAL, JobStatus
 from app.storage import databases
 from app.storage.schema import jobs
+from devservers.accounts import AS_OPERATOR
 from tests.builders import make_job
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -120,6 +125,18 @@ class Model:
             self.status = JobStatus.FAILED
         self.worker, self.lease_expires_at = None, None
         self.history.append((kind, self.status))
+
+
+def _at_the_door(
+    actor: Actor, action: Action, use_case: Callable[[Connection], Any]
+) -> Callable[[Connection], Any]:
+    """A use case as a route runs it: the policy asks the caller's role first (403), once."""
+
+    def run(conn: Connection) -> Any:
+        require(actor, action)
+        return use_case(conn)
+
+    return run
 
 
 class QueueMachine(RuleBasedStateMachine):
@@ -345,7 +362,18 @@ class QueueMachine(RuleBasedStateMachine):
             problem = NotFound
         elif m.status not in allowed:
             problem = Conflict
-        self._run(problem, lambda conn: job_actions.cancel(conn, actor, m.id, now=self.now).value)
+        self._run(
+            problem,
+            _at_the_door(
+                actor,
+                Action.CANCEL,
+                lambda conn: (
+                    job_actions.cancel(
+                        conn, actor, m.id, now=self.now, origin=Origin(actor.name)
+                    ).value
+                ),
+            ),
+        )
         if problem is None:
             m.status, m.lease_expires_at = JobStatus.CANCELLED, None
             m.history.append(("cancelled", "cancelled"))
@@ -359,7 +387,18 @@ class QueueMachine(RuleBasedStateMachine):
             problem = Forbidden
         elif m.status not in ("failed", "cancelled"):
             problem = Conflict
-        self._run(problem, lambda conn: job_actions.retry(conn, actor, m.id, now=self.now).value)
+        self._run(
+            problem,
+            _at_the_door(
+                actor,
+                Action.RETRY,
+                lambda conn: (
+                    job_actions.retry(
+                        conn, actor, m.id, now=self.now, origin=Origin(actor.name)
+                    ).value
+                ),
+            ),
+        )
         if problem is None:
             m.status, m.retry_count, m.run_at = JobStatus.PENDING, 0, self.now
             m.worker, m.lease_expires_at = None, None
@@ -447,7 +486,9 @@ def users_template(migrated_template: Path, tmp_path: Path) -> tuple[Path, dict[
             ("w1", "worker"),
             ("w2", "worker"),
         ]:
-            user = accounts.create_user(conn, accounts.OPERATOR, name, role, now=T0)
+            user = accounts.create_user(
+                conn, accounts.OPERATOR, name, role, now=T0, origin=AS_OPERATOR
+            )
             actors[name] = user.actor()
     engine.dispose()
     return path, actors

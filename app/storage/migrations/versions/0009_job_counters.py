@@ -32,8 +32,8 @@ HOME_SHARDS = 16  # a backend starts looking for a free shard at its pid modulo 
 SHARD_LOCKS = 29036  # the advisory lock class of counter shards ("ql")
 
 
-class Dialect(NamedTuple):
-    """What differs between the engines in the trigger SQL (a NamedTuple: Alembic loads this
+class TriggerSql(NamedTuple):
+    """What differs between the databases in the trigger SQL (a NamedTuple: Alembic loads this
     file outside ``sys.modules``, where dataclasses cannot resolve their annotations)."""
 
     shard: str  # the counter shard the current transaction writes
@@ -46,7 +46,7 @@ class Dialect(NamedTuple):
 
 
 DIALECTS = {
-    "sqlite": Dialect(
+    "sqlite": TriggerSql(
         shard="0",  # one writer at a time: nothing to spread
         # the text of a stored timestamp, 'YYYY-MM-DD HH:MM:SS.ffffff': cut, not parsed
         minute=lambda at: f"substr({at}, 1, 16) || ':00.000000'",
@@ -56,7 +56,7 @@ DIALECTS = {
         flag=lambda condition: f"({condition})",
         refuse=lambda message: f"SELECT RAISE(ABORT, '{message}')",
     ),
-    "postgresql": Dialect(
+    "postgresql": TriggerSql(
         shard="queuelog_counter_shard()",
         minute=lambda at: f"date_trunc('minute', {at})",
         slot=lambda at: f"CAST(extract(minute FROM {at}) AS integer)",
@@ -98,7 +98,7 @@ _IS_NEW_HOLDER = (
 )
 
 
-def _moved(d: Dialect, new: str | None, old: str | None) -> str:
+def _moved(d: TriggerSql, new: str | None, old: str | None) -> str:
     """Each status column's change when a job arrives in ``new``'s status and leaves ``old``'s
     (``NEW``, ``OLD`` or None)."""
     columns = []
@@ -109,7 +109,7 @@ def _moved(d: Dialect, new: str | None, old: str | None) -> str:
     return ", ".join(columns)
 
 
-def _count(d: Dialect, new: str | None, old: str | None) -> str:
+def _count(d: TriggerSql, new: str | None, old: str | None) -> str:
     """Move the job's counts in one row per scope: everyone's, its owner's, each holder's (a
     worker sees the jobs it holds or held) and its worker's while it runs (the workers page).
     Every row has its own key, which an upsert on PostgreSQL needs."""
@@ -147,7 +147,7 @@ def _ring(table: str, keys: str, last_at: bool = False) -> str:
     )
 
 
-def _earlier_finishes(d: Dialect) -> str:
+def _earlier_finishes(d: TriggerSql) -> str:
     """A worker that claims a job it never held (a failed job an admin retried: not its first
     attempt) also sees the job's finishes of the hour around its claim, as the charts of the
     jobs a worker holds or held always did. The hour reaches a minute past the claim, for a
@@ -164,7 +164,7 @@ def _earlier_finishes(d: Dialect) -> str:
     )
 
 
-def _finished(d: Dialect) -> str:
+def _finished(d: TriggerSql) -> str:
     """A completion or final failure: in the minute's chart of everyone, its owner, its holders."""
     at = "NEW.updated_at"
     return (
@@ -177,7 +177,7 @@ def _finished(d: Dialect) -> str:
     )
 
 
-def _triggers(d: Dialect) -> list[tuple[str, str, str, str, list[str]]]:
+def _triggers(d: TriggerSql) -> list[tuple[str, str, str, str, list[str]]]:
     """(name, when and event, table, condition, statements) of every trigger."""
     return [
         # The counts hold because a job's type, priority and owner never change: refused.
@@ -259,7 +259,7 @@ def _create_triggers(dialect: str) -> list[str]:
     return created
 
 
-def _backfill(d: Dialect, now: datetime) -> list[str]:
+def _backfill(d: TriggerSql, now: datetime) -> list[str]:
     """Fill the tables from the jobs and events already there: holders from claim events,
     counts from the jobs, the rings from the events of the last 60 minutes."""
     start = now.replace(second=0, microsecond=0) - timedelta(minutes=59)

@@ -1,134 +1,17 @@
-"""Value objects passed between the SQL, the use cases and the front ends."""
+"""The job values the SQL returns and the use cases pass on: jobs, their events, the requests
+and reports that make and move them, list filters and pages."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property
 from typing import Any
 
-from app.queue.rules import policy
-from app.queue.rules.retention import Retention
-from app.queue.rules.sorting import NEWEST_FIRST, Sort, SortKey
-from app.queue.rules.type_limits import TypeLimits, config_limits
-from app.queue.vocabulary.states import PRIORITIES, Role, priority_label
+from app.queue.vocabulary.job_fields import DEFAULT_ON_DEPENDENCY_FAILURE
+from app.queue.vocabulary.orders import NEWEST_FIRST, Sort, SortKey
+from app.queue.vocabulary.states import priority_label
 from app.queue.vocabulary.trace import Trace
-
-
-@dataclass(frozen=True)
-class Actor:
-    """The authenticated caller, whichever front end it came through."""
-
-    id: int
-    name: str
-    role: Role
-    max_priority: int = PRIORITIES["medium"]
-    # Actions the policy already allowed during this request (see ``policy.require``).
-    cleared: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
-
-    @property
-    def is_admin(self) -> bool:
-        return self.role is Role.ADMIN
-
-    def can(self, action: str, job: Job | None = None) -> bool:
-        """Whether the permission policy lets this actor do ``action`` (to ``job``)."""
-        return policy.can(self, action, job)
-
-    @property
-    def sees_errors(self) -> bool:
-        """Error texts may hold what sanitizing missed: only admins read them, anywhere."""
-        return self.can("see_errors")
-
-    def priority_cap(self) -> int:
-        """The highest priority this actor may enqueue."""
-        return policy.priority_cap(self)
-
-
-@dataclass(frozen=True)
-class TypeSettings:
-    """Lease and backoff for one job type (or the global defaults)."""
-
-    lease_seconds: int
-    backoff_base_seconds: float
-    backoff_cap_seconds: float
-
-
-@dataclass(frozen=True)
-class QueueSettings:
-    """The configuration the domain needs, read once from the app config."""
-
-    job_types: tuple[str, ...]
-    default: TypeSettings
-    per_type: Mapping[str, TypeSettings]
-    max_lease_seconds: int
-    max_payload_bytes: int
-    max_json_depth: int
-    max_error_bytes: int
-    recover_batch: int
-    max_batch: int
-    max_children: int  # children one job may spawn in all (MAX_CHILDREN_PER_JOB)
-    # Flow control from JOB_TYPE_SETTINGS (max_running, rate_limit, paused): the defaults that
-    # admins' overrides in the database replace (``type_limits.effective``).
-    flow: Mapping[str, TypeLimits] = field(default_factory=dict)
-    # How long finished jobs and audit rows are kept (RETENTION, AUDIT_RETENTION).
-    retention: Retention = field(default_factory=Retention)
-    prune_batch: int = 500  # jobs (and audit rows) per retention step
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> QueueSettings:
-        """Build settings from a Flask-style config mapping."""
-        default = TypeSettings(
-            lease_seconds=int(config["LEASE_SECONDS"]),
-            backoff_base_seconds=float(config["BACKOFF_BASE_SECONDS"]),
-            backoff_cap_seconds=float(config["BACKOFF_CAP_SECONDS"]),
-        )
-        per_type = {
-            name: TypeSettings(
-                lease_seconds=int(over.get("lease_seconds", default.lease_seconds)),
-                backoff_base_seconds=float(
-                    over.get("backoff_base_seconds", default.backoff_base_seconds)
-                ),
-                backoff_cap_seconds=float(
-                    over.get("backoff_cap_seconds", default.backoff_cap_seconds)
-                ),
-            )
-            for name, over in dict(config.get("JOB_TYPE_SETTINGS") or {}).items()
-        }
-        return cls(
-            job_types=tuple(config["JOB_TYPES"]),
-            default=default,
-            per_type=per_type,
-            max_lease_seconds=int(config["MAX_LEASE_SECONDS"]),
-            max_payload_bytes=int(config["MAX_PAYLOAD_BYTES"]),
-            max_json_depth=int(config["MAX_JSON_DEPTH"]),
-            max_error_bytes=int(config["MAX_ERROR_BYTES"]),
-            recover_batch=int(config["RECOVER_BATCH"]),
-            max_batch=int(config["MAX_BATCH"]),
-            max_children=int(config["MAX_CHILDREN_PER_JOB"]),
-            flow={
-                name: limits
-                for name, over in dict(config.get("JOB_TYPE_SETTINGS") or {}).items()
-                if not (limits := config_limits(over)).free or limits.max_run_seconds
-            },
-            retention=Retention.from_config(config.get("RETENTION"), config.get("AUDIT_RETENTION")),
-            prune_batch=int(config.get("PRUNE_BATCH_SIZE", 500)),
-        )
-
-    @cached_property
-    def type_leases(self) -> tuple[tuple[str, int], ...]:
-        """``(type, lease_seconds)`` for the types whose lease differs from the default."""
-        return tuple(
-            sorted(
-                (name, s.lease_seconds)
-                for name, s in self.per_type.items()
-                if s.lease_seconds != self.default.lease_seconds
-            )
-        )
-
-    def for_type(self, job_type: str) -> TypeSettings:
-        """The lease and backoff that apply to ``job_type``."""
-        return self.per_type.get(job_type, self.default)
 
 
 @dataclass(frozen=True)
@@ -188,10 +71,6 @@ class Job:
         """The names of the job's secrets, in the order they were sent ([] when none)."""
         return self.secret_names.split(",") if self.secret_names else []
 
-    def as_seen_by(self, actor: Actor) -> Job:
-        """The job as ``actor`` may see it: without the error text unless they may read it."""
-        return self if actor.sees_errors else replace(self, error=None)
-
 
 _JOB_FIELDS = tuple(Job.__dataclass_fields__)
 
@@ -210,10 +89,6 @@ class Event:
     kind: str
     error: str | None
     note: str | None
-
-    def as_seen_by(self, actor: Actor) -> Event:
-        """The event as ``actor`` may see it: without the error text unless they may read it."""
-        return self if actor.sees_errors else replace(self, error=None)
 
 
 @dataclass(frozen=True)
@@ -238,7 +113,7 @@ class EnqueueRequest:
     # what a parent's failure does ("cancel" or "run").
     depends_on: tuple[int, ...] = ()
     after_items: tuple[int, ...] = ()
-    on_dependency_failure: str = "cancel"
+    on_dependency_failure: str = DEFAULT_ON_DEPENDENCY_FAILURE
     # Set by the front end, not the body: the spawning job and the request's trace headers.
     parent_id: int | None = None
     trace: Trace | None = None
@@ -290,7 +165,7 @@ class Beat:
 @dataclass(frozen=True)
 class Keyset:
     """Where a page starts: strictly ``before`` or ``after`` the job whose sort key is ``key``,
-    in the ascending form of the list's order (``sorting.KEY_COLUMNS``)."""
+    in the ascending form of the list's order (``orders.KEY_COLUMNS``)."""
 
     direction: str  # "before" or "after"
     key: tuple[Any, ...]
