@@ -32,6 +32,7 @@ from prometheus_client import Counter
 from sqlalchemy import Connection
 
 from app.accounts import service as accounts
+from app.api.auth import INVALID, Unauthorized
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.infra.secretbox import current_box
@@ -60,10 +61,6 @@ LOOKS = Counter(
     " (source), and whether they found a job (found).",
     ["source", "found"],
 )
-
-
-class TokenRefused(Exception):
-    """The waiter's token was revoked, or its user disabled, while it waited."""
 
 
 @dataclass(eq=False)
@@ -305,7 +302,7 @@ class Dispatcher:
         """The waiter's actor as its token stands now (revoked or disabled: refused)."""
         found = accounts.token_owner(conn, waiter.token_hash, now=utcnow())
         if found is None:
-            raise TokenRefused
+            raise Unauthorized(INVALID)  # revoked, expired or disabled while it waited
         actor = found[1].actor()
         require(actor, Action.WORK)  # as the request's door asked it: its role may have changed
         return actor

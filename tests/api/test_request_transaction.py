@@ -4,6 +4,7 @@ caller's 401 or 403 beats any other answer, and the session machinery never runs
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from prometheus_client import REGISTRY
 from sqlalchemy import event, select, update
 
 from app.accounts import service as accounts
@@ -150,6 +152,11 @@ def test_a_signed_in_browser_session_is_never_loaded_for_the_api(
     assert loads == []
 
 
+def _waits() -> float:
+    """How many claims of this process found nothing and waited for the dispatcher so far."""
+    return REGISTRY.get_sample_value("queuelog_claim_waits_total") or 0.0
+
+
 def test_a_long_poll_checks_the_token_again_on_each_try(app: Flask, client: FlaskClient) -> None:
     waiter = make_api(app, client, "waiter", "worker")
     producer = make_api(app, app.test_client(), "maker", "producer")
@@ -159,8 +166,13 @@ def test_a_long_poll_checks_the_token_again_on_each_try(app: Flask, client: Flas
             Api(app.test_client(), waiter.token).post("/jobs/claim", {"wait_seconds": 10})
         )
     )
+    waits = _waits()
     polling.start()
     try:
+        deadline = time.monotonic() + 10
+        while _waits() == waits:  # the claim found nothing and waits: its next try is
+            assert time.monotonic() < deadline  # the dispatcher's, which must check again
+            time.sleep(0.01)
         with app.app_context(), db.transaction() as conn:
             [(token, _)] = accounts.list_tokens(conn, accounts.OPERATOR, "waiter")
             accounts.revoke_token(
