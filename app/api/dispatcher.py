@@ -32,6 +32,7 @@ from prometheus_client import Counter
 from sqlalchemy import Connection
 
 from app.accounts import service as accounts
+from app.api.auth import INVALID, Unauthorized
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.infra.secretbox import current_box
@@ -59,10 +60,6 @@ LOOKS = Counter(
     " (source), and whether they found a job (found).",
     ["source", "found"],
 )
-
-
-class TokenRefused(Exception):
-    """The waiter's token was revoked, or its user disabled, while it waited."""
 
 
 @dataclass(eq=False)
@@ -301,10 +298,11 @@ class Dispatcher:
         return claimed
 
     def _recheck(self, conn: Connection, waiter: Waiter) -> Actor:
-        """The waiter's actor as its token stands now (revoked or disabled: refused)."""
+        """The waiter's actor as its token stands now: revoked or disabled, refused as a new
+        request with it would be (401)."""
         found = accounts.token_owner(conn, waiter.token_hash, now=utcnow())
         if found is None:
-            raise TokenRefused
+            raise Unauthorized(INVALID)
         return require(found[1].actor(), Action.WORK)
 
     def _next_due(self, now: datetime, held_back: datetime | None) -> None:
