@@ -209,8 +209,8 @@ def test_a_hostile_body_is_a_clear_4xx_that_changes_nothing(
 
 @pytest.mark.parametrize(
     ("error", "stored"),
-    [("a\u0000b", "a\ufffdb"), ("\ufeffboom\u202e", "boom")],
-    ids=["NUL", "invisible and bidi"],
+    [("a\u0000b", "a\ufffdb"), ("a\udcffb", "a\ufffdb"), ("\ufeffboom\u202e", "boom")],
+    ids=["NUL", "lone surrogate", "invisible and bidi"],
 )
 def test_an_error_with_hostile_characters_is_stored_without_them(
     app: Flask, producer: Api, worker: Api, admin: Api, error: str, stored: str
