@@ -128,6 +128,27 @@ def test_an_item_cannot_wait_for_itself_or_a_later_item(app: Flask, producer: Ap
     assert job_count(app) == 1
 
 
+def test_an_item_cannot_wait_for_a_job_made_by_the_same_request(app: Flask, producer: Api) -> None:
+    """Guessing the ids the batch's own items get (the next ids) names jobs that did not exist
+    before the request: 422 as for a job that does not exist, so no item waits for itself or
+    for a later one."""
+    last = producer.enqueue()["id"]
+    answers = _each(
+        producer,
+        [
+            {"type": "email.send"},  # gets last + 1
+            {"type": "email.send", "depends_on": [last + 1]},  # an earlier item's job
+            {"type": "email.send", "depends_on": [last + 2]},  # its own, or a later one's
+            {"type": "email.send"},  # gets last + 2
+        ],
+    )
+    assert [a["status"] for a in answers] == [201, 422, 422, 201]
+    assert [answers[i]["job"]["id"] for i in (0, 3)] == [last + 1, last + 2]
+    for index, parent in ((1, last + 1), (2, last + 2)):
+        assert answers[index]["errors"] == {"depends_on": f"job {parent} does not exist"}
+    assert job_count(app) == 3
+
+
 class TestTheBatchLimit:
     @pytest.fixture
     def app_config(self) -> dict[str, Any]:

@@ -308,3 +308,4 @@ def test_a_waiter_whose_credential_changed_gets_no_job(
     assert job_row(app, job["id"])["status"] == "pending"
     if route == "finish":  # applied and committed before the wait began
         assert job_row(app, held["id"])["status"] == "completed"
+    assert app.extensions["queuelog.admission"].counts() == (0, 0)  # its wait was let go
