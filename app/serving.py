@@ -16,6 +16,7 @@ documents and pages, never endless streams.
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import os
 import queue
@@ -29,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication, WSGIEnvironment
 
+# The environ key of a request's ``ClientWatch``.
+CLIENT_WATCH = "queuelog.client_watch"
 TIMEOUT_HEADERS = [("content-type", "text/plain; charset=utf-8"), ("connection", "close")]
 # How often a worker's event loop proves it still turns (see ``Heartbeat``).
 BEAT_SECONDS = 1.0
@@ -55,6 +58,8 @@ class HTTPProtocol(Protocol):
     def __aiter__(self) -> Any: ...
 
     async def __call__(self) -> bytes: ...
+
+    async def client_disconnect(self) -> None: ...
 
     def response_bytes(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None: ...
 
@@ -84,6 +89,46 @@ class Heartbeat:
 
 
 Answer = tuple[int, list[tuple[str, str]], bytes]
+
+
+class ClientWatch:
+    """Whether a request's client has closed its connection: watched from when the app asks
+    (``start``, from its thread, e.g. a long-poll about to wait) until the app has answered,
+    so the requests that do not wait pay nothing for it."""
+
+    __slots__ = ("_gone", "_loop", "_protocol", "_stopped", "_task")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: HTTPProtocol) -> None:
+        self._loop = loop
+        self._protocol = protocol
+        self._gone: threading.Event | None = None
+        self._task: asyncio.Future[None] | None = None
+        self._stopped = False
+
+    def start(self) -> threading.Event:
+        """Watch from now on (from the app's thread); the event is set once the client has
+        gone."""
+        if self._gone is None:
+            self._gone = threading.Event()
+            self._loop.call_soon_threadsafe(self._watch, self._gone)
+        return self._gone
+
+    def _watch(self, gone: threading.Event) -> None:
+        if not self._stopped:
+            self._task = asyncio.ensure_future(self._protocol.client_disconnect())
+            self._task.add_done_callback(functools.partial(_gone_unless_cancelled, gone))
+
+    def stop(self) -> None:
+        """On the loop, once the app has answered: watch no longer."""
+        self._stopped = True
+        if self._task is not None:
+            self._task.cancel()
+
+
+def _gone_unless_cancelled(gone: threading.Event, watched: asyncio.Future[None]) -> None:
+    """The watch ended: the client has gone, unless it was called off (or failed)."""
+    if not watched.cancelled() and watched.exception() is None:
+        gone.set()
 
 
 class Handlers:
@@ -201,7 +246,11 @@ class WSGIBridge:
         environ = wsgi_environ(scope, body)
         if body is None:  # unread: the app answers 413 for a length over its limit
             environ["CONTENT_LENGTH"] = str(self.max_body + 1 if self.max_body else 0)
-        status, headers, data = await self.handlers.run(environ)
+        watch = environ[CLIENT_WATCH] = ClientWatch(asyncio.get_running_loop(), protocol)
+        try:
+            status, headers, data = await self.handlers.run(environ)
+        finally:
+            watch.stop()
         protocol.response_bytes(status, headers, data)
 
     async def _body(self, scope: RequestScope, protocol: HTTPProtocol) -> bytes | None:

@@ -9,7 +9,7 @@ from app.api.auth import requires
 from app.api.openapi import Operation, ResponseDoc, documented
 from app.api.respond import respond
 from app.api.tracing import TRACE_HEADERS, request_trace
-from app.api.views import CAP, ROLE, WORK_PROBLEMS, json_body, parse_body
+from app.api.views import CAP, ITEMS_BELOW, ROLE, WORK_PROBLEMS, json_body, parse_body
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.infra.secretbox import current_box
@@ -49,7 +49,8 @@ _PER_ITEM = "Each item is answered with the status its single-job route would gi
         "with `results`, each item's status (201, 200, 403, 409, 422) and its job or its "
         "`detail` and `errors` (keyed as `POST /jobs` keys them); a refused item, malformed "
         "or not, undoes nothing, and an item whose `after_items` names a refused item is "
-        "refused too (422).",
+        "refused too (422). An item may nest as deep as a `POST /jobs` body (MAX_JSON_DEPTH "
+        "counts from the item).",
         body=BatchRequest,
         headers=TRACE_HEADERS,
         responses={
@@ -65,7 +66,9 @@ _PER_ITEM = "Each item is answered with the status its single-job route would gi
 )
 def enqueue_batch() -> Response:
     box = current_box()
-    batch = BatchRequest.parse(json_body(), queue_settings(), secrets_box=box)
+    batch = BatchRequest.parse(
+        json_body(items_below=ITEMS_BELOW), queue_settings(), secrets_box=box
+    )
     if isinstance(batch, PerItemBatchBody):
         return _enqueue_each(batch, box)
     trace = request_trace()
@@ -121,7 +124,7 @@ def _created(answer: CreatedJobs, added: list[tuple[Job, bool]]) -> Response:
 )
 def spawn_children(job_id: int) -> Response:
     box = current_box()
-    body = parse_body(ChildrenBody, secrets_box=box)
+    body = parse_body(ChildrenBody, items_below=ITEMS_BELOW, secrets_box=box)
     trace = request_trace()
     requests = [item.to_request(box, trace=trace) for item in body.jobs]
     with db.transaction() as conn:

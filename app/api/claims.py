@@ -9,11 +9,12 @@ job, and a steady stream of workers asking for their next job would pay it once 
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import datetime
 from typing import NamedTuple
 
-from flask import current_app
+from flask import current_app, request
 from sqlalchemy import Connection
 
 from app.api import auth
@@ -29,6 +30,7 @@ from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Effects
 from app.queue.vocabulary.jobs import Job, Wanted
 from app.queue.vocabulary.timeutil import utcnow
+from app.serving import CLIENT_WATCH, ClientWatch
 from app.storage.transactions import announce
 
 
@@ -98,12 +100,19 @@ def wait(wanted: Wanted, seen: int, looked: Claim | None) -> Claim:
             max_jobs=wanted.max_jobs,
             lease_seconds=wanted.lease_seconds,
             deadline=time.monotonic() + wanted.wait_seconds,
+            gone=_client_gone(),
         )
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         if looked is not None:
             dispatcher_of(app).learned(wanted.types, looked.next_due, seen)
         served = dispatcher_of(app).wait(waiter)
         return Claim(served.jobs, served.secrets)
+
+
+def _client_gone() -> threading.Event | None:
+    """An event set once the caller hangs up, where the server can tell (``app.serving``)."""
+    watch: ClientWatch | None = request.environ.get(CLIENT_WATCH)
+    return None if watch is None else watch.start()
 
 
 def claim(wanted: Wanted) -> Claim:

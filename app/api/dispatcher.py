@@ -11,7 +11,9 @@ So a job that becomes due costs about one claim statement, not one per waiter or
   of a narrower one) are not served until something new comes: a process looks once per ring;
 - what it learned ("nothing due for this filter") stays true until the next ring or the next
   instant the clock makes a job claimable, so a new claim skips a look that would find nothing;
-- the other processes are told only of what this one's waiters could not take.
+- the other processes are told only of what this one's waiters could not take;
+- a waiter whose client has hung up (where the server can tell, ``app.serving``) is served no
+  more: a job claimed for it would reach nobody and stay running until its lease ended.
 
 The thread runs while the process has waiters; every claim it makes re-checks the waiter's
 token and role in its own transaction, as the waiter's own request would.
@@ -79,6 +81,12 @@ class Waiter:
     refused: Exception | None = None
     serving: bool = False  # the dispatcher is claiming for it: wait for the hand-over
     settled: threading.Event = field(default_factory=threading.Event)
+    gone: threading.Event | None = None  # set if its client hangs up (where the server can tell)
+
+    def abandoned(self) -> bool:
+        """Whether its client has hung up: the jobs claimed for it would reach nobody, and
+        stay running until their lease ends."""
+        return self.gone is not None and self.gone.is_set()
 
 
 def _covers(wider: Filter, narrower: Filter) -> bool:
@@ -158,7 +166,9 @@ class Dispatcher:
 
     def capacity(self, due: Sequence[str]) -> int:
         with self._cond:
-            return sum(w.max_jobs for w in self._waiters if wants(w.types, due))
+            return sum(
+                w.max_jobs for w in self._waiters if wants(w.types, due) and not w.abandoned()
+            )
 
     def serve(self, effects: Effects) -> None:
         with self._cond:
@@ -196,8 +206,10 @@ class Dispatcher:
         self._timer = at if self._timer is None else min(self._timer, at)
 
     def _wanted(self, waiter: Waiter) -> bool:
-        """Whether a look for ``waiter`` may find something."""
-        return not waiter.settled.is_set() and not self._known_empty(waiter.types)
+        """Whether a look for ``waiter`` may find something it would receive."""
+        if waiter.settled.is_set() or waiter.abandoned():
+            return False
+        return not self._known_empty(waiter.types)
 
     # The thread.
 
@@ -299,7 +311,8 @@ class Dispatcher:
         return claimed
 
     def _recheck(self, conn: Connection, waiter: Waiter) -> Actor:
-        """The waiter's actor as its token stands now (revoked or disabled: refused)."""
+        """The waiter's actor as its token stands now: revoked or disabled, refused as a new
+        request with it would be (401)."""
         found = accounts.token_owner(conn, waiter.token_hash, now=utcnow())
         if found is None:
             raise Unauthorized(INVALID)  # revoked, expired or disabled while it waited

@@ -45,16 +45,24 @@ bp = Blueprint("jobs", __name__)
 Model = TypeVar("Model", bound=RequestModel)
 
 
-def parse_body(model: type[Model], *, optional: bool = False, **context: Any) -> Model:
-    """The request body as ``model`` (``optional``: an empty body stands for ``{}``)."""
-    return model.parse(json_body(optional=optional), queue_settings(), **context)
+def parse_body(
+    model: type[Model], *, optional: bool = False, items_below: int = 0, **context: Any
+) -> Model:
+    """The request body as ``model`` (``optional``, ``items_below``: as for ``json_body``)."""
+    body_json = json_body(optional=optional, items_below=items_below)
+    return model.parse(body_json, queue_settings(), **context)
 
 
-def json_body(*, optional: bool = False) -> dict[str, Any]:
-    """The request's JSON object body (``optional``: an empty body stands for ``{}``)."""
-    return body.json_object(
-        request, max_depth=current_app.config["MAX_JSON_DEPTH"], optional=optional
-    )
+# How far down a body of many jobs (``{"jobs": [...]}``) each job sits.
+ITEMS_BELOW = 2
+
+
+def json_body(*, optional: bool = False, items_below: int = 0) -> dict[str, Any]:
+    """The request's JSON object body (``optional``: an empty body stands for ``{}``). A body
+    whose items are ``items_below`` levels down may nest that much deeper than
+    MAX_JSON_DEPTH, so each item may nest as deep as a body of its own."""
+    max_depth = current_app.config["MAX_JSON_DEPTH"] + items_below
+    return body.json_object(request, max_depth=max_depth, optional=optional)
 
 
 _LOCATION = {

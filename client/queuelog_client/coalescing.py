@@ -5,11 +5,14 @@ is answered; each caller gets its own job, or its own exception, as if it had ca
 No call waits for company: one that finds nothing in flight is sent at once, alone, as
 ``POST /jobs``. The thread of the first waiting call sends the next batch, so a caller is never
 kept to carry the others' requests after its own answer. Calls whose trace context differs
-never share a request: the batch's headers are every item's trace.
+never share a request: the batch's headers are every item's trace. A body that JSON cannot
+carry fails its own call before it joins a batch, and a batch the server refuses whole for its
+size goes again call by call.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +28,9 @@ MAX_COALESCED = 100
 # refused item carries its status, detail and fields, and its caller's exception gets the title
 # the same refusal of a lone enqueue would have had.
 ITEM_TITLES = {403: "Forbidden", 409: "Conflict with the job's current state", 422: "Invalid input"}
+# A batch refused as a whole for its body (413: larger than the server takes, 400: not a body
+# it reads), not for its calls: each call is then sent alone, as if it had never coalesced.
+BODY_REFUSED = frozenset({400, 413})
 
 
 def send_one(transport: Transport, body: dict[str, Any], headers: dict[str, str]) -> Job:
@@ -99,6 +105,9 @@ class Coalescer:
 
     def enqueue(self, body: dict[str, Any], headers: dict[str, str]) -> Job:
         """Send ``body`` now if nothing is in flight, else with the calls that wait with it."""
+        # A body JSON cannot carry (a datetime, NaN) fails here, in its own caller's thread,
+        # never in a batch that it would fail for every call in it (as httpx encodes it).
+        json.dumps(body, allow_nan=False)
         call = _Call(body, headers)
         with self._lock:
             alone = not self._in_flight
@@ -126,13 +135,23 @@ class Coalescer:
             else:
                 outcomes = [*send_each(self.transport, [c.body for c in calls], calls[0].headers)]
         except QueuelogError as exc:  # the whole request was refused, or never answered
-            outcomes = [_copy(exc) for _ in calls]
+            if len(calls) > 1 and exc.status in BODY_REFUSED:
+                outcomes = [self._alone(call) for call in calls]
+            else:
+                outcomes = [_copy(exc) for _ in calls]
         except BaseException as exc:  # a bug or an interrupt: every caller re-raises it
             outcomes = [exc] * len(calls)
         finally:
             self._hand_over()
         for call, outcome in zip(calls, outcomes, strict=True):
             call.settle(outcome)
+
+    def _alone(self, call: _Call) -> Job | BaseException:
+        """``call`` sent alone: its job, or what it raised."""
+        try:
+            return send_one(self.transport, call.body, call.headers)
+        except Exception as exc:  # its caller re-raises it
+            return exc
 
     def _hand_over(self) -> None:
         """Wake the oldest waiting call to send the next batch: the calls that wait with its

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import pytest
-from conftest import Server, wait_until
+from conftest import Server, start_server, wait_until
 from queuelog_client import Client, Forbidden, Job, Unprocessable
 from test_transport import JOB, Answer, Scripted
 
@@ -157,3 +160,90 @@ def test_a_caller_interrupted_while_waiting_holds_up_no_later_call() -> None:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def _behind_a_slow_call(scripted: Scripted, client: Client, calls: list[Any]) -> list[Any]:
+    """Hold a first call in flight (the script's first answer is slow), make ``calls`` (each
+    ``(type, payload)``) from threads meanwhile, so that they coalesce; what each returned or
+    raised, in order."""
+    first = threading.Thread(target=client.enqueue, args=("email.send",), daemon=True)
+    first.start()
+    wait_until(lambda: len(scripted.received) == 1, 10, "the first call in flight")
+    outcomes: list[Any] = [None] * len(calls)
+
+    def call(index: int) -> None:
+        try:
+            outcomes[index] = client.enqueue(*calls[index])
+        except Exception as exc:  # kept for the test to look at
+            outcomes[index] = exc
+
+    threads = [threading.Thread(target=call, args=(i,), daemon=True) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.05)  # in this order
+    for thread in [first, *threads]:
+        thread.join(10)
+    return outcomes
+
+
+def test_a_call_that_cannot_be_sent_fails_alone_not_its_batch() -> None:
+    """A payload JSON cannot carry (a datetime, NaN) is its caller's mistake: the other calls
+    waiting with it are sent, and get their jobs."""
+    with serving(Scripted([])) as scripted, Client(scripted.url, "t", retries=0) as client:
+        batch = {"results": [{"status": 201, "job": {**JOB, "id": n}} for n in (8, 9)]}
+        scripted.script += [Answer(201, JOB, delay=1.0), Answer(200, batch)]
+        outcomes = _behind_a_slow_call(
+            scripted,
+            client,
+            [
+                ("email.send", {"n": 1}),
+                ("email.send", {"at": datetime.now(UTC)}),
+                ("email.send", {"x": float("nan")}),
+                ("email.send", {"n": 2}),
+            ],
+        )
+        assert isinstance(outcomes[1], TypeError) and isinstance(outcomes[2], ValueError)
+        assert [o.id for o in (outcomes[0], outcomes[3])] == [8, 9]
+        sent = [(path, body) for _, path, body in scripted.received]
+        assert sent[1][0] == "/jobs/batch"
+        assert [item["payload"] for item in sent[1][1]["jobs"]] == [{"n": 1}, {"n": 2}]
+
+
+@pytest.mark.parametrize("status", [413, 400])
+def test_a_batch_refused_as_a_whole_sends_each_call_alone(status: int) -> None:
+    """The calls that coalesced make a body the server refuses whole (413: larger than its
+    MAX_CONTENT_LENGTH, though each call alone fits): each is sent alone, and answered as if
+    it had called alone."""
+    with serving(Scripted([])) as scripted, Client(scripted.url, "t", retries=0) as client:
+        refused = Answer(status, {"title": "refused", "status": status, "detail": "too large"})
+        alone = [Answer(201, {**JOB, "id": 8}), Answer(422, {"title": "Invalid input"})]
+        scripted.script += [Answer(201, JOB, delay=1.0), refused, *alone]
+        calls = [("email.send", {"n": 1}), ("no.such.type", {"n": 2})]
+        outcomes = _behind_a_slow_call(scripted, client, calls)
+        assert outcomes[0].id == 8
+        assert isinstance(outcomes[1], Unprocessable) and outcomes[1].status == 422
+        paths = [path for _, path, _ in scripted.received]
+        assert paths == ["/jobs", "/jobs/batch", "/jobs", "/jobs"]
+
+
+@pytest.fixture
+def small_bodies(tmp_path: Path) -> Iterator[Server]:
+    """A server that takes request bodies of at most 48,000 bytes."""
+    yield from start_server(tmp_path, MAX_CONTENT_LENGTH=48_000)
+
+
+def test_calls_that_coalesce_beyond_the_servers_body_limit_each_get_their_job(
+    small_bodies: Server,
+) -> None:
+    """Each call's body (15 kB) fits the server's limit; three or more of them in one batch
+    do not. Every caller still gets its job."""
+    outcomes: dict[tuple[int, int], Job | Exception] = {}
+    with small_bodies.client("producer") as producer:
+
+        def enqueue(thread: int, n: int) -> Job:
+            return producer.enqueue("email.send", {"pad": "x" * 15_000, "n": n})
+
+        _, batches = sent_by(small_bodies, lambda: outcomes.update(in_threads(enqueue)))
+    assert batches > 0, "the calls were coalesced"
+    refused = [o for o in outcomes.values() if not isinstance(o, Job)]
+    assert refused == []

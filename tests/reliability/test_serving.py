@@ -154,6 +154,35 @@ def test_a_long_poll_answers_204_when_nothing_comes(server: Served, database: Da
     assert status == 204 and 1.5 <= took < 4, (status, took)
 
 
+def test_a_long_poll_whose_client_hung_up_is_handed_no_job(
+    server: Served, database: Database
+) -> None:
+    """Workers killed while their finish-and-claims wait (a deploy, a crash): the server sees
+    their connections close, and the next job goes to a worker still there. Handed to a gone
+    waiter, it would have stayed running for the lease, then spent a retry (or failed, with
+    none left) without ever running."""
+    claim = {"max_jobs": 5, "wait_seconds": 20}
+    request = http_request(
+        "POST", "/jobs/finish", database.tokens["worker"], {"results": [], "claim": claim}
+    )
+    gone = send_on_new_sockets(server.port, request, 4)  # in both processes, most likely
+    wait_until_read(gone, 30)
+    time.sleep(0.5)  # each waits in its process's dispatcher now
+    for sock in gone:
+        sock.close()
+    time.sleep(0.5)  # the server has seen them go
+    producer = Client(server.host, database.tokens["producer"], timeout=10)
+    worker = Client(server.host, database.tokens["worker"], timeout=10)
+    try:
+        status, job, _ = producer.post("/jobs", {"type": "email.send", "max_retries": 0})
+        assert status == 201
+        status, claimed, _ = worker.post("/jobs/claim", {"wait_seconds": 5})
+        assert status == 200 and claimed["id"] == job["id"] and claimed["attempt"] == 1
+    finally:
+        producer.close()
+        worker.close()
+
+
 SLOW_BODY = (
     b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\n"
     b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100000\r\n\r\nu"

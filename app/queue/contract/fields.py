@@ -7,11 +7,23 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, PlainValidator, ValidationInfo, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    PlainValidator,
+    ValidationInfo,
+    WithJsonSchema,
+)
 
 from app.queue.contract.cursors import MAX_DB_INT, decode_cursor
 from app.queue.contract.request_model import refuse, says, settings_of
-from app.queue.contract.strictjson import compact_size, json_value_problem, text_problem
+from app.queue.contract.strictjson import (
+    compact_size,
+    json_value_problem,
+    mend_surrogates,
+    text_problem,
+)
 from app.queue.rules.settings import QueueSettings
 from app.queue.vocabulary.job_fields import (
     IDEMPOTENCY_KEY,
@@ -165,6 +177,9 @@ Message = Annotated[
 ]
 ErrorText = Annotated[
     str,
+    # An error is what an exception said, lone surrogates included (a file name that is not
+    # UTF-8): mended, not refused, so the outcomes sent with it are not refused with it.
+    BeforeValidator(mend_surrogates),
     Field(min_length=1, pattern="\\S"),
     says("is required and must be a non-empty string"),
     Field(description="What went wrong; sanitized of credentials and capped before it is stored."),

@@ -24,6 +24,13 @@ def text_problem(value: str) -> str | None:
     return None
 
 
+def mend_surrogates(value: Any) -> Any:
+    """``value`` with each lone surrogate replaced by U+FFFD (other values as they are): for
+    text that reports rather than names something, such as an exception's message about a
+    file name that is not UTF-8."""
+    return _LONE_SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
