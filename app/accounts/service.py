@@ -343,9 +343,10 @@ def needs_touch(token: ApiToken, now: datetime) -> bool:
     return token.last_used_at is None or now - token.last_used_at >= TOUCH_INTERVAL
 
 
-def touch_token(conn: Connection, token: ApiToken, now: datetime) -> None:
-    """Record a use of the token."""
-    accounts_store.touch_token(conn, token.id, now)
+def touch_token(conn: Connection, token: ApiToken, now: datetime) -> bool:
+    """Record a use of the token, unless another request recorded one since it went stale or
+    is recording one now (that request's use stands for this one): whether it wrote."""
+    return accounts_store.touch_token(conn, token.id, now, now - TOUCH_INTERVAL)
 
 
 def list_tokens(

@@ -29,9 +29,25 @@ _TOKEN_OWNER = Prepared(
         users.c.disabled.is_(False),
     )
 )
+# The token's row only if it is still stale and no other transaction holds it: concurrent
+# requests of one token (in other server processes) each find it stale at the minute's turn, and
+# on PostgreSQL the later ones would otherwise wait for the first to commit its whole request.
+# One of them records the use; the others go on (SQLite's writers take turns anyway).
+_STALE = api_tokens.alias("stale")
+_STALE_TOKEN = (
+    select(_STALE.c.id)
+    .where(
+        _STALE.c.id == bindparam("token_id"),
+        or_(
+            _STALE.c.last_used_at.is_(None),
+            _STALE.c.last_used_at <= bindparam("stale_before", type_=UTCDateTime()),
+        ),
+    )
+    .with_for_update(skip_locked=True)
+)
 _TOUCH_TOKEN = Prepared(
     update(api_tokens)
-    .where(api_tokens.c.id == bindparam("token_id"))
+    .where(api_tokens.c.id == _STALE_TOKEN.scalar_subquery())
     .values(last_used_at=bindparam("now", type_=UTCDateTime()))
 )
 
@@ -108,9 +124,12 @@ def token_owner(conn: Connection, token_hash: str, now: datetime) -> tuple[ApiTo
     return ApiToken(*row[:split]), User(*row[split:])
 
 
-def touch_token(conn: Connection, token_id: int, now: datetime) -> None:
-    """Record that a token was used."""
-    _TOUCH_TOKEN.run(conn, {"token_id": token_id, "now": now})
+def touch_token(conn: Connection, token_id: int, now: datetime, stale_before: datetime) -> bool:
+    """Record that a token was used at ``now``, if its last use is still before
+    ``stale_before`` and no other transaction is recording one (it never waits): whether it
+    wrote."""
+    params = {"token_id": token_id, "now": now, "stale_before": stale_before}
+    return _TOUCH_TOKEN.run(conn, params) == 1
 
 
 def list_tokens(conn: Connection, user_id: int | None = None) -> list[tuple[ApiToken, str]]:

@@ -129,6 +129,7 @@ class Report:
 _FAILURE: Columns = (
     ("expect_retry_count", Kind.INTEGER),
     ("error", Kind.TEXT),
+    ("event_note", Kind.TEXT),
 )
 # Per edge of a report: the columns each job gets from its report.
 _REPORTED: dict[Edge, Columns] = {
@@ -157,6 +158,7 @@ def _item(report: Report) -> dict[str, Any]:
         "attempt": report.attempt,
         "result": report.result,
         "error": report.error,
+        "event_note": report.note,
         "expect_retry_count": report.retry_count,
         "retry_count": report.retry_count + 1,
         "run_at": report.run_at,
@@ -168,9 +170,10 @@ def finish_many(
 ) -> Changed[dict[int, Job]]:
     """running -> completed, pending (a retry) or failed, per report, for the jobs ``worker``
     (None: whoever) holds at the report's attempt (and, for a failure, still at its retry
-    count): one compare-and-set statement per edge and one for all the events, whatever the
-    number of reports. The jobs that moved, by id; a job missing there did not move. Job ids
-    must differ. A time-out's event names no actor: the server failed the attempt."""
+    count): one compare-and-set statement per edge, and one for the events of those that do not
+    write their own (``move_many``), whatever the number of reports. The jobs that moved, by
+    id; a job missing there did not move. Job ids must differ. A time-out's event names no
+    actor: the server failed the attempt."""
     moved: dict[int, Job] = {}
     events = []
     for name, columns in _REPORTED.items():
@@ -178,7 +181,7 @@ def finish_many(
         if not taken:
             continue
         edge = EDGES[name]
-        jobs = batches_sql.move_many(
+        jobs, recorded = batches_sql.move_many(
             conn,
             [_item(report) for report in taken],
             sources=edge.sources,
@@ -186,8 +189,11 @@ def finish_many(
             shared=_shared(name, now),
             columns=columns,
             at=now,
+            kind=edge.kind,
         )
         moved |= jobs
+        if recorded:  # the move wrote its events
+            continue
         events += [
             event_row(
                 job=jobs[report.job_id],

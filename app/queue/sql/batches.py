@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
     Select,
+    String,
     bindparam,
     literal_column,
     select,
@@ -29,8 +30,9 @@ from app.queue.sql.jobs import (
     job_of,
 )
 from app.queue.sql.prepared import Prepared
+from app.queue.sql.recorded import Record, recorded
 from app.queue.vocabulary.jobs import Job
-from app.queue.vocabulary.states import EventKind
+from app.queue.vocabulary.states import EventKind, JobStatus
 from app.storage.schema import jobs
 from app.storage.sqltypes import UTCDateTime
 
@@ -59,10 +61,19 @@ _OPTIONAL = {
     "unique_key": None, "secret_names": None, "secrets_sealed": None,
     "parent_id": None, "child_key": None, "traceparent": None, "tracestate": None,
 }  # fmt: skip
-_INSERT_JOBS = {
-    dialect: Prepared(rows_sql.insert_rows(dialect, jobs, _NEW_JOB).returning(*JOB_COLUMNS))
-    for dialect in dialects.DIALECTS.values()
-}
+
+
+def _insert_jobs(dialect: Dialect) -> Prepared:
+    """The INSERT of a batch's jobs; where the dialect records its moves, it also writes their
+    ``enqueued`` events (by ``:actor``) and figures."""
+    insert = rows_sql.insert_rows(dialect, jobs, _NEW_JOB)
+    if not dialect.records_moves:
+        return Prepared(insert.returning(*JOB_COLUMNS))
+    record = Record(None, None, kind=EventKind.ENQUEUED, actor=bindparam("actor", type_=String()))
+    return Prepared(recorded(insert, JOB_COLUMNS, record, order=["id"]))
+
+
+_INSERT_JOBS = {dialect: _insert_jobs(dialect) for dialect in dialects.DIALECTS.values()}
 _BY_KEYS = select(*JOB_COLUMNS).where(
     jobs.c.created_by == bindparam("owner"),
     jobs.c.idempotency_key.in_(bindparam("keys", expanding=True)),
@@ -85,8 +96,12 @@ def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: s
         return []
     # One statement assigns ids in the order of its rows, whatever order RETURNING uses.
     items = [{**_OPTIONAL, **row} for row in rows]
-    result = _INSERT_JOBS[dialects.of(conn)].rows(conn, {"items": parameter(_NEW_JOB, items)})
+    dialect = dialects.of(conn)
+    params = {"items": parameter(_NEW_JOB, items), "actor": actor}
+    result = _INSERT_JOBS[dialect].rows(conn, params)
     added = sorted((job_of(row) for row in result), key=lambda job: job.id)
+    if dialect.records_moves:
+        return added
     append_events(
         conn,
         [
@@ -101,11 +116,19 @@ def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: s
 
 @lru_cache(maxsize=32)
 def _move_statement(
-    dialect: Dialect, sources: frozenset[str], shared: tuple[str, ...], columns: Columns, held: bool
-) -> Prepared:
+    dialect: Dialect,
+    sources: frozenset[str],
+    shared: tuple[str, ...],
+    columns: Columns,
+    held: bool,
+    kind: EventKind | None,
+) -> tuple[Prepared, bool]:
     """The compare-and-set UPDATE of many jobs: each item names its job, the attempt and the
-    ``expect_*`` columns it must still be at, and its own values of ``columns``; ``shared``
-    values are the same for every job. ``held``: each job must be held by ``:worker``."""
+    ``expect_*`` columns it must still be at, and its own values of ``columns`` (``event_*``
+    ones are its event's); ``shared`` values are the same for every job. ``held``: each job
+    must be held by ``:worker``. With whether it writes the jobs' ``kind`` events and figures
+    itself (where the dialect records its moves, for a move of one worker's jobs from one
+    status; ``kind`` None: a move that writes no event, a heartbeat)."""
     item = dialect.items((*_KEYS, *columns))
     state: list[ColumnElement[bool]] = [
         dialect.led_by_items(jobs.c.status).in_(
@@ -125,17 +148,39 @@ def _move_statement(
     assignments |= {
         name: dialect.item_value(item, name, kind)
         for name, kind in columns
-        if not name.startswith("expect_")
+        if not name.startswith(("expect_", "event_"))
     }
-    return Prepared(
+    move = (
         update(jobs)
         .where(jobs.c.id == item.c.job_id, jobs.c.attempts == item.c.attempt, *state, *expected)
         .values(**assignments, updated_at=bindparam("at", type_=UTCDateTime()))
-        .returning(*JOB_COLUMNS)
     )
+    named = {name for name, _ in columns}
+    moving = kind is not None or bool({"status", "run_at"} & (named | set(shared)))
+    if not (dialect.records_moves and held and len(sources) == 1) or (moving and kind is None):
+        return Prepared(move.returning(*JOB_COLUMNS)), False
+    (source,) = sources
+    record = Record(
+        JobStatus(source),
+        bindparam("at", type_=UTCDateTime()),
+        holder=bindparam("worker"),
+        kind=kind,
+        # a time-out's event names no actor: the server failed the attempt
+        actor=None if kind is EventKind.TIMED_OUT else bindparam("worker"),
+        error=item.c.error if "error" in named else None,
+        note=item.c.event_note if "event_note" in named else None,
+    )
+    return Prepared(recorded(move, JOB_COLUMNS, record, order=["id"])), True
 
 
 _KEYS: Columns = (("job_id", Kind.BIGINT), ("attempt", Kind.INTEGER))
+
+
+class Moved(NamedTuple):
+    """The jobs a move took, by id, and whether it wrote their events (``move_many``)."""
+
+    jobs: dict[int, Job]
+    recorded: bool
 
 
 def move_many(
@@ -147,22 +192,25 @@ def move_many(
     shared: Mapping[str, Any],
     columns: Columns = (),
     at: datetime,
-) -> dict[int, Job]:
+    kind: EventKind | None = None,
+) -> Moved:
     """Compare-and-set for many jobs in one statement: the job of each item (``job_id``) moves
     only if it is in one of ``sources``, held by ``worker`` (None: by anyone; the attempt still
-    fences) at the item's ``attempt``, with
-    the item's ``expect_<column>`` values; it takes the ``shared`` values and the item's own
-    values of ``columns``. The jobs that moved, by id (the job ids must differ). The caller
-    writes their events."""
+    fences) at the item's ``attempt``, with the item's ``expect_<column>`` values; it takes the
+    ``shared`` values and the item's own values of ``columns``. The jobs that moved, by id (the
+    job ids must differ), and whether the statement also wrote their ``kind`` events (with
+    ``worker`` as actor, each item's ``error`` and ``event_note``); if not, the caller writes
+    them."""
     if not items:
-        return {}
-    statement = _move_statement(
-        dialects.of(conn), sources, tuple(sorted(shared)), columns, worker is not None
+        return Moved({}, recorded=False)
+    statement, recorded_here = _move_statement(
+        dialects.of(conn), sources, tuple(sorted(shared)), columns, worker is not None, kind
     )
     params = {f"set_{name}": value for name, value in shared.items()}
     params |= {"worker": worker, "at": at}
     params["items"] = parameter((*_KEYS, *columns), items)
-    return {job.id: job for job in (job_of(row) for row in statement.rows(conn, params))}
+    found = (job_of(row) for row in statement.rows(conn, params))
+    return Moved({job.id: job for job in found}, recorded_here)
 
 
 _WANTED: Columns = (("job_id", Kind.BIGINT),)

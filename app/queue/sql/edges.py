@@ -31,6 +31,7 @@ from app.queue.sql.jobs import (
     job_of,
 )
 from app.queue.sql.prepared import Prepared
+from app.queue.sql.recorded import Record, recorded
 from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import EventKind, JobStatus
 from app.storage.schema import jobs
@@ -131,10 +132,12 @@ def _claim_statement(
     type_filter: TypeFilter,
     count: int,
     timed_types: tuple[str, ...],
+    kind: EventKind,
 ) -> Prepared:
     """The claim UPDATE of up to ``:limit`` jobs, built once per backend, per-type lease table,
     number of named types and types with a run-time limit (the hottest statement of all).
-    Per-type leases and deadlines are a CASE on the job's type."""
+    Per-type leases and deadlines are a CASE on the job's type. Where the dialect records its
+    moves, the statement also writes the jobs' ``kind`` events and figures."""
     lease: Any = bindparam("lease")
     expires: Any = bindparam("expires", type_=UTCDateTime())
     if type_leases:
@@ -158,7 +161,7 @@ def _claim_statement(
             ),
             else_=deadline,
         )
-    return Prepared(
+    claim = (
         update(jobs)
         # The head reads only jobs in ``sources`` and holds them (locked on PostgreSQL, inside
         # the one writer on SQLite): the compare-and-set is the head's, not restated here.
@@ -175,8 +178,12 @@ def _claim_statement(
             progress_message=None,
             updated_at=_now(),
         )
-        .returning(*JOB_COLUMNS)
     )
+    if not dialect.records_moves:
+        return Prepared(claim.returning(*JOB_COLUMNS))
+    (source,) = sources
+    record = Record(JobStatus(source), _now(), kind=kind, actor=bindparam("worker"))
+    return Prepared(recorded(claim, JOB_COLUMNS, record, order=["id"]))
 
 
 def claim_due(
@@ -218,18 +225,20 @@ def claim_due(
     for i, (_, seconds) in enumerate(run_limits):
         params[f"deadline_{i}"] = now + timedelta(seconds=seconds)
     timed = tuple(name for name, _ in run_limits)
+    dialect = dialects.of(conn)
     statement = _claim_statement(
-        dialects.of(conn), sources, type_leases, type_filter, len(listed), timed
+        dialect, sources, type_leases, type_filter, len(listed), timed, kind
     )
     claimed = [job_of(row) for row in statement.rows(conn, params)]
     claimed.sort(key=lambda job: (-job.priority, job.run_at, job.id))  # RETURNING has no order
-    append_events(
-        conn,
-        [
-            event_row(job=job, at=now, from_status=JobStatus.PENDING, kind=kind, actor=worker)
-            for job in claimed
-        ],
-    )
+    if not dialect.records_moves:
+        append_events(
+            conn,
+            [
+                event_row(job=job, at=now, from_status=JobStatus.PENDING, kind=kind, actor=worker)
+                for job in claimed
+            ],
+        )
     return claimed
 
 

@@ -237,7 +237,7 @@ def heartbeat(
             "progress_message": message,
         }
     timed_out = time_out(conn, late.values(), now=now, settings=settings, uniform=uniform)
-    moved = batches_sql.move_many(
+    moved, _ = batches_sql.move_many(
         conn,
         list(leases.values()),
         sources=frozenset({JobStatus.RUNNING}),

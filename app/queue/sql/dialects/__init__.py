@@ -29,6 +29,9 @@ class Dialect(ABC):
 
     name: str  # the name of the SQLAlchemy dialect it serves
     locks_rows: bool  # whether concurrent writers exist, so rows taken must be locked
+    # whether the hot moves write their events and figures themselves (``recorded``), rather
+    # than an UPDATE, then an INSERT of the events, counted by the database's row triggers
+    records_moves: bool
 
     @abstractmethod
     def items(self, columns: Columns, name: str = "items") -> Subquery:

@@ -40,6 +40,7 @@ class PostgreSQLDialect(Dialect):
 
     name = "postgresql"
     locks_rows = True
+    records_moves = True
 
     @lru_cache(maxsize=64)  # noqa: B019 (the dialect is a process-wide singleton)
     def items(self, columns: Columns, name: str = "items") -> Subquery:

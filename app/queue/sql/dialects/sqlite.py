@@ -35,6 +35,7 @@ class SQLiteDialect(Dialect):
 
     name = "sqlite"
     locks_rows = False
+    records_moves = False
 
     @lru_cache(maxsize=64)  # noqa: B019 (the dialect is a process-wide singleton)
     def items(self, columns: Columns, name: str = "items") -> Subquery:
