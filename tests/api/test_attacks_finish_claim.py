@@ -17,6 +17,7 @@ from prometheus_client import REGISTRY
 from app.accounts import service as accounts
 from app.infra import db
 from app.queue.vocabulary.timeutil import utcnow
+from devservers.accounts import AS_OPERATOR
 from tests.api.conftest import assert_problem, job_row, snapshot
 from tests.builders import Api, make_api
 
@@ -262,17 +263,29 @@ def test_beyond_the_admission_the_outcomes_apply_and_the_jobs_are_empty(
 def _revoke(app: Flask, name: str) -> None:
     with app.app_context(), db.transaction() as conn:
         for token, _ in accounts.list_tokens(conn, accounts.OPERATOR, name):
-            accounts.revoke_token(conn, accounts.OPERATOR, token.id, now=utcnow())
+            accounts.revoke_token(
+                conn, accounts.OPERATOR, token.id, now=utcnow(), origin=AS_OPERATOR
+            )
 
 
 def _disable(app: Flask, name: str) -> None:
     with app.app_context(), db.transaction() as conn:
-        accounts.set_disabled(conn, accounts.OPERATOR, name, disabled=True)
+        accounts.set_disabled(
+            conn, accounts.OPERATOR, name, disabled=True, now=utcnow(), origin=AS_OPERATOR
+        )
 
 
 def _demote(app: Flask, name: str) -> None:
     with app.app_context(), db.transaction() as conn:
-        accounts.update_user(conn, accounts.OPERATOR, name, role="producer", max_priority="low")
+        accounts.update_user(
+            conn,
+            accounts.OPERATOR,
+            name,
+            role="producer",
+            max_priority="low",
+            now=utcnow(),
+            origin=AS_OPERATOR,
+        )
 
 
 @pytest.mark.parametrize(

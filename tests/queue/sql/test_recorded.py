@@ -13,6 +13,7 @@ import pytest
 from flask import Flask
 from sqlalchemy import Connection
 
+from app.audit.actions import Origin
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.usecases import claiming, enqueueing, job_actions, reports
 from app.queue.usecases.finishing import NOT_RETRYABLE
@@ -123,7 +124,7 @@ def test_a_move_that_counted_itself_leaves_the_next_ones_to_the_triggers(
         held = _claim(queue, conn, 2)
         assert len(held) == 2
         reports.release(conn, queue.worker, first.id, now=T0, attempt=1)
-        job_actions.cancel(conn, queue.admin, second.id, now=T0)
+        job_actions.cancel(conn, queue.admin, second.id, now=T0, origin=Origin(queue.admin.name))
     _exact(queue, T0)
     with queue.tx() as conn:  # a recorded heartbeat, then a cancel the triggers count
         (job,) = _claim(queue, conn, 1)
@@ -131,5 +132,5 @@ def test_a_move_that_counted_itself_leaves_the_next_ones_to_the_triggers(
             conn, queue.worker, [Beat(job.id, None, 10, None)], now=T0, settings=queue.settings
         )
         assert isinstance(beat.value[0], Job)
-        job_actions.cancel(conn, queue.admin, job.id, now=T0)
+        job_actions.cancel(conn, queue.admin, job.id, now=T0, origin=Origin(queue.admin.name))
     _exact(queue, T0)
