@@ -31,8 +31,9 @@ _TOKEN_OWNER = Prepared(
 )
 # The token's row only if it is still stale and no other transaction holds it: concurrent
 # requests of one token (in other server processes) each find it stale at the minute's turn, and
-# on PostgreSQL the later ones would otherwise wait for the first to commit its whole request.
-# One of them records the use; the others go on (SQLite's writers take turns anyway).
+# where writers run at once the later ones would otherwise wait for the first to commit its
+# whole request. One of them records the use; the others go on (where writers take turns, they
+# never meet here).
 _STALE = api_tokens.alias("stale")
 _STALE_TOKEN = (
     select(_STALE.c.id)
