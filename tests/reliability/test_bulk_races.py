@@ -146,6 +146,8 @@ def test_a_job_locked_through_every_skipped_pass_is_waited_for(queue: Queue, bac
             locked.set()
             deadline = time.monotonic() + DEADLINE
             while time.monotonic() < deadline:
+                # The activity view is read once per transaction unless its snapshot is cleared.
+                conn.execute(text("SELECT pg_stat_clear_snapshot()"))
                 if conn.execute(LOCK_WAITERS).scalar():
                     return
                 time.sleep(0.01)
