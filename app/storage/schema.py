@@ -323,14 +323,6 @@ job_events = Table(
     Index(None, "job_id", "id"),
     sqlite_autoincrement=True,
 )
-# The latest claims (the explainer's "when was a job of this type last claimed"): claims only,
-# so the other events of a job never write to it.
-partial_index(
-    "ix_job_events_claims",
-    job_events.c.at,
-    job_events.c.job_id,
-    where=job_events.c.to_status == "running",
-)
 
 # Who did what, appended in the transaction of the action; only retention (AUDIT_RETENTION) and
 # `flask audit prune` delete.
