@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0022"  # the newest migration: bump it with each new one
+HEAD = "0023"  # the newest migration: bump it with each new one
 
 
 def alembic_config() -> Config:

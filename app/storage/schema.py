@@ -181,9 +181,18 @@ jobs = Table(
         "status <> 'running' OR (worker_id IS NOT NULL AND lease_expires_at IS NOT NULL)",
         name="running_has_lease",
     ),
-    UniqueConstraint("created_by", "idempotency_key"),
+    # An owner's idempotency keys are unique: on SQLite as the table's constraint, on PostgreSQL
+    # as a unique index of keyed jobs only (below), which a job without a key never writes to.
+    UniqueConstraint("created_by", "idempotency_key").ddl_if(dialect="sqlite"),
     sqlite_autoincrement=True,
 )
+Index(
+    "uq_jobs_owner_idempotency_key",
+    jobs.c.created_by,
+    jobs.c.idempotency_key,
+    unique=True,
+    postgresql_where=jobs.c.idempotency_key.is_not(None),
+).ddl_if(dialect="postgresql")
 # A job's idempotency key as the code reads it, in whichever namespace.
 JOB_KEY = func.coalesce(jobs.c.idempotency_key, jobs.c.child_key).label("idempotency_key")
 
