@@ -161,6 +161,7 @@ def _move_statement(
         .values(**assignments, updated_at=bindparam("at", type_=UTCDateTime()))
     )
     named = {name for name, _ in columns}
+    # (a move of status or run_at without an event is not one of those: the triggers count it)
     moving = kind is not None or bool({"status", "run_at"} & (named | set(shared)))
     if not (dialect.records_moves and held and len(sources) == 1) or (moving and kind is None):
         return Prepared(move.returning(*JOB_COLUMNS)), False
