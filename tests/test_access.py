@@ -23,10 +23,9 @@ from app.storage.schema import (
     job_groups,
     jobs,
     schedules,
-    type_overrides,
-    type_polls,
     users,
 )
+from app.storage.schema_types import type_overrides, type_polls
 from tests.builders import PASSWORD, Api, make_api
 from tests.web.conftest import csrf_token, login
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -9,6 +11,7 @@ from sqlalchemy import (
     Column,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -32,6 +35,15 @@ from app.storage.sqltypes import (
     one_of,
     partial_index,
 )
+
+
+def created_on(item: Any, dialect: str) -> bool:
+    """Whether the schema item (a table's constraint or index) exists on the engine ``dialect``:
+    an item made for one engine (``ddl_if(dialect=...)``) is neither created nor compared on
+    the other."""
+    only = getattr(item, "_ddl_if", None)  # SQLAlchemy's record of ``ddl_if``
+    return only is None or only.dialect in (None, dialect)
+
 
 metadata = MetaData(
     naming_convention={
@@ -167,9 +179,18 @@ jobs = Table(
         "status <> 'running' OR (worker_id IS NOT NULL AND lease_expires_at IS NOT NULL)",
         name="running_has_lease",
     ),
-    UniqueConstraint("created_by", "idempotency_key"),
+    # An owner's idempotency keys are unique: on SQLite as the table's constraint, on PostgreSQL
+    # as a unique index of keyed jobs only (below), which a job without a key never writes to.
+    UniqueConstraint("created_by", "idempotency_key").ddl_if(dialect="sqlite"),
     sqlite_autoincrement=True,
 )
+Index(
+    "uq_jobs_owner_idempotency_key",
+    jobs.c.created_by,
+    jobs.c.idempotency_key,
+    unique=True,
+    postgresql_where=jobs.c.idempotency_key.is_not(None),
+).ddl_if(dialect="postgresql")
 # A job's idempotency key as the code reads it, in whichever namespace.
 JOB_KEY = func.coalesce(jobs.c.idempotency_key, jobs.c.child_key).label("idempotency_key")
 
@@ -277,7 +298,7 @@ job_events = Table(
     "job_events",
     metadata,
     Column("id", BigId, primary_key=True),
-    Column("job_id", BigId, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("job_id", BigId, nullable=False),
     Column("at", UTCDateTime(), nullable=False),
     Column("from_status", String(16), nullable=True),
     Column("to_status", String(16), nullable=False),
@@ -288,13 +309,14 @@ job_events = Table(
     Column("note", String(500), nullable=True),
     # The database refuses a kind the code does not know (migration 0003 adds new ones).
     one_of("kind", EventKind, name="kind"),
+    # An event's job, on SQLite only. On PostgreSQL the check of every event's row against its
+    # job was a tenth of the database's work per job (migration 0022): events are written only
+    # by the statement or transaction that moves their job, and the jobs' DELETE trigger
+    # deletes their events, as ON DELETE CASCADE does here.
+    ForeignKeyConstraint(["job_id"], ["jobs.id"], ondelete="CASCADE").ddl_if(dialect="sqlite"),
     Index(None, "job_id", "id"),
     sqlite_autoincrement=True,
 )
-# The latest claims (the explainer's "when was a job of this type last claimed"): claims only,
-# so the other events of a job never write to it.
-_CLAIMS = job_events.c.to_status == "running"
-partial_index("ix_job_events_claims", job_events.c.at, job_events.c.job_id, where=_CLAIMS)
 
 # Who did what, appended in the transaction of the action; only retention (AUDIT_RETENTION) and
 # `flask audit prune` delete.
@@ -351,21 +373,6 @@ locks = Table(
     Column("expires_at", UTCDateTime(), nullable=False),
 )
 
-# Runtime flow-control overrides per job type (docs/api.md, "Flow control"), set by admins over
-# ``JOB_TYPE_SETTINGS``; a NULL column means "no override, use the configuration".
-type_overrides = Table(
-    "type_overrides",
-    metadata,
-    Column("type", String(200), primary_key=True),
-    Column("max_running", Integer, nullable=True),
-    Column("rate_limit", String(32), nullable=True),
-    Column("paused", Boolean, nullable=True),
-    Column("max_run_seconds", Integer, nullable=True),
-    Column("updated_by", String(64), nullable=True),
-    Column("updated_at", UTCDateTime(), nullable=False),
-    CheckConstraint("max_running IS NULL OR max_running >= 1", name="max_running"),
-)
-
 # What the last retention prune removed (one row, id 1): when, and how many jobs (per status),
 # events and audit rows. The admins' retention page shows it.
 retention_runs = Table(
@@ -376,25 +383,4 @@ retention_runs = Table(
     Column("jobs", JSONDocument, nullable=False),  # {status: jobs deleted}
     Column("events", BigInteger, nullable=False),
     Column("audit_events", BigInteger, nullable=False),
-)
-
-# Claims per type in the current rate-limit window; the row is also what concurrent claims of
-# a limited type serialize on (SELECT ... FOR UPDATE on PostgreSQL).
-type_claim_windows = Table(
-    "type_claim_windows",
-    metadata,
-    Column("type", String(200), primary_key=True),
-    Column("window_started_at", UTCDateTime(), nullable=False),
-    Column("claims", Integer, nullable=False, server_default=text("0")),
-)
-
-# When a worker last asked for jobs of each type, whether its claim found one or not (a claim
-# without ``types`` asks for every configured type): the explainer's ``no_worker_polling``.
-# Each process writes a type's row at most once per EXPLAIN_IDLE_WORKER_SECONDS / 10
-# (``app.queue.usecases.type_polls``), so empty claims do not write on every call.
-type_polls = Table(
-    "type_polls",
-    metadata,
-    Column("type", String(200), primary_key=True),
-    Column("polled_at", UTCDateTime(), nullable=False),
 )

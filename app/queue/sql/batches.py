@@ -56,24 +56,27 @@ _NEW_JOB: Columns = (
     ("traceparent", Kind.TEXT),
     ("tracestate", Kind.TEXT),
 )
-# The columns an enqueue sets only for some jobs (NULL for the others).
-_OPTIONAL = {
-    "unique_key": None, "secret_names": None, "secrets_sealed": None,
-    "parent_id": None, "child_key": None, "traceparent": None, "tracestate": None,
-}  # fmt: skip
+# The columns every enqueue sets; the others are NULL for most jobs, and a batch's items carry
+# only those some of its jobs set (the items' JSON is most of the database's parsing per job).
+_ALWAYS = frozenset(
+    {
+        "type", "payload", "priority", "max_retries", "created_by",
+        "run_at", "created_at", "updated_at",
+    }
+)  # fmt: skip
 
 
-def _insert_jobs(dialect: Dialect) -> Prepared:
-    """The INSERT of a batch's jobs; where the dialect records its moves, it also writes their
-    ``enqueued`` events (by ``:actor``) and figures."""
-    insert = rows_sql.insert_rows(dialect, jobs, _NEW_JOB)
+@lru_cache(maxsize=32)
+def _insert_jobs(dialect: Dialect, columns: Columns) -> Prepared:
+    """The INSERT of a batch's jobs, each item with ``columns``; where the dialect records its
+    moves, it also writes their ``enqueued`` events (by ``:actor``) and figures."""
+    insert = rows_sql.insert_rows(dialect, jobs, columns)
     if not dialect.records_moves:
         return Prepared(insert.returning(*JOB_COLUMNS))
     record = Record(None, None, kind=EventKind.ENQUEUED, actor=bindparam("actor", type_=String()))
     return Prepared(recorded(insert, JOB_COLUMNS, record, order=["id"]))
 
 
-_INSERT_JOBS = {dialect: _insert_jobs(dialect) for dialect in dialects.DIALECTS.values()}
 _BY_KEYS = select(*JOB_COLUMNS).where(
     jobs.c.created_by == bindparam("owner"),
     jobs.c.idempotency_key.in_(bindparam("keys", expanding=True)),
@@ -95,10 +98,12 @@ def insert_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]], *, actor: s
     if not rows:
         return []
     # One statement assigns ids in the order of its rows, whatever order RETURNING uses.
-    items = [{**_OPTIONAL, **row} for row in rows]
+    named = {name for row in rows for name, value in row.items() if value is not None}
+    columns = tuple(column for column in _NEW_JOB if column[0] in _ALWAYS | named)
+    items = [{name: row.get(name) for name, _ in columns} for row in rows]
     dialect = dialects.of(conn)
-    params = {"items": parameter(_NEW_JOB, items), "actor": actor}
-    result = _INSERT_JOBS[dialect].rows(conn, params)
+    params = {"items": parameter(columns, items), "actor": actor}
+    result = _insert_jobs(dialect, columns).rows(conn, params)
     added = sorted((job_of(row) for row in result), key=lambda job: job.id)
     if dialect.records_moves:
         return added
@@ -156,6 +161,7 @@ def _move_statement(
         .values(**assignments, updated_at=bindparam("at", type_=UTCDateTime()))
     )
     named = {name for name, _ in columns}
+    # (a move of status or run_at without an event is not one of those: the triggers count it)
     moving = kind is not None or bool({"status", "run_at"} & (named | set(shared)))
     if not (dialect.records_moves and held and len(sources) == 1) or (moving and kind is None):
         return Prepared(move.returning(*JOB_COLUMNS)), False

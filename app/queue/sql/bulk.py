@@ -81,8 +81,9 @@ def lock(
 
 
 def delete_finished(conn: Connection, ids: Sequence[int]) -> int:
-    """Delete those of ``ids`` that are finished (their events go by ON DELETE CASCADE). The
-    DELETE restates "finished", so a job retried since it was read stays."""
+    """Delete those of ``ids`` that are finished (their events go with them: ON DELETE CASCADE
+    on SQLite, the jobs' DELETE trigger on PostgreSQL). The DELETE restates "finished", so a
+    job retried since it was read stays."""
     if not ids:
         return 0
     statement = (

@@ -1,10 +1,11 @@
-"""On PostgreSQL the hot statements that move jobs (a claim, a batch of reports, a heartbeat)
-write the jobs' events and the figures the database keeps in the same statement, as
-data-modifying CTEs over the moved rows: once per statement, and with no second statement sent.
+"""On PostgreSQL the hot statements that add or move jobs (a batch's enqueue, a claim, a batch
+of reports, a heartbeat) write the jobs' events and the figures the database keeps in the same
+statement, as data-modifying CTEs over the jobs they return: once per statement, with no second
+statement sent for the events.
 
 The counters' statement triggers (migration 0011) read any statement's jobs back from its
-transition tables, join the old rows to the new and run four statements per move: two thirds of
-the database's time per job. They stay for every other statement. A statement built here sets
+transition tables, join the old rows to the new and run four statements per move, and the
+events' trigger one more. They stay for every other statement. A statement built here sets
 the transaction's flags ``queuelog.jobs_counted`` and ``queuelog.events_counted`` as it returns
 its rows; the triggers firing at its end clear them and count nothing (migration 0020), so each
 move is counted once. What is written here is what the triggers write, for moves whose old
@@ -299,9 +300,10 @@ def _finished(moved: CTE, held: CTE, shard: CTE, record: Record) -> Any:
 def _activity(moved: CTE, shard: CTE, record: Record) -> Any:
     """``worker_activity``: the actor's events of this kind in the statement's minute."""
     minute, slot = _minute(record.at)
+    kind = _text(str(record.kind))
     rows = (
-        select(record.actor, _text(str(record.kind)), slot, shard.c.n, minute, func.count())
-        .add_columns(record.at)
+        select(record.actor, kind, slot, shard.c.n, minute, func.count(), record.at)
+        .select_from(moved)
         .where(_moving(moved, record))
         .group_by(shard.c.n)
     )

@@ -13,7 +13,8 @@ from sqlalchemy import Connection, bindparam, exists, select, update
 from app.queue.sql import dialects
 from app.queue.sql.jobs import PENDING as CLAIMABLE
 from app.queue.vocabulary.limits import Overridden, Override, Window
-from app.storage.schema import jobs, type_claim_windows, type_overrides
+from app.storage.schema import jobs
+from app.storage.schema_types import type_claim_windows, type_overrides
 from app.storage.sqltypes import UTCDateTime
 
 _OVERRIDES = select(type_overrides)

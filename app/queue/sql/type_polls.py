@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import Connection, select
 
 from app.queue.sql import dialects
-from app.storage.schema import type_polls
+from app.storage.schema_types import type_polls
 
 
 def record(conn: Connection, job_types: Sequence[str], at: datetime) -> None:

@@ -1,5 +1,6 @@
-"""The store's SQL on both engines: inserts with their event, visibility conditions, and the
-compare-and-set primitive the named transitions are built on."""
+"""The store's SQL on both engines: inserts with their event, visibility conditions, the
+compare-and-set primitive the named transitions are built on, and deletes that take a job's
+events with it."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ from datetime import timedelta
 
 import pytest
 from flask import Flask
+from sqlalchemy import delete, select
 
 from app.infra import db
+from app.queue.rules import edges
 from app.queue.sql import batches as batches_sql
+from app.queue.sql import bulk as bulk_sql
 from app.queue.sql import due as due_sql
 from app.queue.sql import edges as edges_sql
 from app.queue.sql import jobs as jobs_sql
 from app.queue.vocabulary.states import EventKind, JobStatus
+from app.storage.schema import job_events, jobs
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
 
@@ -107,3 +112,16 @@ def test_the_oldest_and_next_due_run_at_are_found_in_any_priority(
         assert jobs_sql.oldest_pending_run_at(conn, now, None) == T0
         assert due_sql.next_due_at(conn, now) == later["medium"]
         assert due_sql.next_due_at(conn, later["high"]) is None
+
+
+def test_a_jobs_events_go_with_it_however_it_is_deleted(queue: Queue, backend: str) -> None:
+    done = [queue.enqueue() for _ in range(3)]
+    kept = queue.enqueue()
+    for job in done:
+        with queue.tx() as conn:
+            edges.cancel(conn, job, now=T0, actor="svc-admin")
+    with queue.tx() as conn:
+        assert bulk_sql.delete_finished(conn, [done[0].id]) == 1  # the bulk action's DELETE
+        conn.execute(delete(jobs).where(jobs.c.id.in_([done[1].id, done[2].id])))  # any other
+        left = conn.execute(select(job_events.c.job_id).distinct()).scalars().all()
+    assert left == [kept.id]
