@@ -79,9 +79,9 @@ def _downgrade(app: Flask, revision: str) -> None:
 
 
 def test_the_newest_migrations_go_down_and_up_again(empty_app: Flask) -> None:
-    migrate.upgrade(empty_app)
+    migrate.upgrade(db.engine(empty_app))
     _downgrade(empty_app, SINCE)
-    migrate.upgrade(empty_app)
+    migrate.upgrade(db.engine(empty_app))
     assert _differences(empty_app) == []
 
 
@@ -103,10 +103,10 @@ def test_the_newest_migrations_go_down_and_up_again_on_postgresql(
             keys = inspect(conn).get_foreign_keys("job_events")
             return "queuelog.jobs_counted" in body.scalar_one(), bool(keys)
 
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     _downgrade(app, SINCE)
     assert newest() == (False, True)
-    migrate.upgrade(app)
+    migrate.upgrade(db.engine(app))
     assert newest() == (True, False)
     assert _differences(app) == []
     db.engine(app).dispose()
