@@ -46,6 +46,7 @@ from bench import (
     SECRET,
     e2e,
     http_calls,
+    partitions,
     pg,
     pg_requests,
     retention,
@@ -346,6 +347,7 @@ SECTIONS = {
     "scale": scale_section,
     "retention": retention.run,
     "workflow": workflow.run,
+    "partitions": partitions.run,
     "sanitize": sanitize.run,
 }
 

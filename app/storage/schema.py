@@ -170,6 +170,8 @@ jobs = Table(
     # A spawned job's idempotency key, in its parent's namespace (``idempotency_key`` holds
     # the keys its producer enqueued with itself; a job has one of the two at most).
     Column("child_key", String(job_fields.IDEMPOTENCY_KEY.length), nullable=True),
+    # The partition the job is claimed fairly in (migration 0024); NULL: the partition null.
+    Column("partition", String(job_fields.PARTITION.length), nullable=True),
     one_of("status", JobStatus, name="status"),
     one_of("priority", PRIORITIES.values(), name="priority"),
     CheckConstraint(_RETRIES.check("max_retries"), name="max_retries"),
@@ -202,6 +204,11 @@ JOB_KEY = func.coalesce(jobs.c.idempotency_key, jobs.c.child_key).label("idempot
 CLAIMABLE = text("status = 'pending' AND waiting_for IS NULL")
 _CLAIM_ORDER = (jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id, jobs.c.status)
 partial_index("ix_jobs_claim", *_CLAIM_ORDER, where=CLAIMABLE)
+# The partitions' turns (migration 0024): each partition's claimable jobs in FIFO order, of
+# partitioned jobs only, so a queue without partitions never writes to it.
+_PARTITIONED = text("status = 'pending' AND waiting_for IS NULL AND partition IS NOT NULL")
+_TURN_ORDER = (jobs.c.priority.desc(), jobs.c.partition, jobs.c.run_at, jobs.c.id)
+partial_index("ix_jobs_claim_partition", *_TURN_ORDER, where=_PARTITIONED)
 # Expired leases, found without scanning finished jobs.
 partial_index("ix_jobs_lease", jobs.c.lease_expires_at, where=jobs.c.status == "running")
 # Listing newest first, by status, by owner, by type.
@@ -355,6 +362,8 @@ schedules = Table(
     Column("created_by", Integer, ForeignKey("users.id"), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
+    # The partition of the jobs it enqueues (migration 0024); NULL: the partition null.
+    Column("partition", String(job_fields.PARTITION.length), nullable=True),
     CheckConstraint("priority IN (0, 10, 20, 30)", name="priority"),
     CheckConstraint("catch_up IN ('skip', 'one')", name="catch_up"),
     CheckConstraint("enabled OR next_run_at IS NULL", name="disabled_never_due"),

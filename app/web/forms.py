@@ -25,6 +25,7 @@ from app.queue.vocabulary.job_fields import (
     DEFAULT_PRIORITY,
     IDEMPOTENCY_KEY,
     MAX_RETRIES,
+    PARTITION,
     TIMESTAMP_LENGTH,
 )
 from app.queue.vocabulary.states import PRIORITIES, Role
@@ -95,6 +96,7 @@ class EnqueueForm(FlaskForm):
     )
     run_at = StringField("Run at (UTC, optional)", render_kw={"maxlength": TIMESTAMP_LENGTH})
     depends_on = StringField("Parent jobs (ids, optional)")
+    partition = StringField("Partition (optional)", render_kw={"maxlength": PARTITION.length})
 
 
 class CreateUserForm(FlaskForm):
@@ -140,6 +142,7 @@ class ScheduleForm(FlaskForm):
         choices=[SelectChoice("skip", "skip missed runs"), SelectChoice("one", "run once")],
     )
     enabled = BooleanField("Enabled", default=True)
+    partition = StringField("Partition (optional)", render_kw={"maxlength": PARTITION.length})
 
 
 class BulkForm(FlaskForm):

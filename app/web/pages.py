@@ -40,6 +40,7 @@ from app.queue.usecases import (
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import Conflict, Forbidden, InvalidInput
+from app.queue.vocabulary.job_fields import PARTITION
 from app.queue.vocabulary.jobs import Job, JobFilters
 from app.queue.vocabulary.orders import NEWEST_FIRST
 from app.queue.vocabulary.states import PRIORITIES, TERMINAL, JobStatus
@@ -121,7 +122,8 @@ def jobs() -> Response:
         errors=errors,
         args=args,
         live=live,
-        filtered=any(k in args for k in ("status", "type", "priority", "q")),
+        filtered=any(k in args for k in ("status", "type", "priority", "q", "partition")),
+        partition_length=PARTITION.length,
         sort=filters.sort,
         sort_choice="" if filters.sort == NEWEST_FIRST else str(filters.sort),
         sorts=SORTS,
@@ -250,6 +252,8 @@ def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
             errors["payload"] = 'must be a JSON object, e.g. {"to": "someone@example.com"}'
     if form.idempotency_key.data:
         body["idempotency_key"] = form.idempotency_key.data
+    if form.partition.data:
+        body["partition"] = form.partition.data
     if form.run_at.data:
         run_at = _utc(form.run_at.data.strip())
         if run_at is None:
@@ -297,6 +301,7 @@ def new_job() -> Response | tuple[str, int]:
         cap=allowed[-1],
         max_payload=settings.max_payload_bytes,
         run_at_example=RUN_AT_EXAMPLE,
+        partition_rule=PARTITION.rule.removeprefix("must be "),
     ), status
 
 

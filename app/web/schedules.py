@@ -70,6 +70,7 @@ def _body(form: ScheduleForm) -> dict[str, Any]:
         "payload": payload,
         "catch_up": form.catch_up.data,
         "enabled": bool(form.enabled.data),
+        **({"partition": form.partition.data} if form.partition.data else {}),
     }
 
 

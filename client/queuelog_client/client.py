@@ -29,11 +29,12 @@ ENQUEUE_OPTIONS = frozenset(
         "depends_on",
         "on_dependency_failure",
         "group",
+        "partition",
     }
 )
 FINISHED = frozenset({"completed", "failed", "cancelled"})
 MAX_WAIT = 30  # seconds one GET /jobs/{id}?wait_seconds= may wait
-SCHEDULE_OPTIONS = frozenset({"timezone", "priority", "enabled", "catch_up"})
+SCHEDULE_OPTIONS = frozenset({"timezone", "priority", "enabled", "catch_up", "partition"})
 BATCH_SIZE = 1000  # the server's default MAX_BATCH
 LONG_POLL_MARGIN = 10.0  # seconds a long-poll request may take beyond its wait
 
@@ -139,7 +140,8 @@ class Client:
         idempotency_key, run_at (aware datetime or ISO 8601 string), delay_seconds,
         unique_key, unique_for, secrets (a dict of names to strings, stored encrypted and
         handed only to the worker that claims the job), and the workflow fields depends_on,
-        on_dependency_failure and group (sent as given). Without an idempotency key a random
+        on_dependency_failure and group (sent as given), and partition (a tenant or customer:
+        claims serve the partitions of one priority in turn). Without an idempotency key a random
         one is sent, so the retries this client makes after a lost answer return the same job
         instead of a second one. With OpenTelemetry installed, the active trace context goes
         along. Calls from several threads at once share requests (see ``Client``)."""
@@ -206,8 +208,8 @@ class Client:
         return [Job.from_json(job) for job in response.json()["jobs"]]
 
     def jobs(self, **filters: Any) -> Iterator[Job]:
-        """Every job matching ``filters`` (status, type, priority, q, limit = page size), newest
-        first, fetched page by page as the iterator is consumed (``GET /jobs``)."""
+        """Every job matching ``filters`` (status, type, priority, q, partition, limit = page
+        size), newest first, fetched page by page as the iterator is consumed (``GET /jobs``)."""
         params = {name: value for name, value in filters.items() if value is not None}
         while True:
             page = self._get("/jobs", params=params)
@@ -277,7 +279,8 @@ class Client:
         self, name: str, cron: str, type: str, payload: dict[str, Any] | None = None, **options: Any
     ) -> Schedule:
         """Create a schedule (``POST /schedules``). ``options``: timezone (IANA, default
-        UTC), priority, enabled, catch_up (``"skip"`` or ``"one"``). ``Conflict`` when the
+        UTC), priority, enabled, catch_up (``"skip"`` or ``"one"``), partition (of its jobs).
+        ``Conflict`` when the
         name is taken. Not resent after it may have reached the server."""
         unknown = set(options) - SCHEDULE_OPTIONS
         if unknown:

@@ -92,6 +92,7 @@ class Job(_FromJson):
     group_id: int | None
     parent_id: int | None  # the job whose worker spawned this one
     trace: dict[str, Any] | None  # {"traceparent", "tracestate"} of the enqueue, if any
+    partition: str | None  # the partition it is claimed fairly in; None: the partition null
     error: str | None = None
     # Only in a claim's answer, to the worker that holds the job: kept out of repr, so a job
     # printed or logged never shows them.
@@ -153,6 +154,7 @@ class Schedule(_FromJson):
     last_run_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    partition: str | None  # of the jobs it enqueues
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

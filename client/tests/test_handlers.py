@@ -22,7 +22,7 @@ JOB = {
     **{"worker_id": "w", "progress": None, "progress_message": None, "result": None},
     **{"created_at": AT, "updated_at": AT, "finished_at": None, "secret_names": []},
     **{"deadline_at": None, "depends_on": [], "waiting_for": [], "group_id": None},
-    **{"parent_id": None, "trace": None},
+    **{"parent_id": None, "trace": None, "partition": None},
 }
 
 

@@ -29,6 +29,7 @@ JOB = {
     **{"progress": None, "progress_message": None, "result": None, "created_at": AT},
     **{"updated_at": AT, "finished_at": None, "secret_names": [], "deadline_at": None},
     **{"depends_on": [], "waiting_for": [], "group_id": None, "parent_id": None, "trace": None},
+    **{"partition": None},
 }
 
 

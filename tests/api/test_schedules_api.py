@@ -44,6 +44,7 @@ def test_create_read_change_delete(admin: Api) -> None:
     assert list(body) == [
         "id", "name", "cron", "description", "timezone", "type", "payload", "priority",
         "enabled", "catch_up", "next_runs", "last_run_at", "created_at", "updated_at",
+        "partition",
     ]  # fmt: skip
     assert (body["payload"], body["enabled"], body["catch_up"]) == ({}, True, "skip")
     assert body["description"] == "At 02:00 every day" and body["last_run_at"] is None

@@ -49,6 +49,9 @@ class ScheduleOut(ResponseModel):
     last_run_at: Instant | None
     created_at: Instant
     updated_at: Instant
+    partition: Annotated[
+        str | None, Field(description="The partition of the jobs it enqueues; null: none.")
+    ]
 
 
 class ScheduleList(ResponseModel):

@@ -32,6 +32,7 @@ from app.queue.vocabulary.job_fields import (
     MAX_RETRIES,
     MAX_SECRETS,
     MAX_SECRETS_BYTES,
+    PARTITION,
     SECRET_NAME_PATTERN,
     TIMESTAMP_LENGTH,
     UNIQUE_KEY,
@@ -130,6 +131,15 @@ UniqueKey = Annotated[
         description="While a job of yours with this type and key is pending or running (and, "
         'with unique_for, younger than that), enqueue answers 200 with it and "duplicate": true '
         "instead of adding one. Printable ASCII without spaces."
+    ),
+]
+Partition = Annotated[
+    str,
+    Field(pattern=PARTITION.pattern),
+    says(PARTITION.rule),
+    Field(
+        description="The partition the job is claimed fairly in (a tenant, a customer): among "
+        "due jobs of one priority, claims serve partitions in turn. Absent: the partition null."
     ),
 ]
 UniqueFor = Annotated[

@@ -28,6 +28,7 @@ from app.queue.contract.fields import (
     MaxRetries,
     Message,
     Parents,
+    Partition,
     Priority,
     Progress,
     RetryIn,
@@ -82,6 +83,7 @@ class EnqueueBody(RequestModel):
     secrets: Secrets | None = None
     depends_on: Parents | None = None
     on_dependency_failure: DependencyFailure | None = None
+    partition: Partition | None = None
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -105,6 +107,7 @@ class EnqueueBody(RequestModel):
             "depends_on",
             "after_items",
             "on_dependency_failure",
+            "partition",
         }
     )
 
@@ -167,6 +170,7 @@ class EnqueueBody(RequestModel):
             depends_on=tuple(dict.fromkeys(self.depends_on or ())),
             after_items=tuple(dict.fromkeys(getattr(self, "after_items", None) or ())),
             on_dependency_failure=self.on_dependency_failure or DEFAULT_ON_DEPENDENCY_FAILURE,
+            partition=self.partition,
             trace=trace,
         )
 
@@ -223,6 +227,7 @@ class ListQuery(RequestModel):
     limit: Limit = DEFAULT_LIST_LIMIT
     cursor: Cursor | None = None
     q: Search | None = None
+    partition: Partition | None = None
 
     @field_validator("q", mode="before")
     @classmethod
@@ -252,6 +257,7 @@ class ListQuery(RequestModel):
             type=self.type,
             priority=PRIORITIES[self.priority] if self.priority else None,
             search=self.q,
+            partition=self.partition,
             limit=self.limit,
             cursor=self.cursor[1] if self.cursor else None,
             sort=self.order(),

@@ -161,6 +161,10 @@ class JobOut(ResponseModel):
         TraceOut | None,
         Field(description="The W3C trace context of the enqueue request; null when none."),
     ]
+    partition: Annotated[
+        str | None,
+        Field(description="The partition the job is claimed fairly in; null: the partition null."),
+    ]
     error: AdminsError = None
     secrets: Annotated[
         dict[str, str] | None,

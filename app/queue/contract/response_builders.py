@@ -90,6 +90,7 @@ def job_out(job: Job, *, secrets: dict[str, str] | None = None, duplicate: bool 
         "trace": None
         if job.traceparent is None
         else TraceOut.built({"traceparent": job.traceparent, "tracestate": job.tracestate}),
+        "partition": job.partition,
     }
     values["error"] = job.error
     if secrets is not None:
@@ -299,6 +300,7 @@ def schedule_out(schedule: Schedule, now: datetime) -> ScheduleOut:
             "last_run_at": iso(schedule.last_run_at),
             "created_at": iso(schedule.created_at),
             "updated_at": iso(schedule.updated_at),
+            "partition": schedule.partition,
         }
     )
 

@@ -16,7 +16,12 @@ from pydantic import (
     field_validator,
 )
 
-from app.queue.contract.fields import JOB_TYPES_MARK, PriorityLabel, json_object_problem
+from app.queue.contract.fields import (
+    JOB_TYPES_MARK,
+    Partition,
+    PriorityLabel,
+    json_object_problem,
+)
 from app.queue.rules import cron
 from app.queue.rules.settings import QueueSettings
 from app.queue.vocabulary.errors import InvalidInput
@@ -119,6 +124,7 @@ class ScheduleCreate(_ScheduleFields):
     priority: PriorityLabel = DEFAULT_PRIORITY
     enabled: bool = True
     catch_up: CatchUp = "skip"
+    partition: Partition | None = None
 
     def columns(self) -> dict[str, Any]:
         """The values as stored (priority as its number)."""
@@ -147,6 +153,7 @@ class ScheduleUpdate(_ScheduleFields):
     priority: PriorityLabel | None = None
     enabled: bool | None = None
     catch_up: CatchUp | None = None
+    partition: Partition | None = None
 
     @field_validator("*", mode="before")
     @classmethod

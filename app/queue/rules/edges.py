@@ -90,10 +90,12 @@ def claim(
     type_leases: edges_sql.TypeLeases = (),
     except_types: tuple[str, ...] = (),
     run_limits: edges_sql.TypeLeases = (),
+    fair: bool = False,
 ) -> list[Job]:
     """pending -> running: up to ``limit`` due jobs from the head of the queue (of ``types``
-    when given, else of any type but ``except_types``), for ``worker``, in claim order, each
-    with its deadline when its type has a run limit; empty when nothing is due."""
+    when given, else of any type but ``except_types``), for ``worker``, in claim order (in the
+    partitions' turns when ``fair``: partitioned jobs are claimable), each with its deadline
+    when its type has a run limit; empty when nothing is due."""
     edge = EDGES[Edge.CLAIM]
     return edges_sql.claim_due(
         conn,
@@ -107,6 +109,7 @@ def claim(
         type_leases=type_leases,
         except_types=except_types,
         run_limits=run_limits,
+        fair=fair,
     )
 
 

@@ -240,6 +240,7 @@ def callback_spec(request: EnqueueRequest) -> dict[str, Any]:
         "max_retries": request.max_retries,
         "run_at": request.run_at.isoformat() if request.run_at else None,
         "delay_seconds": request.delay_seconds,
+        **({"partition": request.partition} if request.partition is not None else {}),
     }
 
 
@@ -332,6 +333,7 @@ def _enqueue_callback(
         "created_at": now,
         "updated_at": now,
         "callback_of": group.id,
+        **({"partition": spec["partition"]} if spec.get("partition") else {}),
     }
     job = jobs_sql.insert_job(conn, row, actor=f"group {group.id}")
     assert job is not None  # no idempotency key: nothing to collide on

@@ -55,6 +55,7 @@ _NEW_JOB: Columns = (
     ("child_key", Kind.TEXT),
     ("traceparent", Kind.TEXT),
     ("tracestate", Kind.TEXT),
+    ("partition", Kind.TEXT),
 )
 # The columns every enqueue sets; the others are NULL for most jobs, and a batch's items carry
 # only those some of its jobs set (the items' JSON is most of the database's parsing per job).

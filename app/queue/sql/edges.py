@@ -22,7 +22,9 @@ from sqlalchemy import (
 )
 
 from app.queue.sql import dialects
+from app.queue.sql import partitions as partitions_sql
 from app.queue.sql.dialects import Dialect
+from app.queue.sql.items import Columns, Kind, parameter
 from app.queue.sql.jobs import (
     JOB_COLUMNS,
     append_event,
@@ -64,8 +66,8 @@ def status_in(statuses: Collection[str]) -> ColumnElement[bool]:
 
 
 # A claim's type condition: any type, only the listed types, or any but them (the types flow
-# control holds back, see ``claiming``).
-TypeFilter = Literal["any", "only", "except"]
+# control holds back, see ``claiming``); or the jobs a fair walk picked (``partitions``).
+TypeFilter = Literal["any", "only", "except", "picked"]
 _TYPES = {"any": "", "only": " AND type IN ({listed})", "except": " AND type NOT IN ({listed})"}
 _DUE = " AND waiting_for IS NULL AND run_at <= :now"  # after the claim's status
 _CLAIM_ORDER = "priority DESC, run_at, id"
@@ -78,10 +80,27 @@ def _claim_head(
     not of them), in claim order. One parameter per listed type (``type_0``...): a statement
     per list length, not an expanding parameter, so it is compiled once. The partial index is
     walked in claim order and a type condition checked on the way."""
+    if type_filter == "picked":
+        return _picked(dialect, sources)
     listed = ", ".join(f":type_{i}" for i in range(count))
     where = "status" + _listed(sources) + _DUE + _TYPES[type_filter].format(listed=listed)
     names: list[Any] = [bindparam(f"type_{i}") for i in range(count)]
     return dialect.head("ix_jobs_claim", where, _CLAIM_ORDER, _now(), *names)
+
+
+_PICKED: Columns = (("job_id", Kind.BIGINT),)
+
+
+def _picked(dialect: Dialect, sources: frozenset[str]) -> Any:
+    """The ids in ``:items`` still in ``sources``, due and waiting for no parent: the jobs
+    a fair walk picked (and, where rows are locked, already holds)."""
+    items = dialect.items(_PICKED, "picked")
+    return select(jobs.c.id).where(
+        dialect.among(jobs.c.id, select(items.c.job_id)),
+        status_in(sources),
+        jobs.c.waiting_for.is_(None),
+        jobs.c.run_at <= _now(),
+    )
 
 
 # Every claim first looks for expired leases: prebuilt, like the claim itself.
@@ -199,12 +218,15 @@ def claim_due(
     type_leases: TypeLeases = (),
     except_types: tuple[str, ...] = (),
     run_limits: TypeLeases = (),
+    fair: bool = False,
 ) -> list[Job]:
     """Move up to ``limit`` jobs from the head of the queue (of ``types`` when given, else of
     any type but ``except_types``) to running for ``worker`` in one compare-and-set statement,
     each with its own attempt and lease and its ``kind`` event. The lease is ``lease_seconds``,
     or the type's entry in ``type_leases``; the attempt's deadline is ``now`` plus the type's
-    entry in ``run_limits`` (none for other types). The jobs come back in claim order."""
+    entry in ``run_limits`` (none for other types). ``fair``: partitioned jobs are claimable,
+    so the head is taken in the partitions' turns (``partitions.fair_head``). The jobs come
+    back in claim order."""
     params: dict[str, Any] = {
         "worker": worker,
         "now": now,
@@ -226,11 +248,22 @@ def claim_due(
         params[f"deadline_{i}"] = now + timedelta(seconds=seconds)
     timed = tuple(name for name, _ in run_limits)
     dialect = dialects.of(conn)
+    turn: dict[int, int] = {}
+    if fair:
+        picked = partitions_sql.fair_head(
+            conn, want=limit, now=now, type_filter=type_filter, listed=listed
+        )
+        if not picked:
+            return []
+        turn = {job_id: index for index, job_id in enumerate(picked)}
+        params["items"] = parameter(_PICKED, [{"job_id": job_id} for job_id in picked])
+        type_filter, listed = "picked", ()
     statement = _claim_statement(
         dialect, sources, type_leases, type_filter, len(listed), timed, kind
     )
     claimed = [job_of(row) for row in statement.rows(conn, params)]
-    claimed.sort(key=lambda job: (-job.priority, job.run_at, job.id))  # RETURNING has no order
+    # RETURNING has no order
+    claimed.sort(key=lambda job: (-job.priority, turn.get(job.id, 0), job.run_at, job.id))
     if not dialect.records_moves:
         append_events(
             conn,

@@ -227,6 +227,7 @@ def matching(filters: JobFilters, visible: ColumnElement[bool] | None) -> list[C
         priority=filters.priority,
         search=filters.search or None,
         search_id=search_as_id(filters.search) if filters.search else None,
+        partition=filters.partition,
     )
 
 
@@ -238,17 +239,18 @@ def filter_conditions(
     priority: Any = None,
     search: Any = None,
     search_id: Any = None,
+    partition: Any = None,
 ) -> list[ColumnElement[bool]]:
     """The list filters as conditions on ``jobs``: each a value or a bound parameter, None when
-    that filter is not set (``search_id``: the search text read as a job id, when it is one;
-    ``status_column``: where the status is read)."""
+    not set (``search_id``: the search read as a job id; ``status_column``: where the status
+    is read)."""
     conditions: list[ColumnElement[bool]] = []
     if status is not None:
         conditions.append(status_column == status)
-    if job_type is not None:
-        conditions.append(jobs.c.type == job_type)
-    if priority is not None:
-        conditions.append(jobs.c.priority == priority)
+    equal = ((jobs.c.type, job_type), (jobs.c.priority, priority), (jobs.c.partition, partition))
+    for column, value in equal:
+        if value is not None:
+            conditions.append(column == value)
     if search is not None:
         matches = [jobs.c.idempotency_key == search]
         if search_id is not None:
@@ -257,7 +259,7 @@ def filter_conditions(
     return conditions
 
 
-ListShape = tuple[str, bool, bool, bool, int, bool, bool, bool]
+ListShape = tuple[str, bool, bool, bool, int, bool, bool, bool, bool]
 
 
 # A worker's jobs through its holder rows (ordered by the holder's job_id: the planner does not
@@ -271,7 +273,7 @@ def _list_statement(shape: ListShape) -> Prepared:
     (0: none, 1: idempotency key, 2: key or id), the cursor's side and the walk's direction. A
     worker's page walks its holder rows (by their index) rather than every job, its range on
     both sides of the join, where a merge join starts."""
-    kind, status, job_type, priority, search, before, after, rising = shape
+    kind, status, job_type, priority, search, before, after, rising, partition = shape
     held = kind == "holder"
     key = job_holders.c.job_id if held else jobs.c.id
     ranged = [jobs.c.id, key] if held else [jobs.c.id]
@@ -286,6 +288,7 @@ def _list_statement(shape: ListShape) -> Prepared:
         priority=bindparam("priority") if priority else None,
         search=bindparam("search") if search else None,
         search_id=bindparam("search_id") if search == 2 else None,
+        partition=bindparam("partition") if partition else None,
     )
     if before:
         conditions += [column < bindparam("before_id") for column in ranged]
@@ -314,6 +317,7 @@ def list_jobs(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[li
         filters.before_id is not None,
         filters.after_id is not None,
         filters.rising,
+        filters.partition is not None,
     )
     params = {
         "viewer": viewer.value,
@@ -322,6 +326,7 @@ def list_jobs(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[li
         "priority": filters.priority,
         "search": search,
         "search_id": search_id or 0,
+        "partition": filters.partition,
         "before_id": filters.before_id,
         "after_id": filters.after_id,
         "limit": filters.limit + 1,

@@ -77,6 +77,7 @@ class _Shape(NamedTuple):
     past: bool  # the walk starts past a key
     bands: tuple[tuple[int, bool | None], ...]  # priority, and the key applies (None: skip)
     workers: int  # ranges of running workers, named w0, w1, ...
+    partition: bool = False
 
 
 def page(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[list[Job], bool]:
@@ -103,6 +104,7 @@ def page(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[list[Jo
         key is not None,
         bands,
         len(names),
+        filters.partition is not None,
     )
     params: dict[str, Any] = {
         "viewer": viewer.value,
@@ -110,6 +112,7 @@ def page(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[list[Jo
         "priority": filters.priority,
         "search": search,
         "search_id": search_id or 0,
+        "partition": filters.partition,
         "limit": filters.limit + 1,
     }
     params |= {f"k{i}": value for i, value in enumerate(key or ())}
@@ -290,6 +293,7 @@ def _filters(shape: _Shape, *, status: bool = False) -> Where:
         priority=bindparam("priority") if shape.priority else None,
         search=bindparam("search") if shape.search else None,
         search_id=bindparam("search_id") if shape.search == 2 else None,
+        partition=bindparam("partition") if shape.partition else None,
     )
 
 

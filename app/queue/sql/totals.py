@@ -17,8 +17,9 @@ from app.storage.schema_figures import job_counts
 
 
 def known(filters: JobFilters) -> bool:
-    """Whether the counters know how many jobs ``filters`` match (they keep no search)."""
-    return not filters.search
+    """Whether the counters know how many jobs ``filters`` match (they keep no search and no
+    partition)."""
+    return not filters.search and filters.partition is None
 
 
 def counted(conn: Connection, filters: JobFilters, viewer: Viewer) -> int:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, exists, select, update
 
 from app.queue.sql import dialects
+from app.queue.sql.dialects import Dialect
 from app.queue.sql.jobs import PENDING as CLAIMABLE
 from app.queue.vocabulary.limits import Overridden, Override, Window
 from app.storage.schema import jobs
@@ -28,24 +30,38 @@ def overrides(conn: Connection) -> dict[str, Override]:
     return {row.type: Override.from_row(row._mapping) for row in conn.execute(_OVERRIDES)}
 
 
-_CLAIM_OVERRIDES = (
-    "SELECT type, max_running, rate_limit, paused, max_run_seconds FROM type_overrides"
-)
+@lru_cache(maxsize=4)
+def claim_overrides_sql(dialect: Dialect) -> str:
+    """The claim's read of the overrides, with a row of NULLs (no type) when a partitioned job
+    is claimable: one probe of the (then empty) ix_jobs_claim_partition tells a claim of a
+    queue without partitions to stay the plain claim."""
+    jobs_table = "jobs" + dialect.index_hint("ix_jobs_claim_partition")
+    return " ".join(
+        [
+            "SELECT type, max_running, rate_limit, paused, max_run_seconds FROM type_overrides",
+            "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM",
+            jobs_table,
+            "WHERE status = 'pending' AND waiting_for IS NULL AND partition IS NOT NULL)",
+        ]
+    )
 
 
-def claim_overrides(conn: Connection) -> dict[str, Overridden]:
-    """The override values every claim reads, through the driver's own cursor: statement
-    execution costs SQLAlchemy many times this read of a few rows, and a claim without any
-    limit must stay as fast as it was. (SQLite hands ``paused`` back as 0 or 1.)"""
+def claim_overrides(conn: Connection) -> tuple[dict[str, Overridden], bool]:
+    """The override values every claim reads, and whether a partitioned job is claimable,
+    through the driver's own cursor: statement execution costs SQLAlchemy many times this
+    read of a few rows, and a claim without any limit must stay as fast as it was. (SQLite
+    hands ``paused`` back as 0 or 1.)"""
     cursor = conn.connection.cursor()
     try:
-        rows = cursor.execute(_CLAIM_OVERRIDES).fetchall()
+        rows = cursor.execute(claim_overrides_sql(dialects.of(conn))).fetchall()
     finally:
         cursor.close()
-    return {
+    overrides = {
         job_type: Overridden(max_running, rate_limit, None if paused is None else bool(paused), run)
         for job_type, max_running, rate_limit, paused, run in rows
+        if job_type is not None
     }
+    return overrides, len(overrides) < len(rows)
 
 
 def save_override(

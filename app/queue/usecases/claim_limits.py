@@ -59,13 +59,13 @@ class TypeTurn:
 
 def _limits_now(
     conn: Connection, settings: QueueSettings
-) -> tuple[dict[str, TypeLimits], TypeLeases]:
-    """The types that are limited or paused right now, and the run limits of the types that
-    have one (configuration merged with overrides)."""
-    overrides = type_limits_sql.claim_overrides(conn)
-    return type_limits.effective_all(settings.flow, overrides), type_limits.run_limits(
-        settings.flow, overrides
-    )
+) -> tuple[dict[str, TypeLimits], TypeLeases, bool]:
+    """The types that are limited or paused right now, the run limits of the types that
+    have one (configuration merged with overrides), and whether partitioned jobs are
+    claimable (the same read tells)."""
+    overrides, partitioned = type_limits_sql.claim_overrides(conn)
+    limits = type_limits.effective_all(settings.flow, overrides)
+    return limits, type_limits.run_limits(settings.flow, overrides), partitioned
 
 
 def _take_turns(conn: Connection, limits: dict[str, TypeLimits]) -> dict[str, TypeTurn]:
@@ -109,9 +109,10 @@ def claim_within_limits(
             type_leases=type_leases,
             except_types=except_types,
             run_limits=run_limits,
+            fair=fair,
         )
 
-    limits, run_limits = _limits_now(conn, settings)
+    limits, run_limits, fair = _limits_now(conn, settings)
     if types is not None:
         limits = {name: limit for name, limit in limits.items() if name in types}
     if not limits:  # the common case

@@ -123,6 +123,7 @@ def new_job_row(actor: Actor, request: EnqueueRequest, *, now: datetime) -> dict
         "created_at": now,
         "updated_at": now,
         **({"unique_key": request.unique_key} if request.unique_key is not None else {}),
+        **({"partition": request.partition} if request.partition is not None else {}),
         **(
             {"parent_id": request.parent_id, "child_key": request.idempotency_key}
             if request.parent_id is not None

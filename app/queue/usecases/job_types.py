@@ -150,5 +150,6 @@ def change(
 
 def paused(conn: Connection, settings: QueueSettings) -> list[str]:
     """The types whose jobs no claim hands out now (configuration merged with overrides)."""
-    limits = type_limits.effective_all(settings.flow, type_limits_sql.claim_overrides(conn))
+    overrides, _ = type_limits_sql.claim_overrides(conn)
+    limits = type_limits.effective_all(settings.flow, overrides)
     return sorted(name for name, found in limits.items() if found.paused)

@@ -150,6 +150,8 @@ def _request(schedule: Schedule, settings: QueueSettings) -> EnqueueRequest:
     """The schedule's job as an enqueue request, through the same validation as every job;
     ``InvalidInput`` when the configuration changed since (its type was removed...)."""
     body = {"type": schedule.type, "payload": schedule.payload, "priority": schedule.priority_label}
+    if schedule.partition is not None:
+        body["partition"] = schedule.partition
     return EnqueueBody.parse(body, settings).to_request()
 
 

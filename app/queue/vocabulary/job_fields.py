@@ -1,7 +1,6 @@
 """Each per-job field's limits and default, declared once: the schema's CHECK constraints and
 column sizes, the request and response models, the enqueue form and the page's hints are built
-from these. A new per-job field is declared here first (``partition`` would be a ``Token`` of
-64 characters of ``[A-Za-z0-9._:-]``, nullable)."""
+from these. A new per-job field is declared here first."""
 
 from __future__ import annotations
 
@@ -58,6 +57,8 @@ MAX_RETRIES = Whole(0, 25, default=3)
 DEFAULT_PRIORITY: Final = "low"  # of ``states.PRIORITIES``; a producer's cap bounds the rest
 IDEMPOTENCY_KEY = Token(255, "[!-~]", PRINTABLE)
 UNIQUE_KEY = Token(200, "[!-~]", PRINTABLE)
+# The partition a job is claimed fairly in (a tenant, a customer); None: the partition null.
+PARTITION = Token(64, "[A-Za-z0-9._:-]", "characters of A-Z a-z 0-9 . _ : -")
 # run_at and other instants as ISO 8601 text; delay_seconds, unique_for and retry_in in seconds.
 TIMESTAMP_LENGTH = 64
 MAX_DELAY_SECONDS = 366 * 86_400

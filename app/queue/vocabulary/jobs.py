@@ -53,6 +53,7 @@ class Job:
     parent_id: int | None  # the job whose worker spawned this one
     traceparent: str | None  # the enqueue's W3C trace context (``trace``)
     tracestate: str | None
+    partition: str | None  # the partition it is claimed fairly in; None: the partition null
 
     @classmethod
     def from_values(cls, values: Sequence[Any]) -> Job:
@@ -114,6 +115,7 @@ class EnqueueRequest:
     depends_on: tuple[int, ...] = ()
     after_items: tuple[int, ...] = ()
     on_dependency_failure: str = DEFAULT_ON_DEPENDENCY_FAILURE
+    partition: str | None = None  # None: the partition null
     # Set by the front end, not the body: the spawning job and the request's trace headers.
     parent_id: int | None = None
     trace: Trace | None = None
@@ -179,6 +181,7 @@ class JobFilters:
     type: str | None = None
     priority: int | None = None
     search: str | None = None
+    partition: str | None = None
     limit: int = 50
     cursor: Keyset | None = None
     sort: Sort = NEWEST_FIRST

@@ -28,6 +28,7 @@ class Schedule:
     created_by: int
     created_at: datetime
     updated_at: datetime
+    partition: str | None  # of the jobs it enqueues; None: the partition null
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> Schedule:
