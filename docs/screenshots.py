@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from app import create_app  # noqa: E402
 from app.accounts import service as accounts  # noqa: E402
+from app.audit.actions import Origin  # noqa: E402
 from app.infra import db, housekeeper  # noqa: E402
 from app.infra.queue_settings import queue_settings  # noqa: E402
 from app.queue.contract.job_requests import EnqueueBody  # noqa: E402
@@ -58,6 +59,7 @@ def seed(app, client) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
             payload={"to": f"user{i}@example.com", "template": "welcome"},
             priority=["low", "medium"][i % 2],
             idempotency_key=f"qlc-7f3a9c2e41d84b6f95e0a1c3d5b7e9f{i:02d}",  # as the client's
+            partition=["tenant-acme", "tenant-globex", "tenant-initech"][i % 3],
         )
     for i in range(9):
         job = worker.claim()
@@ -111,7 +113,7 @@ def seed_retention(app) -> None:  # type: ignore[no-untyped-def]
             request = EnqueueBody.parse({"type": "email.send"}, settings).to_request()
             job, _ = enqueueing.enqueue(conn, pat, request, now=long_ago).value
             if i % 6 == 5:
-                job_actions.cancel(conn, pat, job.id, now=long_ago)
+                job_actions.cancel(conn, pat, job.id, now=long_ago, origin=Origin("pat"))
                 continue
             claiming.claim(conn, wendy, now=long_ago, settings=settings)
             reports.complete(conn, wendy, job.id, now=long_ago, settings=settings)
@@ -132,8 +134,10 @@ def seed_schedules(app) -> None:  # type: ignore[no-untyped-def]
              "enabled": False},
         ):  # fmt: skip
             request = parse(ScheduleCreate, body, queue_settings())
-            schedules.create(conn, ada, request, now=now)
-        schedules.run_now(conn, ada, 1, now=now, settings=queue_settings())
+            schedules.create(conn, ada, request, now=now, origin=Origin("ada"))
+        schedules.run_now(
+            conn, ada, 1, now=now, settings=queue_settings(), origin=Origin("ada")
+        )
 
 
 def seed_workflow(app, client) -> tuple[int, int]:  # type: ignore[no-untyped-def]
@@ -184,7 +188,7 @@ def main(wanted: list[str]) -> None:
                 },
             }
         )
-        migrate.upgrade(app)
+        migrate.upgrade(db.engine(app))
         running, waiting, held = seed(app, app.test_client())
         publish, group = seed_workflow(app, app.test_client())
         server = make_server("127.0.0.1", 0, app, threaded=True)

@@ -1,6 +1,6 @@
-"""Where the fair turns between partitions stand: per priority, the partition a claim served
-last (``app.queue.sql.partitions``). On the schema's ``metadata``, beside the tables of
-``app.storage.schema``."""
+"""Where the fair turns between partitions stand: per priority (a row each, written by
+migration 0024), the partition a claim served last (``app.queue.sql.partitions``). On the
+schema's ``metadata``, beside the tables of ``app.storage.schema``."""
 
 from __future__ import annotations
 

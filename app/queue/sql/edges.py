@@ -37,6 +37,7 @@ from app.queue.sql.recorded import Record, recorded
 from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import EventKind, JobStatus
 from app.storage.schema import jobs
+from app.storage.schema_partitions import NULL_PARTITION
 from app.storage.sqltypes import UTCDateTime
 
 
@@ -89,18 +90,22 @@ def _claim_head(
 
 
 _PICKED: Columns = (("job_id", Kind.BIGINT),)
+SPARE = 4  # candidates a fair claim picks beyond what it wants
 
 
 def _picked(dialect: Dialect, sources: frozenset[str]) -> Any:
-    """The ids in ``:items`` still in ``sources``, due and waiting for no parent: the jobs
-    a fair walk picked (and, where rows are locked, already holds)."""
+    """The first ``:limit`` of the ids in ``:items`` (the jobs a fair walk picked, in turn
+    order) still in ``sources``, due and waiting for no parent; where claims run at once,
+    those another claim holds are passed over, as the plain claim's head does."""
     items = dialect.items(_PICKED, "picked")
-    return select(jobs.c.id).where(
-        dialect.among(jobs.c.id, select(items.c.job_id)),
-        status_in(sources),
-        jobs.c.waiting_for.is_(None),
-        jobs.c.run_at <= _now(),
+    taken = (
+        select(jobs.c.id)
+        .select_from(items.join(jobs, jobs.c.id == items.c.job_id))
+        .where(status_in(sources), jobs.c.waiting_for.is_(None), jobs.c.run_at <= _now())
+        .order_by(items.c.position)
+        .limit(bindparam("limit"))
     )
+    return dialect.skip_locked(taken)
 
 
 # Every claim first looks for expired leases: prebuilt, like the claim itself.
@@ -250,8 +255,9 @@ def claim_due(
     dialect = dialects.of(conn)
     turn: dict[int, int] = {}
     if fair:
+        # a few more than wanted: those another claim holds now are passed over
         picked = partitions_sql.fair_head(
-            conn, want=limit, now=now, type_filter=type_filter, listed=listed
+            conn, want=limit + SPARE, now=now, type_filter=type_filter, listed=listed
         )
         if not picked:
             return []
@@ -264,6 +270,9 @@ def claim_due(
     claimed = [job_of(row) for row in statement.rows(conn, params)]
     # RETURNING has no order
     claimed.sort(key=lambda job: (-job.priority, turn.get(job.id, 0), job.run_at, job.id))
+    if fair:  # each priority's turn moves to the partition of its last job
+        served = {job.priority: job.partition or NULL_PARTITION for job in claimed}
+        partitions_sql.move_cursors(conn, served, now)
     if not dialect.records_moves:
         append_events(
             conn,

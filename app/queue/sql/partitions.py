@@ -10,7 +10,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, bindparam, select, text, update
 
 from app.queue.sql import dialects
 from app.queue.sql.dialects import Dialect
@@ -21,12 +21,6 @@ _TYPES = {"any": "", "only": " AND type IN ({listed})", "except": " AND type NOT
 # The terms of ix_jobs_claim_partition (literal, so its partial index serves them).
 _NAMED = "status = 'pending' AND waiting_for IS NULL AND partition IS NOT NULL"
 _UNNAMED = "status = 'pending' AND waiting_for IS NULL AND partition IS NULL"
-
-
-def _skip_locked(dialect: Dialect) -> str:
-    """Where claims run at once, each job read is locked as it is read, and one another claim
-    holds is passed over (as the plain claim's head does): the jobs a claim picks are its own."""
-    return " FOR UPDATE SKIP LOCKED" if dialect.locks_rows else ""
 
 
 def _types(type_filter: str, count: int) -> str:
@@ -45,7 +39,7 @@ def _walk(dialect: Dialect, bounded: bool, type_filter: str, count: int) -> Any:
     after += ["AND partition <= :upto"] if bounded else []
     head = ["SELECT id FROM", jobs, "WHERE", _NAMED, "AND priority = :priority"]
     head += ["AND partition = walk.part AND run_at <= :now", _types(type_filter, count)]
-    head += ["ORDER BY run_at, id LIMIT 1 OFFSET :offset", _skip_locked(dialect)]
+    head += ["ORDER BY run_at, id LIMIT 1 OFFSET :offset"]
     sql = ["WITH RECURSIVE walk(part, seen) AS (SELECT (", *after]
     sql += ["AND partition > :after ORDER BY partition LIMIT 1), 1 UNION ALL SELECT (", *after]
     sql += ["AND partition > walk.part ORDER BY partition LIMIT 1), seen + 1 FROM walk"]
@@ -61,7 +55,7 @@ def _unnamed(dialect: Dialect, type_filter: str, count: int) -> Any:
     jobs = "jobs" + dialect.index_hint("ix_jobs_claim")
     sql = ["SELECT id FROM", jobs, "WHERE", _UNNAMED, "AND priority = :priority"]
     sql += ["AND run_at <= :now", _types(type_filter, count)]
-    sql += ["ORDER BY run_at, id LIMIT :limit OFFSET :offset", _skip_locked(dialect)]
+    sql += ["ORDER BY run_at, id LIMIT :limit OFFSET :offset"]
     return text(" ".join(sql))
 
 
@@ -71,7 +65,7 @@ def _one(dialect: Dialect, type_filter: str, count: int) -> Any:
     jobs = "jobs" + dialect.index_hint("ix_jobs_claim_partition")
     sql = ["SELECT id FROM", jobs, "WHERE", _NAMED, "AND priority = :priority"]
     sql += ["AND partition = :part AND run_at <= :now", _types(type_filter, count)]
-    sql += ["ORDER BY run_at, id LIMIT :limit OFFSET :offset", _skip_locked(dialect)]
+    sql += ["ORDER BY run_at, id LIMIT :limit OFFSET :offset"]
     return text(" ".join(sql))
 
 
@@ -148,20 +142,25 @@ def cursors(conn: Connection) -> dict[int, str]:
     return {int(priority): partition for priority, partition in conn.execute(_CURSORS)}
 
 
+@lru_cache(maxsize=4)
+def _move(dialect: Dialect) -> Any:
+    """The turn's UPDATE of one priority, unless another claim's transaction holds its row
+    (that claim moves it instead): a claim never waits for another's turn."""
+    row = select(partition_turns.c.priority).where(
+        partition_turns.c.priority == bindparam("at_priority")
+    )
+    return (
+        update(partition_turns)
+        .where(partition_turns.c.priority.in_(dialect.skip_locked(row)))
+        .values(partition=bindparam("served"), updated_at=bindparam("now"))
+    )
+
+
 def move_cursors(conn: Connection, served: Mapping[int, str], now: datetime) -> None:
     """Record the partition each priority served last (a later claim starts after it)."""
-    if not served:
-        return
-    insert = dialects.of(conn).insert(partition_turns)
-    statement = insert.on_conflict_do_update(
-        index_elements=[partition_turns.c.priority],
-        set_={"partition": insert.excluded.partition, "updated_at": insert.excluded.updated_at},
-    )
-    rows = [
-        {"priority": priority, "partition": partition, "updated_at": now}
-        for priority, partition in served.items()
-    ]
-    conn.execute(statement, rows)
+    if served:
+        rows = [{"at_priority": p, "served": name, "now": now} for p, name in served.items()]
+        conn.execute(_move(dialects.of(conn)), rows)
 
 
 @lru_cache(maxsize=32)
@@ -178,14 +177,13 @@ def fair_head(
     conn: Connection, *, want: int, now: datetime, type_filter: str, listed: tuple[str, ...]
 ) -> list[int]:
     """The ids of up to ``want`` due jobs in fair order (docs/architecture.md, "Fair turns"):
-    priority first; within a priority, partitions in turn from where the last claim left off,
-    one job each per round; FIFO within a partition. Where rows are locked, the jobs are the
-    claim's own until it ends. Moves each priority's turn past what it took."""
+    priority first; within a priority, partitions in turn from where the last claim left off
+    (``move_cursors``), one job each per round; FIFO within a partition. Nothing is locked:
+    the claim's UPDATE takes those no other claim holds."""
     at = cursors(conn)
     params = {"now": now} | {f"type_{i}": name for i, name in enumerate(listed)}
     top = _top(dialects.of(conn), type_filter, len(listed))
     picked: list[int] = []
-    served: dict[int, str] = {}
     below = 1 << 15
     while len(picked) < want:
         row = conn.execute(top, params | {"below": below}).first()
@@ -200,11 +198,7 @@ def fair_head(
             type_filter=type_filter,
             listed=listed,
         )
-        taken = _rounds(turns, want - len(picked))
-        picked += [job_id for _, job_id in taken]
-        if taken:
-            served[below] = taken[-1][0]
-    move_cursors(conn, served, now)
+        picked += [job_id for _, job_id in _rounds(turns, want - len(picked))]
     return picked
 
 

@@ -49,6 +49,13 @@ def upgrade() -> None:
         sa.Column("updated_at", UTCDateTime(), nullable=False),
         sa.PrimaryKeyConstraint("priority"),
     )
+    # One row per priority from the start: a claim only ever updates its row, and passes over
+    # it while another claim's transaction holds it (never waits, never races an insert).
+    op.execute(
+        "INSERT INTO partition_turns (priority, partition, updated_at) "
+        "SELECT priority, '', CURRENT_TIMESTAMP FROM (SELECT 0 AS priority UNION ALL "
+        "SELECT 10 UNION ALL SELECT 20 UNION ALL SELECT 30) AS priorities"
+    )
 
 
 def downgrade() -> None:
