@@ -135,9 +135,7 @@ def seed_schedules(app) -> None:  # type: ignore[no-untyped-def]
         ):  # fmt: skip
             request = parse(ScheduleCreate, body, queue_settings())
             schedules.create(conn, ada, request, now=now, origin=Origin("ada"))
-        schedules.run_now(
-            conn, ada, 1, now=now, settings=queue_settings(), origin=Origin("ada")
-        )
+        schedules.run_now(conn, ada, 1, now=now, settings=queue_settings(), origin=Origin("ada"))
 
 
 def seed_workflow(app, client) -> tuple[int, int]:  # type: ignore[no-untyped-def]
