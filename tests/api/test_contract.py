@@ -42,6 +42,7 @@ JOB_KEYS = [
     "group_id",
     "parent_id",
     "trace",
+    "partition",
 ]
 ISO_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 
