@@ -27,6 +27,7 @@ from app.queue.vocabulary.job_fields import (
     MAX_RETRIES,
     TIMESTAMP_LENGTH,
 )
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import PRIORITIES, Role
 
 ROLE_CHOICES = [role.value for role in Role]
@@ -95,6 +96,35 @@ class EnqueueForm(FlaskForm):
     )
     run_at = StringField("Run at (UTC, optional)", render_kw={"maxlength": TIMESTAMP_LENGTH})
     depends_on = StringField("Parent jobs (ids, optional)")
+
+
+class EditRetryForm(FlaskForm):
+    """An admin's retry with the job's fields changed, prefilled with them (``for_job``). As
+    for ``EnqueueForm``, ``RetryBody`` refuses what it refuses, in the API's words."""
+
+    payload = TextAreaField("Payload (JSON object)")
+    priority = SelectField("Priority", choices=PRIORITY_CHOICES, validate_choice=False)
+    max_retries = StringField(
+        "Max retries",
+        description=MAX_RETRIES.hint,
+        widget=NumberInput(min=MAX_RETRIES.low, max=MAX_RETRIES.high),
+    )
+    reason = StringField(
+        "Reason (optional)",
+        description="Recorded in the job's events and the audit log.",
+        render_kw={"maxlength": MAX_REASON_LENGTH},
+    )
+
+    @classmethod
+    def for_job(cls, job: Job, payload: str) -> EditRetryForm:
+        """The form as the job is: its payload (``payload``, as the page shows it), priority
+        and retry budget."""
+        return cls(
+            formdata=None,
+            payload=payload,
+            priority=job.priority_label,
+            max_retries=str(job.max_retries),
+        )
 
 
 class CreateUserForm(FlaskForm):
