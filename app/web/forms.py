@@ -5,6 +5,7 @@ same requests, and show the limits a per-job field is declared with (``job_field
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from flask_wtf import FlaskForm
 from wtforms import (
@@ -21,6 +22,8 @@ from wtforms.widgets import NumberInput
 
 from app.queue.contract.bulk import MAX_REASON_LENGTH
 from app.queue.contract.schedules import MAX_NAME_LENGTH
+from app.queue.contract.strictjson import MalformedJSON, decode_json
+from app.queue.vocabulary.errors import InvalidInput
 from app.queue.vocabulary.job_fields import (
     DEFAULT_PRIORITY,
     IDEMPOTENCY_KEY,
@@ -40,6 +43,22 @@ TOKEN_LIFETIMES: dict[str, timedelta | None] = {
     "never (until revoked)": None,
 }
 PRIORITY_CHOICES = list(PRIORITIES)
+
+
+def whole_or_text(text: str | None) -> int | str:
+    """A number field as the API would get it: a whole number, or anything else as typed, for
+    the request model to refuse in its own words."""
+    text = (text or "").strip()
+    return int(text) if text.isascii() and text.isdigit() else text
+
+
+def payload_value(text: str | None, max_depth: int) -> Any:
+    """A payload field decoded as the API decodes a body (empty: ``{}``); InvalidInput naming
+    ``payload`` when it is not JSON."""
+    try:
+        return decode_json(text or "{}", max_depth)
+    except MalformedJSON as exc:
+        raise InvalidInput({"payload": f"is not valid JSON ({exc})"}) from None
 
 
 class LoginForm(FlaskForm):

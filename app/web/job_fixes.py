@@ -11,14 +11,13 @@ from werkzeug.wrappers import Response
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.job_requests import RetryBody
-from app.queue.contract.strictjson import MalformedJSON, decode_json
 from app.queue.rules.policy import Action
 from app.queue.usecases import job_actions
 from app.queue.vocabulary.errors import Conflict, InvalidInput
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 from app.web import audited
-from app.web.forms import EditRetryForm
+from app.web.forms import EditRetryForm, payload_value, whole_or_text
 from app.web.guard import require_login, requires
 from app.web.htmx import render
 from app.web.pages import action_done, detail_context, put_errors
@@ -29,18 +28,11 @@ bp.before_request(require_login)
 
 def _body(form: EditRetryForm) -> dict[str, Any]:
     """The form as the JSON body the API would get; a payload that is not JSON is a 422."""
-    retries = (form.max_retries.data or "").strip()
     body: dict[str, Any] = {
+        "payload": payload_value(form.payload.data, current_app.config["MAX_JSON_DEPTH"]),
         "priority": form.priority.data,
-        # A whole number as the API would get it; anything else as typed, for RetryBody to refuse.
-        "max_retries": int(retries) if retries.isascii() and retries.isdigit() else retries,
+        "max_retries": whole_or_text(form.max_retries.data),
     }
-    try:
-        body["payload"] = decode_json(
-            form.payload.data or "{}", current_app.config["MAX_JSON_DEPTH"]
-        )
-    except MalformedJSON as exc:
-        raise InvalidInput({"payload": f"is not valid JSON ({exc})"}) from None
     if (form.reason.data or "").strip():
         body["reason"] = form.reason.data
     return body

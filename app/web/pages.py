@@ -26,7 +26,6 @@ from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.contract.list_pages import DEFAULT_PAGE_SIZE, PAGE_SIZES, PageQuery
-from app.queue.contract.strictjson import MalformedJSON, decode_json
 from app.queue.rules import workflows
 from app.queue.rules.policy import Action, can, priority_cap
 from app.queue.usecases import (
@@ -49,7 +48,13 @@ from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 from app.web import audited
 from app.web.charts import minute_chart
-from app.web.forms import ConfirmForm, EditRetryForm, EnqueueForm
+from app.web.forms import (
+    ConfirmForm,
+    EditRetryForm,
+    EnqueueForm,
+    payload_value,
+    whole_or_text,
+)
 from app.web.guard import require_login, requires
 from app.web.htmx import is_htmx, render
 
@@ -249,19 +254,15 @@ def run_now(job_id: int) -> Response:
 
 def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
     """The form as the JSON body the API would get; parse problems go to ``errors``."""
-    retries = form.max_retries.data or ""
     body: dict[str, Any] = {
         "type": form.type.data,
         "priority": form.priority.data,
-        # A whole number as the API would get it; anything else as typed, for EnqueueBody to refuse.
-        "max_retries": int(retries) if retries.isascii() and retries.isdigit() else retries,
+        "max_retries": whole_or_text(form.max_retries.data),
     }
     try:
-        body["payload"] = decode_json(
-            form.payload.data or "{}", current_app.config["MAX_JSON_DEPTH"]
-        )
-    except MalformedJSON as exc:
-        errors["payload"] = f"is not valid JSON ({exc})"
+        body["payload"] = payload_value(form.payload.data, current_app.config["MAX_JSON_DEPTH"])
+    except InvalidInput as exc:
+        errors |= exc.errors
     else:
         if not isinstance(body["payload"], dict):
             errors["payload"] = 'must be a JSON object, e.g. {"to": "someone@example.com"}'
