@@ -4,7 +4,7 @@
 Serves the app on 127.0.0.1 with a throwaway database and sample jobs, then drives Debian's
 Chromium through Playwright, like the browser tests. Writes docs/*.png (desktop and 375 px);
 name pages (``dashboard jobs job enqueue workers audit bulk schedules job-explained types
-job-held users tokens retention job-graph group``) to take only those.
+job-held users tokens retention job-graph group job-fix job-run-now``) to take only those.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from app import create_app  # noqa: E402
 from app.accounts import service as accounts  # noqa: E402
+from app.audit.actions import Origin  # noqa: E402
 from app.infra import db, housekeeper  # noqa: E402
 from app.infra.queue_settings import queue_settings  # noqa: E402
 from app.queue.contract.job_requests import EnqueueBody  # noqa: E402
@@ -111,7 +112,7 @@ def seed_retention(app) -> None:  # type: ignore[no-untyped-def]
             request = EnqueueBody.parse({"type": "email.send"}, settings).to_request()
             job, _ = enqueueing.enqueue(conn, pat, request, now=long_ago).value
             if i % 6 == 5:
-                job_actions.cancel(conn, pat, job.id, now=long_ago)
+                job_actions.cancel(conn, pat, job.id, now=long_ago, origin=Origin("pat"))
                 continue
             claiming.claim(conn, wendy, now=long_ago, settings=settings)
             reports.complete(conn, wendy, job.id, now=long_ago, settings=settings)
@@ -132,8 +133,8 @@ def seed_schedules(app) -> None:  # type: ignore[no-untyped-def]
              "enabled": False},
         ):  # fmt: skip
             request = parse(ScheduleCreate, body, queue_settings())
-            schedules.create(conn, ada, request, now=now)
-        schedules.run_now(conn, ada, 1, now=now, settings=queue_settings())
+            schedules.create(conn, ada, request, now=now, origin=Origin("ada"))
+        schedules.run_now(conn, ada, 1, now=now, settings=queue_settings(), origin=Origin("ada"))
 
 
 def seed_workflow(app, client) -> tuple[int, int]:  # type: ignore[no-untyped-def]
@@ -169,6 +170,25 @@ def seed_workflow(app, client) -> tuple[int, int]:  # type: ignore[no-untyped-de
     return answer["jobs"][4]["id"], answer["group_id"]
 
 
+def seed_fixes(app, client) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """A job that failed for good on a mistyped address (its page: the edit form) and one
+    waiting out an hour's backoff (its page: the Run now button); their ids."""
+    admin = Api(client, make_token(app, "ada", "fixes"))
+    worker = Api(client, make_token(app, "wendy", "worker-3"))
+    typo = admin.enqueue(
+        "email.send", payload={"to": "ada@exmaple.com", "template": "invoice"}, priority="critical"
+    )
+    later = admin.enqueue("report.build", payload={"report": "quarterly"}, priority="critical")
+    for job, failure in (
+        (typo, {"error": "SMTP 550: no such domain exmaple.com", "retryable": False}),
+        (later, {"error": "warehouse connection reset", "retry_in": 3600}),
+    ):
+        held = worker.claim(types=[job["type"]])
+        assert held is not None and held["id"] == job["id"], held
+        worker.post(f"/jobs/{job['id']}/fail", failure)
+    return int(typo["id"]), int(later["id"])
+
+
 def main(wanted: list[str]) -> None:
     """Take every screenshot, or only the ``wanted`` ones (e.g. ``workers audit``)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -184,8 +204,9 @@ def main(wanted: list[str]) -> None:
                 },
             }
         )
-        migrate.upgrade(app)
+        migrate.upgrade(db.engine(app))
         running, waiting, held = seed(app, app.test_client())
+        typo, later = seed_fixes(app, app.test_client())
         publish, group = seed_workflow(app, app.test_client())
         server = make_server("127.0.0.1", 0, app, threaded=True)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -224,6 +245,8 @@ def main(wanted: list[str]) -> None:
                         "retention": "/ui/retention",
                         "job-graph": f"/ui/jobs/{publish}",
                         "group": f"/ui/groups/{group}",
+                        "job-fix": f"/ui/jobs/{typo}",
+                        "job-run-now": f"/ui/jobs/{later}",
                     }
                     for name, path in shots.items():
                         if wanted and name not in wanted:
@@ -233,6 +256,12 @@ def main(wanted: list[str]) -> None:
                             page.get_by_label("Reason").fill("SMTP relay fixed (INC-2291)")
                         if name == "types":  # show the limits form of report.build
                             page.locator("details.type-limits summary").nth(1).click()
+                        if name == "job-fix":  # an admin about to retry it, fixed
+                            page.get_by_text("Edit and retry").click()
+                            page.get_by_label("Payload (JSON object)").fill(
+                                '{\n  "template": "invoice",\n  "to": "ada@example.com"\n}'
+                            )
+                            page.get_by_label("Reason (optional)").fill("typo in the domain")
                         if name == "tokens":  # a token just issued, with its copy button
                             page.get_by_label("User", exact=True).select_option("wendy")
                             page.get_by_label("Label (optional)").fill("laptop")

@@ -24,6 +24,7 @@ JSON_ROUTES = {
     ("/jobs/{job_id}", "get"),
     ("/jobs/{job_id}/events", "get"),
     ("/jobs/claim", "post"),
+    ("/jobs/{job_id}/run-now", "post"),
     ("/jobs/{job_id}/complete", "post"),
     ("/jobs/{job_id}/fail", "post"),
     ("/jobs/{job_id}/heartbeat", "post"),

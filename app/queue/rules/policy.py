@@ -22,7 +22,8 @@ class Action(StrEnum):
     WORK = "work"  # claim, heartbeat, complete, fail, release
     SPAWN = "spawn"  # enqueue children of a job one holds, as its producer's jobs
     CANCEL = "cancel"  # stop a job (which ones: see ``can``)
-    RETRY = "retry"  # put a failed or cancelled job back
+    RETRY = "retry"  # put a failed or cancelled job back, its fields edited or not
+    RUN_NOW = "run_now"  # make a pending job waiting for its time due at once
     VIEW_JOBS = "view_jobs"  # list and read the jobs one may see, and the dashboard
     SEE_ERRORS = "see_errors"  # read error texts (they may hold what sanitizing missed)
     MANAGE_USERS = "manage_users"  # create users, change roles and caps, disable
@@ -48,6 +49,7 @@ ROLES: dict[Action, frozenset[Role]] = {
     Action.SPAWN: frozenset({Role.WORKER, Role.ADMIN}),
     Action.CANCEL: frozenset({Role.PRODUCER, Role.ADMIN}),
     Action.RETRY: _ADMIN,
+    Action.RUN_NOW: frozenset({Role.PRODUCER, Role.ADMIN}),
     Action.VIEW_JOBS: _PEOPLE,
     Action.SEE_ERRORS: _ADMIN,
     Action.MANAGE_USERS: _ADMIN,
@@ -70,6 +72,7 @@ _WHAT = {
     Action.SPAWN: "enqueue children of jobs",
     Action.CANCEL: "cancel jobs",
     Action.RETRY: "retry jobs",
+    Action.RUN_NOW: "run jobs now",
     Action.VIEW_JOBS: "view jobs",
     Action.SEE_ERRORS: "read error texts",
     Action.MANAGE_USERS: "manage users",
@@ -135,11 +138,14 @@ def require(actor: Actor, action: Action) -> None:
 
 def job_allows(actor: Actor, action: Action, job: Job) -> bool:
     """Whether an actor whose role may do ``action`` may do it to ``job``, a job it can see:
-    what a role may cancel, what may be retried, who may spawn children."""
+    what a role may cancel, what may be retried or run now, who may spawn children."""
     if action is Action.CANCEL:
         return job.status in _CANCELLABLE.get(actor.role, frozenset())
     if action is Action.RETRY:
         return job.status in RETRYABLE
+    if action is Action.RUN_NOW:  # its owner or an admin
+        owns = scope(actor) is Scope.ALL or actor.id == job.created_by
+        return job.status == JobStatus.PENDING and owns
     if action is Action.SPAWN:
         return holds(actor, job)
     if action is Action.VIEW_GROUPS:  # the group of ``job``, which its producer made

@@ -3,6 +3,7 @@ and reports that make and move them, list filters and pages."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -125,6 +126,35 @@ def parent_of(requests: Sequence[EnqueueRequest]) -> int | None:
     parents = {request.parent_id for request in requests}
     assert len(parents) <= 1, "a batch's items are children of one job, or of none"
     return next(iter(parents), None)
+
+
+@dataclass(frozen=True)
+class JobEdit:
+    """What an admin's retry replaces (None: kept as it was), validated as at enqueue, and
+    why (``reason``, for the events and the audit log)."""
+
+    payload: dict[str, Any] | None = None
+    priority: int | None = None
+    max_retries: int | None = None
+    reason: str | None = None
+
+    def changes(self, job: Job) -> dict[str, Any]:
+        """The fields this edit gives a value other than ``job``'s, by column name, in the
+        order the API lists them (payloads compared as JSON: ``true`` is not ``1``)."""
+        given = {
+            "payload": self.payload,
+            "priority": self.priority,
+            "max_retries": self.max_retries,
+        }
+        return {
+            name: value
+            for name, value in given.items()
+            if value is not None and _as_json(value) != _as_json(getattr(job, name))
+        }
+
+
+def _as_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
