@@ -176,7 +176,9 @@ def finish() -> Response:
         announce(effects)
     if wanted is not None and not (found and found.jobs) and wanted.wait_seconds:
         found = claims.wait(wanted, seen, found)
-    claimed = None if wanted is None else ((found.jobs, found.secrets) if found else ([], {}))
+    claimed = None
+    if wanted is not None:
+        claimed = (found.jobs, found.secrets, found.parents) if found else ([], {}, {})
     answer = response_builders.finish_out(outcomes, done.value, claimed=claimed)
     response = respond(answer)
     if found is not None and found.refused_wait:

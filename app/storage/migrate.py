@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0023"  # the newest migration: bump it with each new one
+HEAD = "0025"  # the newest migration: bump it with each new one
 
 
 def alembic_config() -> Config:
