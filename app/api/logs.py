@@ -54,4 +54,4 @@ def append_logs(job_id: int) -> Response:
 )
 def read_logs(job_id: int) -> Response:
     with db.read() as conn:
-        return respond(logs_out(attempt_logs.read(conn, job_id)))
+        return respond(logs_out(attempt_logs.read(conn, g.actor, job_id)))

@@ -28,6 +28,7 @@ from app.queue.contract.strictjson import MalformedJSON, decode_json
 from app.queue.rules import workflows
 from app.queue.rules.policy import Action, priority_cap
 from app.queue.usecases import (
+    attempt_logs,
     children,
     enqueueing,
     explain,
@@ -137,7 +138,9 @@ def jobs() -> Response:
     )
 
 
-def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
+def _detail_context(
+    job_id: int, actor: Actor, *, with_logs: bool = False, **extra: Any
+) -> dict[str, Any]:
     idle = timedelta(seconds=current_app.config["EXPLAIN_IDLE_WORKER_SECONDS"])
     with db.read() as conn:
         explanation = explain.explain(
@@ -151,7 +154,9 @@ def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
             parents, dependents = workflows.relatives(conn, actor, job)
         spawned = children.children_of(conn, actor, job_id, limit=CHILDREN_SHOWN + 1)
         spawned_by = children.parent_of(conn, actor, job)
+        logs = attempt_logs.shown(conn, actor, job_id) if with_logs else None
     return {
+        "logs": logs,
         "spawned_by": spawned_by,
         "parents": parents,
         "dependents": dependents,
@@ -178,7 +183,7 @@ def pretty(value: Any) -> str:
 @requires(Action.VIEW_JOBS)
 def job(job_id: int) -> Response:
     actor = g.actor
-    context = _detail_context(job_id, actor)
+    context = _detail_context(job_id, actor, with_logs=not is_htmx())  # the page's, not polled
     response = render("jobs/detail.html", "jobs/_detail_partial.html", **context)
     if is_htmx() and not context["live"]:
         response.status_code = STOP_POLLING

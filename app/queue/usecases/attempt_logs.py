@@ -11,7 +11,7 @@ from datetime import datetime
 import orjson
 from sqlalchemy import Connection
 
-from app.queue.rules.policy import holds
+from app.queue.rules.policy import Action, holds, require, role_allows
 from app.queue.rules.sanitize import sanitize_error
 from app.queue.rules.visibility import visibility
 from app.queue.sql import batches as batches_sql
@@ -105,11 +105,22 @@ def _make_room(conn: Connection, job_id: int, attempt: int, excess: int) -> tupl
     return dropped, total + dropped
 
 
-def read(conn: Connection, job_id: int) -> list[AttemptLog]:
-    """A job's logs per attempt, oldest first (admins only: the route's action). 404 when the
-    job does not exist."""
+def read(conn: Connection, actor: Actor, job_id: int) -> list[AttemptLog]:
+    """A job's logs per attempt, oldest first: only for roles that read logs (403 for any
+    other, whatever the job), 404 when the job does not exist."""
+    require(actor, Action.READ_LOGS)
     if not batches_sql.jobs_by_ids(conn, {job_id}, None):
         raise NotFound(f"job {job_id} does not exist")
+    return _attempts(conn, job_id)
+
+
+def shown(conn: Connection, actor: Actor, job_id: int) -> list[AttemptLog] | None:
+    """For the job page, a job ``actor`` sees: its logs, or None when ``actor`` may not read
+    logs."""
+    return _attempts(conn, job_id) if role_allows(actor, Action.READ_LOGS) else None
+
+
+def _attempts(conn: Connection, job_id: int) -> list[AttemptLog]:
     attempts: dict[int, list[LogLine]] = {}
     for row in logs_sql.rows(conn, job_id):
         lines = attempts.setdefault(row.attempt, [])
