@@ -11,15 +11,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from tests.api.conftest import assert_problem
-from tests.api.test_attempt_logs import log_rows, texts
+from tests.api.test_attempt_logs import held_job, log_rows, texts
 from tests.builders import Api, make_api
-
-
-def _held(producer: Api, worker: Api) -> dict[str, Any]:
-    producer.enqueue()
-    held = worker.claim()
-    assert held is not None
-    return held
 
 
 @pytest.mark.parametrize(
@@ -47,7 +40,7 @@ def _held(producer: Api, worker: Api) -> dict[str, Any]:
 def test_malformed_bodies_are_422_naming_the_field(
     app: Flask, producer: Api, worker: Api, body: dict[str, Any], field: str
 ) -> None:
-    held = _held(producer, worker)
+    held = held_job(producer, worker)
     problem = assert_problem(worker.post(f"/jobs/{held['id']}/logs", body), 422)
     assert field in problem["errors"], problem
     assert log_rows(app) == 0
@@ -68,7 +61,7 @@ def test_malformed_bodies_are_422_naming_the_field(
 def test_bodies_that_are_not_one_json_object_are_refused(
     app: Flask, producer: Api, worker: Api, raw: str
 ) -> None:
-    held = _held(producer, worker)
+    held = held_job(producer, worker)
     answer = worker.post(
         f"/jobs/{held['id']}/logs", data=raw, headers={"Content-Type": "application/json"}
     )
@@ -77,7 +70,7 @@ def test_bodies_that_are_not_one_json_object_are_refused(
 
 
 def test_a_body_over_the_request_limit_is_413(app: Flask, producer: Api, worker: Api) -> None:
-    held = _held(producer, worker)
+    held = held_job(producer, worker)
     huge = {"attempt": held["attempt"], "lines": ["x" * 2048] * 600}  # 1.2 MB
     assert_problem(worker.post(f"/jobs/{held['id']}/logs", huge), 413)
     assert log_rows(app) == 0
@@ -86,7 +79,7 @@ def test_a_body_over_the_request_limit_is_413(app: Flask, producer: Api, worker:
 def test_another_workers_attempt_is_409_and_stores_nothing(
     app: Flask, client: FlaskClient, producer: Api, worker: Api, admin: Api
 ) -> None:
-    held = _held(producer, worker)
+    held = held_job(producer, worker)
     intruder = make_api(app, client, "intruder", "worker")
     body = {"attempt": held["attempt"], "lines": ["forged line"]}
     assert_problem(intruder.post(f"/jobs/{held['id']}/logs", body), 409)
@@ -99,7 +92,7 @@ def test_another_workers_attempt_is_409_and_stores_nothing(
 def test_control_characters_and_nul_are_stored_mended(
     app: Flask, producer: Api, worker: Api, admin: Api
 ) -> None:
-    held = _held(producer, worker)
+    held = held_job(producer, worker)
     lines = ["a\x00b", "\x1b]8;;http://evil\x07link\x1b]8;;\x07", "tab\tkept", "\u202egnp.exe"]
     answer = worker.post(f"/jobs/{held['id']}/logs", {"attempt": held["attempt"], "lines": lines})
     assert answer.status_code == 200, answer.get_json()

@@ -35,6 +35,14 @@ def log_rows(app: Flask, job_id: int | None = None) -> int:
         return int(conn.execute(query).scalar_one())
 
 
+def held_job(producer: Api, worker: Api) -> dict[str, Any]:
+    """A job of ``producer`` that ``worker`` holds (claimed from an otherwise empty queue)."""
+    producer.enqueue()
+    held = worker.claim()
+    assert held is not None
+    return held
+
+
 def texts(admin: Api, job_id: int) -> dict[int, list[str]]:
     answer = admin.get(f"/jobs/{job_id}/logs")
     assert answer.status_code == 200, answer.get_json()
@@ -79,26 +87,22 @@ def test_a_job_without_logs_has_no_attempts(producer: Api, admin: Api) -> None:
 def test_lines_are_sanitized_like_errors(
     app: Flask, producer: Api, worker: Api, admin: Api
 ) -> None:
-    job = producer.enqueue()
-    held = worker.claim()
-    assert held is not None
+    held = held_job(producer, worker)
     line = f"\x1b[31mpushing\x1b[0m with {TOKEN} PGPASSWORD=hunter22 \u202eevil"
     assert log(worker, held, [line]).status_code == 200
-    assert texts(admin, job["id"]) == {1: ["pushing with [REDACTED] PGPASSWORD=[REDACTED] evil"]}
+    assert texts(admin, held["id"]) == {1: ["pushing with [REDACTED] PGPASSWORD=[REDACTED] evil"]}
 
 
 def test_lone_surrogates_are_mended_not_refused(
     app: Flask, producer: Api, worker: Api, admin: Api
 ) -> None:
-    job = producer.enqueue()
-    held = worker.claim()
-    assert held is not None
+    held = held_job(producer, worker)
     raw = '{"attempt": 1, "lines": ["file \\udcff.txt", "ok"]}'
     answer = worker.post(
-        f"/jobs/{job['id']}/logs", data=raw, headers={"Content-Type": "application/json"}
+        f"/jobs/{held['id']}/logs", data=raw, headers={"Content-Type": "application/json"}
     )
     assert answer.status_code == 200, answer.get_json()
-    assert texts(admin, job["id"]) == {1: ["file \ufffd.txt", "ok"]}
+    assert texts(admin, held["id"]) == {1: ["file \ufffd.txt", "ok"]}
 
 
 def test_request_limits_are_422_and_store_nothing(app: Flask, producer: Api, worker: Api) -> None:
@@ -118,9 +122,7 @@ def test_request_limits_are_422_and_store_nothing(app: Flask, producer: Api, wor
 def test_past_the_cap_the_oldest_lines_go_and_a_marker_counts_them(
     app: Flask, producer: Api, worker: Api, admin: Api
 ) -> None:
-    job = producer.enqueue()
-    held = worker.claim()
-    assert held is not None
+    held = held_job(producer, worker)
 
     def batch(tag: str) -> list[str]:  # 100 lines of 2,048 bytes: 200 KiB
         return [f"{tag}{n:03d}".ljust(2048, ".") for n in range(100)]
@@ -128,17 +130,17 @@ def test_past_the_cap_the_oldest_lines_go_and_a_marker_counts_them(
     assert log(worker, held, batch("a")).get_json() == {"accepted": 100, "dropped": 0}
     # 400 KiB asked for: 72 of the first lines make room for the second 200 KiB.
     assert log(worker, held, batch("b")).get_json() == {"accepted": 100, "dropped": 72}
-    lines = texts(admin, job["id"])[1]
+    lines = texts(admin, held["id"])[1]
     assert lines[0] == dropped_marker(72)
     assert lines[1].startswith("a072") and lines[28].startswith("a099")
     assert lines[29].startswith("b000") and len(lines) == 1 + 28 + 100
     assert sum(len(line.encode()) for line in lines[1:]) <= MAX_ATTEMPT_BYTES
     # Another 200 KiB: the rest of the first request and 72 of the second go; the count adds up.
     assert log(worker, held, batch("c")).get_json() == {"accepted": 100, "dropped": 100}
-    lines = texts(admin, job["id"])[1]
+    lines = texts(admin, held["id"])[1]
     assert lines[0] == dropped_marker(172)
     assert lines[1].startswith("b072") and len(lines) == 1 + 28 + 100
-    assert log_rows(app, job["id"]) == 2
+    assert log_rows(app, held["id"]) == 2
 
 
 def _refusal(answer: Any) -> tuple[int, str]:
@@ -174,17 +176,15 @@ def test_fenced_like_heartbeats(app: Flask, client: Any, producer: Api, worker: 
 def test_only_admins_read_logs(
     app: Flask, client: Any, producer: Api, worker: Api, admin: Api
 ) -> None:
-    job = producer.enqueue()
-    held = worker.claim()
-    assert held is not None
+    held = held_job(producer, worker)
     assert log(worker, held, ["secret-ish"]).status_code == 200
     for caller in (producer, worker):  # its own job, the job it holds
-        body = assert_problem(caller.get(f"/jobs/{job['id']}/logs"), 403)
+        body = assert_problem(caller.get(f"/jobs/{held['id']}/logs"), 403)
         assert "secret-ish" not in str(body)
         assert_problem(caller.get("/jobs/999999/logs"), 403)  # not a way to probe ids either
-    assert client.get(f"/jobs/{job['id']}/logs").status_code == 401
-    assert_problem(producer.post(f"/jobs/{job['id']}/logs", {"attempt": 1, "lines": ["x"]}), 403)
-    assert texts(admin, job["id"]) == {1: ["secret-ish"]}
+    assert client.get(f"/jobs/{held['id']}/logs").status_code == 401
+    assert_problem(producer.post(f"/jobs/{held['id']}/logs", {"attempt": 1, "lines": ["x"]}), 403)
+    assert texts(admin, held["id"]) == {1: ["secret-ish"]}
 
 
 def test_logs_go_with_their_job_on_bulk_delete(
@@ -207,12 +207,10 @@ def test_logs_go_with_their_job_on_bulk_delete(
 def test_logs_go_with_their_job_when_retention_prunes_it(
     app: Flask, producer: Api, worker: Api
 ) -> None:
-    job = producer.enqueue()
-    held = worker.claim()
-    assert held is not None
+    held = held_job(producer, worker)
     assert log(worker, held, ["a"]).status_code == 200
     finish(worker, held)
-    assert log_rows(app, job["id"]) == 1
+    assert log_rows(app, held["id"]) == 1
     with app.app_context(), db.transaction() as conn:
         later = utcnow() + timedelta(days=1)
         assert job_actions.prune(conn, finished_before=later, batch=10) == 1
