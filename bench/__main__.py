@@ -44,6 +44,7 @@ from app.storage.databases import sqlite
 from app.storage.schema import jobs
 from bench import (
     SECRET,
+    attempt_logs,
     e2e,
     http_calls,
     pg,
@@ -347,6 +348,7 @@ SECTIONS = {
     "retention": retention.run,
     "workflow": workflow.run,
     "sanitize": sanitize.run,
+    "logs": attempt_logs.run,
 }
 
 

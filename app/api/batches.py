@@ -189,7 +189,7 @@ def _finish_answer(
     outcomes: Sequence[Outcome], done: Sequence[Job | QueueError], found: claims.Claim | None
 ) -> Response:
     """The finish's answer: each outcome's result, and the claimed jobs when it claimed."""
-    claimed = None if found is None else (found.jobs, found.secrets)
+    claimed = None if found is None else (found.jobs, found.secrets, found.parents)
     response = respond(response_builders.finish_out(outcomes, done, claimed=claimed))
     if found is not None and found.refused_wait:
         response.headers["Retry-After"] = admission.RETRY_AFTER

@@ -233,7 +233,9 @@ def claim() -> Response:
         headers = {"Retry-After": admission.RETRY_AFTER} if found.refused_wait else None
         return Response(status=204, headers=headers)
     many = claim_body.max_jobs is not None
-    return respond(response_builders.claimed_out(found.jobs, found.secrets, many=many))
+    return respond(
+        response_builders.claimed_out(found.jobs, found.secrets, found.parents, many=many)
+    )
 
 
 @bp.post("/jobs/<id:job_id>/cancel")

@@ -29,6 +29,7 @@ from app.queue.contract.list_pages import DEFAULT_PAGE_SIZE, PAGE_SIZES, PageQue
 from app.queue.rules import workflows
 from app.queue.rules.policy import Action, can, priority_cap
 from app.queue.usecases import (
+    attempt_logs,
     children,
     enqueueing,
     explain,
@@ -144,9 +145,12 @@ def jobs() -> Response:
     )
 
 
-def detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
-    """What the job page and its panel show of ``job_id`` to ``actor``; ``extra`` adds to it
-    or replaces (a notice, an edit form with its errors)."""
+def detail_context(
+    job_id: int, actor: Actor, *, with_logs: bool = False, **extra: Any
+) -> dict[str, Any]:
+    """What the job page and its panel show of ``job_id`` to ``actor`` (with the attempts' logs
+    where ``with_logs`` and the actor may read them); ``extra`` adds to it or replaces (a
+    notice, an edit form with its errors)."""
     idle = timedelta(seconds=current_app.config["EXPLAIN_IDLE_WORKER_SECONDS"])
     now, settings = utcnow(), queue_settings()
     with db.read() as conn:
@@ -164,7 +168,9 @@ def detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
             parents, dependents = workflows.relatives(conn, actor, job)
         spawned = children.children_of(conn, actor, job_id, limit=CHILDREN_SHOWN + 1)
         spawned_by = children.parent_of(conn, actor, job)
+        logs = attempt_logs.shown(conn, actor, job_id) if with_logs else None
     return {
+        "logs": logs,
         "spawned_by": spawned_by,
         "parents": parents,
         "dependents": dependents,
@@ -193,7 +199,7 @@ def pretty(value: Any) -> str:
 @requires(Action.VIEW_JOBS)
 def job(job_id: int) -> Response:
     actor = g.actor
-    context = detail_context(job_id, actor)
+    context = detail_context(job_id, actor, with_logs=not is_htmx())  # the page's, not polled
     response = render("jobs/detail.html", "jobs/_detail_partial.html", **context)
     if is_htmx() and not context["live"]:
         response.status_code = STOP_POLLING

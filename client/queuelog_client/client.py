@@ -228,6 +228,12 @@ class Client:
         """A job's history, oldest first (``GET /jobs/{id}/events``)."""
         return [Event.from_json(e) for e in self._get(f"/jobs/{int(job_id)}/events")["events"]]
 
+    def logs(self, job_id: int) -> list[dict[str, Any]]:
+        """Admins: a job's attempt logs, ``[{"attempt", "lines": [{"at", "text"}]}]`` oldest
+        first (``GET /jobs/{id}/logs``)."""
+        attempts: list[dict[str, Any]] = self._get(f"/jobs/{int(job_id)}/logs")["attempts"]
+        return attempts
+
     # Admins: job types (pause, resume, limits) and schedules
 
     def types(self) -> list[JobType]:
@@ -377,6 +383,22 @@ class Client:
         )
         answers: list[dict[str, Any]] = response.json()["results"]
         return answers
+
+    def append_logs(
+        self, job_id: int, attempt: int, lines: list[str], *, retries: int | None = None
+    ) -> dict[str, Any]:
+        """Workers: append up to 100 lines to the log of the attempt held (``POST
+        /jobs/{id}/logs``); ``{"accepted", "dropped"}``. Not sent again once it may have
+        reached the server (the lines would be stored twice). ``ctx.log`` batches for you."""
+        response = self.transport.request(
+            "POST",
+            f"/jobs/{int(job_id)}/logs",
+            json={"attempt": attempt, "lines": lines},
+            idempotent=False,
+            retries=retries,
+        )
+        answer: dict[str, Any] = response.json()
+        return answer
 
     def release(self, job_id: int, attempt: int, *, retries: int | None = None) -> Job:
         """Give a claimed job back unstarted: pending again at once, retry count unchanged."""

@@ -1,5 +1,6 @@
-"""The worker's held jobs and its reporter thread: batched heartbeats for every held job, and
-the outcomes kept until the server acknowledges them or says the job is no longer ours. An
+"""The worker's held jobs and its reporter thread: batched heartbeats for every held job, the
+lines handlers log (sent with each heartbeat round), and the outcomes kept until the server
+acknowledges them or says the job is no longer ours. An
 outcome rides on the worker's next claim; the reporter sends only those left behind (while the
 claim waits for jobs, say), so that none waits for a long-poll to end."""
 
@@ -169,6 +170,7 @@ class Reporter:
             try:
                 self._send_outcomes()
                 self._send_heartbeats()
+                self._send_logs()
             except Exception as exc:  # this thread must outlive any answer: outcomes wait on it
                 self._failures += 1
                 delay = TICK + backoff(self._failures, base=TICK, cap=10.0)
@@ -297,6 +299,46 @@ class Reporter:
                 status,
                 answer.get("detail"),
             )
+
+    def flush_logs(self, held: Held) -> None:
+        """Send what ``held``'s handler logged and has not been sent, before its outcome (the
+        server refuses lines for a finished attempt). On the handler's thread, once the handler
+        returned; lines the server cannot take now are dropped rather than hold the outcome."""
+        try:
+            with held.ctx.sending_logs:
+                self._send_logs_of(held, retries=2)
+        except Exception as exc:
+            log.warning("job %s: its log lines could not be sent: %s", held.job.id, exc)
+
+    def _send_logs(self) -> None:
+        """Each round: the lines logged by running handlers, one request per job (100 lines a
+        request); a job whose lines another thread is sending is left to it."""
+        with self._lock:
+            running = [h for h in self._held.values() if h.beating and h.outcome is None]
+        for held in running:
+            if held.ctx.sending_logs.acquire(blocking=False):
+                try:
+                    self._send_logs_of(held, retries=0)
+                finally:
+                    held.ctx.sending_logs.release()
+
+    def _send_logs_of(self, held: Held, *, retries: int) -> None:
+        """Send ``held``'s unsent lines in order (with ``sending_logs`` held). A job no longer
+        ours drops them; any other failure puts them back and raises."""
+        while lines := held.ctx.take_logs():
+            try:
+                self.client.append_logs(held.job.id, held.job.attempt, lines, retries=retries)
+            except QueuelogError as exc:
+                if exc.status in GONE:  # no longer ours: the server takes none of them
+                    while held.ctx.take_logs():
+                        pass
+                    return
+                if exc.status != 422:  # refused as they are: sent again, they would be again
+                    held.ctx.restore_logs(lines)
+                    raise
+            except Exception:
+                held.ctx.restore_logs(lines)
+                raise
 
 
 def _refused(status: Any) -> bool:

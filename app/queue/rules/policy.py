@@ -26,6 +26,7 @@ class Action(StrEnum):
     RUN_NOW = "run_now"  # make a pending job waiting for its time due at once
     VIEW_JOBS = "view_jobs"  # list and read the jobs one may see, and the dashboard
     SEE_ERRORS = "see_errors"  # read error texts (they may hold what sanitizing missed)
+    READ_LOGS = "read_logs"  # read attempt logs (like error texts: what sanitizing missed)
     MANAGE_USERS = "manage_users"  # create users, change roles and caps, disable
     MANAGE_TOKENS = "manage_tokens"  # issue and revoke API tokens
     USE_ACCOUNT = "use_account"  # change one's own password, enrol a second factor
@@ -52,6 +53,7 @@ ROLES: dict[Action, frozenset[Role]] = {
     Action.RUN_NOW: frozenset({Role.PRODUCER, Role.ADMIN}),
     Action.VIEW_JOBS: _PEOPLE,
     Action.SEE_ERRORS: _ADMIN,
+    Action.READ_LOGS: _ADMIN,
     Action.MANAGE_USERS: _ADMIN,
     Action.MANAGE_TOKENS: _ADMIN,
     Action.USE_ACCOUNT: _PEOPLE,
@@ -75,6 +77,7 @@ _WHAT = {
     Action.RUN_NOW: "run jobs now",
     Action.VIEW_JOBS: "view jobs",
     Action.SEE_ERRORS: "read error texts",
+    Action.READ_LOGS: "read attempt logs",
     Action.MANAGE_USERS: "manage users",
     Action.MANAGE_TOKENS: "manage tokens",
     Action.USE_ACCOUNT: "use the account pages",

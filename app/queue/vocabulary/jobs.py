@@ -245,3 +245,14 @@ class JobPage:
     jobs: list[Job]
     next_cursor: str | None
     prev_cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class ParentResult:
+    """What the worker of a dependent job learns of one parent: what it was, how it ended and
+    what it returned (never its payload or error)."""
+
+    id: int
+    type: str
+    status: str
+    result: dict[str, Any] | None

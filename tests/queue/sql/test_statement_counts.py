@@ -126,3 +126,43 @@ def test_a_batch_of_items_each_on_its_own_is_stored_together(
     each(5)  # first calls: caches filled, the token first seen
     counts = {n: each(n) for n in (10, 50, 100)}
     assert counts[10] == counts[50] == counts[100], counts
+
+
+def test_parents_results_cost_one_statement_for_the_whole_claimed_batch(
+    app: Flask, producer: Api, worker: Api, backend: str
+) -> None:
+    """A claim of jobs with ``depends_on`` reads their parents with one more statement than
+    the same claim of jobs without, whatever the number of jobs; plain jobs read nothing."""
+    parent = producer.enqueue("email.send")
+    worker.post("/jobs/claim", {"max_jobs": 1})
+    done = {"id": parent["id"], "attempt": 1, "outcome": "completed", "result": {"n": 1}}
+    assert worker.post("/jobs/finish", {"results": [done]}).status_code == 200
+
+    def claim(n: int, **fields: Any) -> int:
+        items = [{"type": "email.send", **fields} for _ in range(n)]
+        assert producer.post("/jobs/batch", {"jobs": items}).status_code == 201
+        answers: dict[str, Any] = {}
+        count = _statements(
+            app, lambda: answers.update(r=worker.post("/jobs/claim", {"max_jobs": n}))
+        )
+        jobs = answers["r"].get_json()["jobs"]
+        assert len(jobs) == n and all(("parents" in job) == bool(fields) for job in jobs)
+        return count
+
+    claim(2), claim(2, depends_on=[parent["id"]])  # first calls: caches filled
+    for n in (1, 10, 50):
+        assert claim(n, depends_on=[parent["id"]]) == claim(n) + 1, n
+
+
+def test_a_log_request_costs_the_same_statements_whatever_its_lines(
+    app: Flask, producer: Api, worker: Api, backend: str
+) -> None:
+    producer.enqueue()
+    held = worker.post("/jobs/claim", {}).get_json()
+
+    def append(n: int) -> int:
+        body = {"attempt": held["attempt"], "lines": [f"line {i}" for i in range(n)]}
+        return _statements(app, lambda: worker.post(f"/jobs/{held['id']}/logs", body))
+
+    append(2)  # first call: caches filled
+    assert append(1) == append(10) == append(100)

@@ -2,7 +2,7 @@
 priority, and the counts per priority follow it
 
 Revision ID: 0026
-Revises: 0023
+Revises: 0025
 Create Date: 2026-12-07
 
 ``job_events.kind`` widens as migration 0014 widened it (SQLite rebuilds the table).
@@ -26,7 +26,7 @@ from typing import Any
 from alembic import op
 
 revision = "0026"
-down_revision = "0023"
+down_revision = "0025"
 branch_labels = None
 depends_on = None
 
