@@ -26,10 +26,13 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import Subquery
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from app.queue.sql.dialects import Dialect
 from app.queue.sql.items import Columns, Kind
+from app.queue.sql.payload_search import PayloadContains
 
 _SQL_TYPES = {Kind.BIGINT: BigInteger(), Kind.INTEGER: Integer()}
 _LOCK = text("SELECT pg_advisory_xact_lock(:key)")
@@ -100,3 +103,10 @@ class PostgreSQLDialect(Dialect):
 
     def led_by_items(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
         return column
+
+
+@compiles(PayloadContains, "postgresql")
+def _payload_contains(element: PayloadContains, compiler: SQLCompiler, **kw: Any) -> str:
+    """``payload @> needle`` on jsonb: the GIN index of payloads (jsonb_path_ops) serves it."""
+    needle = cast(bindparam(None, element.needle, type_=Text()), postgresql.JSONB)
+    return compiler.process(element.document.op("@>", is_comparison=True)(needle), **kw)
