@@ -3,7 +3,7 @@ becomes SQL: every key looked up with ``json_each`` (whose keys and strings arri
 any key works: dots, quotes, ``$``, escapes), each value compared with its JSON type, objects
 recursively, each element of an array found among the document's. In front of that exact check,
 a prefilter ``json_extract(payload, '$."key"') = value`` per top-level string or number: the
-expression ``payload_index`` builds, so the indexes of PAYLOAD_SEARCH_KEYS serve it."""
+expression of ``app.storage.payload_indexes``, so the indexes of PAYLOAD_SEARCH_KEYS serve it."""
 
 from __future__ import annotations
 
@@ -16,10 +16,8 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from app.queue.sql.payload_search import PayloadContains
+from app.storage.payload_indexes import path_literal, path_safe
 
-# A key stored as itself in the payload's JSON text, so a path names it: printable ASCII without
-# the characters JSON escapes ("\) or a SQL literal would (').
-_PATH_SAFE = frozenset(chr(c) for c in range(0x20, 0x7F)) - set("\"\\'")
 _NUMBERS: tuple[ColumnElement[str], ...] = (
     literal_column("'integer'"),
     literal_column("'real'"),
@@ -27,20 +25,9 @@ _NUMBERS: tuple[ColumnElement[str], ...] = (
 _CONSTANTS = {None: "'null'", True: "'true'", False: "'false'"}  # json_each's type names
 
 
-def path_safe(key: str) -> bool:
-    """Whether ``key`` can be named in a JSON path that SQLite matches as stored."""
-    return all(char in _PATH_SAFE for char in key)
-
-
-def payload_path(key: str) -> ColumnElement[Any]:
-    """The literal JSON path of top-level ``key`` (``path_safe``), as indexes name it."""
-    assert path_safe(key), "only path-safe keys are named in SQL"
-    return literal_column(f"'$.\"{key}\"'")
-
-
 def extracted(document: ColumnElement[Any], key: str) -> ColumnElement[Any]:
     """``json_extract(document, '$."key"')``: the expression an index of ``key`` keeps."""
-    return func.json_extract(document, payload_path(key))
+    return func.json_extract(document, literal_column(path_literal(key)))
 
 
 @compiles(PayloadContains, "sqlite")
