@@ -232,3 +232,47 @@ def test_hostile_values_match_only_themselves(producer: Api, value: Any) -> None
     job = producer.enqueue(payload={"v": value})["id"]
     producer.enqueue(payload={"v": "other"})
     assert search(producer, {"v": value}) == [job]
+
+
+def test_a_bulk_action_with_a_payload_filter_touches_exactly_the_matching_jobs(
+    app: Flask, producer: Api, admin: Api
+) -> None:
+    matching = [producer.enqueue(payload={"customer": 8, "n": n})["id"] for n in range(3)]
+    others = [
+        producer.enqueue(payload=payload)["id"]
+        for payload in ({"customer": "8"}, {"customer": 9}, {"n": 8}, {"customer": [8]})
+    ]
+    flt = {"payload": {"customer": 8}}
+    preview = admin.post("/jobs/bulk", {"action": "cancel", "filter": flt, "reason": "INC-8"})
+    assert preview.status_code == 200, preview.get_json()
+    assert preview.get_json()["count"] == 3
+    assert [job["id"] for job in preview.get_json()["sample"]] == matching[::-1]
+    applied = admin.post(
+        "/jobs/bulk", {"action": "cancel", "filter": flt, "reason": "INC-8", "expect_count": 3}
+    )
+    assert applied.status_code == 200 and applied.get_json()["affected"] == 3
+    statuses = {job_id: admin.get(f"/jobs/{job_id}").get_json()["status"] for job_id in matching}
+    assert set(statuses.values()) == {"cancelled"}
+    assert {admin.get(f"/jobs/{job_id}").get_json()["status"] for job_id in others} == {"pending"}
+    audit = admin.get("/audit?action=job_bulk").get_json()
+    assert audit["events"][0]["details"]["filter"] == {"payload": {"customer": 8}}
+
+
+@pytest.mark.parametrize(
+    "payload",
+    ['{"customer": 8}', [{"customer": 8}], 8, True, {"a": 2**70}, {"x": "y" * 1100}],
+)
+def test_a_bulk_payload_filter_that_is_not_a_small_object_is_refused(
+    app: Flask, producer: Api, admin: Api, payload: Any
+) -> None:
+    producer.enqueue(payload={"customer": 8})
+    before = snapshot(app)
+    body = {"action": "cancel", "filter": {"payload": payload}, "reason": "INC-8"}
+    response = admin.client.post(
+        "/jobs/bulk",
+        data=json.dumps(body),
+        headers=admin.headers({"Content-Type": "application/json"}),
+    )
+    problem = assert_problem(response, 422)
+    assert set(problem["errors"]) == {"filter.payload"}
+    assert snapshot(app) == before

@@ -48,29 +48,35 @@ def _problem(needle: Any, max_depth: int) -> str | None:
     return None
 
 
+def decode_needle(text: str, max_depth: int) -> dict[str, Any]:
+    """The JSON object ``text`` holds, checked; ValueError saying what is wrong with it."""
+    if len(text.encode(errors="replace")) > MAX_SEARCH_BYTES:
+        raise ValueError(f"must be at most {MAX_SEARCH_BYTES} bytes of JSON")
+    try:
+        needle = decode_json(text, max_depth)
+    except MalformedJSON as exc:
+        raise ValueError(f"must be a JSON object: {exc}") from None
+    if problem := _problem(needle, max_depth):
+        raise ValueError(problem)
+    decoded: dict[str, Any] = needle
+    return decoded
+
+
 def _from_text(value: Any, info: ValidationInfo) -> str:
     """The query string's JSON text, checked, as ``canonical`` text."""
     if not isinstance(value, str):
         raise refuse("must be a JSON object")
-    if len(value.encode(errors="replace")) > MAX_SEARCH_BYTES:
-        raise refuse(f"must be at most {MAX_SEARCH_BYTES} bytes of JSON")
-    max_depth = settings_of(info).max_json_depth
     try:
-        needle = decode_json(value, max_depth)
-    except MalformedJSON as exc:
-        raise refuse(f"must be a JSON object: {exc}") from None
-    return _checked(needle, max_depth)
+        return canonical(decode_needle(value, settings_of(info).max_json_depth))
+    except ValueError as exc:
+        raise refuse(str(exc)) from None
 
 
 def _from_object(value: Any, info: ValidationInfo) -> str:
     """A JSON body's decoded object, checked, as ``canonical`` text."""
-    return _checked(value, settings_of(info).max_json_depth)
-
-
-def _checked(needle: Any, max_depth: int) -> str:
-    if problem := _problem(needle, max_depth):
+    if problem := _problem(value, settings_of(info).max_json_depth):
         raise refuse(problem)
-    return canonical(needle)
+    return canonical(value)
 
 
 PayloadQuery = Annotated[

@@ -48,7 +48,10 @@ def _fill(app: Flask, owner: Actor) -> None:
                 "'2026-01-01 00:00:00', '2026-01-01 00:00:00', '2026-01-01 00:00:00', 'pending')"
             ),
             [
-                {"payload": json.dumps({"customer": n, "a.b": n % 1000, "$": f"x{n % 1000}"}), "owner": owner.id}
+                {
+                    "payload": json.dumps({"customer": n, "a.b": n % 1000, "$": f"x{n % 1000}"}),
+                    "owner": owner.id,
+                }
                 for n in range(FILLER)
             ],
         )
