@@ -64,10 +64,10 @@ DEFAULTS: dict[str, Any] = {
     # Sanitized error texts are capped at this many bytes (after redaction).
     "MAX_ERROR_BYTES": 4_096,
     # Top-level payload keys that payload searches (GET /jobs?payload=...) find through an
-    # index: on SQLite an expression index per key, made and dropped by `flask db upgrade` to
-    # match this list (run it after changing the list); a search on another key reads every
-    # job the other filters leave. PostgreSQL's GIN index of payloads serves every key.
-    # Printable ASCII without quotes or backslashes, e.g. ["customer_id", "order.id"].
+    # index: an expression index per key (each costs every write of a job one index entry),
+    # made and dropped by `flask db upgrade` to match this list (run it after changing the
+    # list). A search without a string or number for one of them reads every job the other
+    # filters leave. Printable ASCII without quotes or backslashes, e.g. ["customer_id"].
     "PAYLOAD_SEARCH_KEYS": [],
     # Priority cap of a new producer when none is given.
     "DEFAULT_MAX_PRIORITY": "medium",

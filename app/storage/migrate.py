@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0027"  # the newest migration: bump it with each new one
+HEAD = "0023"  # the newest migration: bump it with each new one
 
 
 def alembic_config() -> Config:
@@ -43,16 +43,17 @@ def upgrade(engine: Engine, revision: str = "head", *, payload_keys: Collection[
 
 
 def index_payload_keys(conn: Connection, keys: Collection[str]) -> tuple[list[str], list[str]]:
-    """On SQLite, create the index of each of ``keys`` that lacks one and drop those of keys no
-    longer named; the names created and dropped. Safe when several processes migrate at once:
-    SQLite's transactions begin by taking the write lock, so they take turns, and each sees what
-    the one before it did. PostgreSQL's GIN index of payloads (migration 0027) serves any key."""
-    if conn.dialect.name != "sqlite":
-        return [], []
+    """Create the index of each of ``keys`` that lacks one and drop those of keys no longer
+    named; the names created and dropped. Safe when several processes migrate at once: they
+    take turns (SQLite's transactions begin by taking the write lock; on PostgreSQL an advisory
+    lock), and each sees what the one before it did."""
+    if conn.dialect.name == "sqlite":
+        listed, create = _SQLITE_INDEXES, payload_indexes.sqlite_create_sql
+    else:
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_INDEXING_LOCK})")
+        listed, create = _POSTGRESQL_INDEXES, payload_indexes.postgresql_create_sql
     present = {
-        row[0]
-        for row in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'index'")
-        if row[0].startswith(payload_indexes.PREFIX)
+        row[0] for row in conn.exec_driver_sql(listed) if row[0].startswith(payload_indexes.PREFIX)
     }
     wanted = {payload_indexes.index_name(key): key for key in keys}
     dropped = sorted(present - set(wanted))
@@ -60,5 +61,10 @@ def index_payload_keys(conn: Connection, keys: Collection[str]) -> tuple[list[st
         conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
     created = sorted(name for name in wanted if name not in present)
     for name in created:
-        conn.exec_driver_sql(payload_indexes.create_sql(wanted[name]))
+        conn.exec_driver_sql(create(wanted[name]))
     return created, dropped
+
+
+_SQLITE_INDEXES = "SELECT name FROM sqlite_master WHERE type = 'index'"
+_POSTGRESQL_INDEXES = "SELECT indexname FROM pg_indexes WHERE tablename = 'jobs'"
+_INDEXING_LOCK = 0x7051_5345_4152  # any constant no other lock of the app takes

@@ -1,9 +1,11 @@
-"""The indexes that make a payload search fast on SQLite: one expression index per key named in
-PAYLOAD_SEARCH_KEYS, of ``json_extract(payload, '$."key"')``, the very expression the search's
-prefilter writes (``app.queue.sql.dialects.sqlite_json``). Their names are derived from the key
-alone, so every process that migrates agrees on them; ``app.storage.migrate`` creates and drops
-them to match the setting. (PostgreSQL needs none: a GIN index of every payload, migration
-0027, serves ``@>`` for any key.)"""
+"""The indexes that make a payload search fast: one expression index per key named in
+PAYLOAD_SEARCH_KEYS, of the very expression the search's prefilter writes for a top-level value
+(SQLite: ``json_extract(payload, '$."key"')``, ``app.queue.sql.dialects.sqlite_json``;
+PostgreSQL: ``payload -> 'key'``, ``app.queue.sql.dialects.postgresql``). Their names are derived
+from the key alone, so every process that migrates agrees on them; ``app.storage.migrate``
+creates and drops them to match the setting. PostgreSQL gets no GIN index of every payload: it
+would cost each job's insert, claim and finish far more than one entry per configured key
+(docs/performance.md, "Payload search")."""
 
 from __future__ import annotations
 
@@ -37,9 +39,21 @@ def index_name(key: str) -> str:
     return f"{PREFIX}{letters}_{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
 
-def create_sql(key: str) -> str:
+def key_literal(key: str) -> str:
+    """The SQL literal of top-level ``key`` itself (``'key'``). Only for ``path_safe`` keys."""
+    if not path_safe(key):
+        raise ValueError(f"{key!r} cannot be named in SQL")
+    return f"'{key}'"
+
+
+def sqlite_create_sql(key: str) -> str:
     """SQLite's DDL of ``key``'s index (a no-op when it exists)."""
     return (
         f"CREATE INDEX IF NOT EXISTS {index_name(key)} "
         f"ON jobs (json_extract(payload, {path_literal(key)}))"
     )
+
+
+def postgresql_create_sql(key: str) -> str:
+    """PostgreSQL's DDL of ``key``'s index (a no-op when it exists)."""
+    return f"CREATE INDEX IF NOT EXISTS {index_name(key)} ON jobs ((payload -> {key_literal(key)}))"

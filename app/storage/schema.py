@@ -191,14 +191,6 @@ Index(
     unique=True,
     postgresql_where=jobs.c.idempotency_key.is_not(None),
 ).ddl_if(dialect="postgresql")
-# Payload search (``payload @> needle``) on PostgreSQL, for any key (migration 0027); SQLite
-# indexes the keys of PAYLOAD_SEARCH_KEYS instead (app.storage.payload_indexes).
-Index(
-    "ix_jobs_payload",
-    jobs.c.payload,
-    postgresql_using="gin",
-    postgresql_ops={"payload": "jsonb_path_ops"},
-).ddl_if(dialect="postgresql")
 # A job's idempotency key as the code reads it, in whichever namespace.
 JOB_KEY = func.coalesce(jobs.c.idempotency_key, jobs.c.child_key).label("idempotency_key")
 
