@@ -3,18 +3,20 @@
 
 Serves the app on 127.0.0.1 with a throwaway database and sample jobs, then drives Debian's
 Chromium through Playwright, like the browser tests. Writes docs/*.png (desktop and 375 px);
-name pages (``dashboard jobs job enqueue workers audit bulk schedules job-explained types
-job-held users tokens retention job-graph group``) to take only those.
+name pages (``dashboard jobs jobs-search job enqueue workers audit bulk schedules job-explained
+types job-held users tokens retention job-graph group``) to take only those.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import sys
 import tempfile
 import threading
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 from cryptography.fernet import Fernet
 from playwright.sync_api import sync_playwright
@@ -38,6 +40,7 @@ from app.queue.usecases import (  # noqa: E402
 )
 from app.queue.vocabulary.timeutil import utcnow  # noqa: E402
 from app.storage import migrate  # noqa: E402
+from devservers.accounts import AS_OPERATOR  # noqa: E402
 from tests.builders import PASSWORD, Api, make_token, make_user  # noqa: E402
 from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
@@ -111,7 +114,7 @@ def seed_retention(app) -> None:  # type: ignore[no-untyped-def]
             request = EnqueueBody.parse({"type": "email.send"}, settings).to_request()
             job, _ = enqueueing.enqueue(conn, pat, request, now=long_ago).value
             if i % 6 == 5:
-                job_actions.cancel(conn, pat, job.id, now=long_ago)
+                job_actions.cancel(conn, pat, job.id, now=long_ago, origin=AS_OPERATOR)
                 continue
             claiming.claim(conn, wendy, now=long_ago, settings=settings)
             reports.complete(conn, wendy, job.id, now=long_ago, settings=settings)
@@ -132,8 +135,8 @@ def seed_schedules(app) -> None:  # type: ignore[no-untyped-def]
              "enabled": False},
         ):  # fmt: skip
             request = parse(ScheduleCreate, body, queue_settings())
-            schedules.create(conn, ada, request, now=now)
-        schedules.run_now(conn, ada, 1, now=now, settings=queue_settings())
+            schedules.create(conn, ada, request, now=now, origin=AS_OPERATOR)
+        schedules.run_now(conn, ada, 1, now=now, settings=queue_settings(), origin=AS_OPERATOR)
 
 
 def seed_workflow(app, client) -> tuple[int, int]:  # type: ignore[no-untyped-def]
@@ -184,7 +187,7 @@ def main(wanted: list[str]) -> None:
                 },
             }
         )
-        migrate.upgrade(app)
+        migrate.upgrade(db.engine(app))
         running, waiting, held = seed(app, app.test_client())
         publish, group = seed_workflow(app, app.test_client())
         server = make_server("127.0.0.1", 0, app, threaded=True)
@@ -210,6 +213,8 @@ def main(wanted: list[str]) -> None:
                     shots = {
                         "dashboard": "/ui/",
                         "jobs": "/ui/jobs",
+                        "jobs-search": "/ui/jobs?status=completed&payload="
+                        + quote(json.dumps({"template": "welcome"})),
                         "job": f"/ui/jobs/{running}",
                         "enqueue": "/ui/jobs/new",
                         "workers": "/ui/workers",
