@@ -3,19 +3,21 @@
 
 Serves the app on 127.0.0.1 with a throwaway database and sample jobs, then drives Debian's
 Chromium through Playwright, like the browser tests. Writes docs/*.png (desktop and 375 px);
-name pages (``dashboard jobs job enqueue workers audit bulk schedules job-explained types
-job-held users tokens retention job-graph group job-fix job-run-now
-job-logs``) to take only those.
+name pages (``dashboard jobs jobs-search job enqueue workers audit bulk schedules job-explained
+types job-held users tokens retention job-graph group job-fix job-run-now job-logs``) to take
+only those.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import sys
 import tempfile
 import threading
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 from cryptography.fernet import Fernet
 from playwright.sync_api import sync_playwright
@@ -264,6 +266,8 @@ def main(wanted: list[str]) -> None:
                     shots = {
                         "dashboard": "/ui/",
                         "jobs": "/ui/jobs",
+                        "jobs-search": "/ui/jobs?status=completed&payload="
+                        + quote(json.dumps({"template": "welcome"})),
                         "job": f"/ui/jobs/{running}",
                         "enqueue": "/ui/jobs/new",
                         "workers": "/ui/workers",

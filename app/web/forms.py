@@ -200,6 +200,7 @@ class BulkForm(FlaskForm):
     type = HiddenField()
     priority = HiddenField()
     q = HiddenField()
+    payload = HiddenField()
     expect_count = HiddenField()
     reason = StringField(f"Reason (required, at most {MAX_REASON_LENGTH} characters)")
 

@@ -129,7 +129,7 @@ def jobs() -> Response:
         errors=errors,
         args=args,
         live=live,
-        filtered=any(k in args for k in ("status", "type", "priority", "q")),
+        filtered=any(k in args for k in ("status", "type", "priority", "q", "payload")),
         sort=filters.sort,
         sort_choice="" if filters.sort == NEWEST_FIRST else str(filters.sort),
         sorts=SORTS,

@@ -41,6 +41,7 @@ from app.queue.contract.fields import (
     WaitQuery,
     WaitSeconds,
 )
+from app.queue.contract.payload_search import PayloadQuery
 from app.queue.contract.request_model import RequestModel, parse_query, refuse
 from app.queue.contract.schedules import without_null
 from app.queue.rules import secret_fields
@@ -255,6 +256,7 @@ class ListQuery(RequestModel):
     limit: Limit = DEFAULT_LIST_LIMIT
     cursor: Cursor | None = None
     q: Search | None = None
+    payload: PayloadQuery | None = None
 
     @field_validator("q", mode="before")
     @classmethod
@@ -284,6 +286,7 @@ class ListQuery(RequestModel):
             type=self.type,
             priority=PRIORITIES[self.priority] if self.priority else None,
             search=self.q,
+            payload=self.payload,
             limit=self.limit,
             cursor=self.cursor[1] if self.cursor else None,
             sort=self.order(),

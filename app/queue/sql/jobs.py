@@ -29,6 +29,7 @@ from sqlalchemy.sql.elements import BindParameter
 
 from app.queue.sql import rows as rows_sql
 from app.queue.sql.counts import EVERYONE
+from app.queue.sql.payload_search import PayloadContains
 from app.queue.sql.prepared import Prepared
 from app.queue.vocabulary.jobs import Event, Job, JobFilters
 from app.queue.vocabulary.states import PRIORITIES, EventKind
@@ -227,6 +228,7 @@ def matching(filters: JobFilters, visible: ColumnElement[bool] | None) -> list[C
         priority=filters.priority,
         search=filters.search or None,
         search_id=search_as_id(filters.search) if filters.search else None,
+        payload=filters.payload,
     )
 
 
@@ -238,10 +240,11 @@ def filter_conditions(
     priority: Any = None,
     search: Any = None,
     search_id: Any = None,
+    payload: str | None = None,
 ) -> list[ColumnElement[bool]]:
     """The list filters as conditions on ``jobs``: each a value or a bound parameter, None when
     that filter is not set (``search_id``: the search text read as a job id, when it is one;
-    ``status_column``: where the status is read)."""
+    ``status_column``: where the status is read; ``payload``: JSON text, never a parameter)."""
     conditions: list[ColumnElement[bool]] = []
     if status is not None:
         conditions.append(status_column == status)
@@ -254,10 +257,10 @@ def filter_conditions(
         if search_id is not None:
             matches.append(jobs.c.id == search_id)
         conditions.append(or_(*matches))
-    return conditions
+    return conditions + ([PayloadContains(jobs.c.payload, payload)] if payload else [])
 
 
-ListShape = tuple[str, bool, bool, bool, int, bool, bool, bool]
+ListShape = tuple[str, bool, bool, bool, int, bool, bool, bool, str]
 
 
 # A worker's jobs through its holder rows (ordered by the holder's job_id: the planner does not
@@ -268,10 +271,10 @@ _HELD = job_holders.join(jobs, jobs.c.id == job_holders.c.job_id)
 @lru_cache(maxsize=256)
 def _list_statement(shape: ListShape) -> Prepared:
     """The page query of one shape: viewer rule, filters set, how many ways the search matches
-    (0: none, 1: idempotency key, 2: key or id), the cursor's side and the walk's direction. A
-    worker's page walks its holder rows (by their index) rather than every job, its range on
-    both sides of the join, where a merge join starts."""
-    kind, status, job_type, priority, search, before, after, rising = shape
+    (0: none, 1: idempotency key, 2: key or id), the cursor's side, the walk's direction and
+    the payload search ("": none; not cached). A worker's page walks its holder rows (by their
+    index) rather than every job, its range on both sides of the join, where a merge join starts."""
+    kind, status, job_type, priority, search, before, after, rising, payload = shape
     held = kind == "holder"
     key = job_holders.c.job_id if held else jobs.c.id
     ranged = [jobs.c.id, key] if held else [jobs.c.id]
@@ -286,6 +289,7 @@ def _list_statement(shape: ListShape) -> Prepared:
         priority=bindparam("priority") if priority else None,
         search=bindparam("search") if search else None,
         search_id=bindparam("search_id") if search == 2 else None,
+        payload=payload or None,
     )
     if before:
         conditions += [column < bindparam("before_id") for column in ranged]
@@ -314,7 +318,9 @@ def list_jobs(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[li
         filters.before_id is not None,
         filters.after_id is not None,
         filters.rising,
+        filters.payload or "",
     )
+    statement = (_list_statement.__wrapped__ if filters.payload else _list_statement)(shape)
     params = {
         "viewer": viewer.value,
         "status": filters.status,
@@ -326,15 +332,14 @@ def list_jobs(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[li
         "after_id": filters.after_id,
         "limit": filters.limit + 1,
     }
-    found = [job_of(row) for row in _list_statement(shape).rows(conn, params)]
+    found = [job_of(row) for row in statement.rows(conn, params)]
     more = len(found) > filters.limit
     page = found[: filters.limit]
     return (page[::-1] if filters.rising == filters.sort.descending else page), more
 
 
 # Claimable: pending and waiting for no parent. Literal, as the claim's partial indexes say it
-# (app.storage.schema.CLAIMABLE): a partial index serves only a query naming its terms, not
-# parameters.
+# (app.storage.schema.CLAIMABLE): a partial index serves only a query naming its terms.
 PENDING = and_(jobs.c.status == literal_column("'pending'"), jobs.c.waiting_for.is_(None))
 
 

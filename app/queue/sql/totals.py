@@ -18,7 +18,7 @@ from app.storage.schema_figures import job_counts
 
 def known(filters: JobFilters) -> bool:
     """Whether the counters know how many jobs ``filters`` match (they keep no search)."""
-    return not filters.search
+    return not filters.search and not filters.payload
 
 
 def counted(conn: Connection, filters: JobFilters, viewer: Viewer) -> int:

@@ -3,6 +3,7 @@ operator confirmed, each job through its named transition (the caller owns each 
 
 from __future__ import annotations
 
+import json
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -88,6 +89,7 @@ class Selection:
             "type": self.filters.type,
             "priority": None if priority is None else priority_label(priority),
             "q": self.filters.search,
+            "payload": json.loads(self.filters.payload) if self.filters.payload else None,
             "created_after": iso(self.created_after),
             "created_before": iso(self.created_before),
         }

@@ -209,6 +209,7 @@ class JobFilters:
     type: str | None = None
     priority: int | None = None
     search: str | None = None
+    payload: str | None = None  # JSON text of an object the payload must contain
     limit: int = 50
     cursor: Keyset | None = None
     sort: Sort = NEWEST_FIRST
