@@ -55,6 +55,29 @@ def test_log_lines_go_in_batches_while_the_handler_runs_and_before_its_outcome(
     assert texts == ["first line", "second line", *(f"row {n}" for n in range(250))]
 
 
+def test_short_jobs_lines_ride_on_their_outcomes_not_requests_of_their_own(
+    fresh_server: Server,
+) -> None:
+    def handler(ctx: JobContext) -> None:
+        for n in range(10):
+            ctx.log(f"job {ctx.id} line {n}")
+
+    with fresh_server.client("producer") as producer, fresh_server.client("worker") as client:
+        jobs = [producer.enqueue("email.send") for _ in range(20)]
+        before = fresh_server.requests()[LOGS_ROUTE]
+        running = Running(Worker(client, {"email.send": handler}, concurrency=4))
+        try:
+            done = {"completed"}
+            wait_until(lambda: {producer.get(j.id).status for j in jobs} == done, 30, "the jobs")
+        finally:
+            running.stop()
+        appends = fresh_server.requests()[LOGS_ROUTE] - before
+    with fresh_server.client("admin") as admin:
+        for job in jobs:
+            assert _texts(admin, job.id) == [f"job {job.id} line {n}" for n in range(10)]
+    assert appends == 0
+
+
 def test_ctx_log_never_waits_for_the_server(fresh_server: Server) -> None:
     """A handler logging 5,000 lines sends no request per line: they are buffered, and only
     the newest 2,000 kept when the handler logs faster than they go."""

@@ -41,6 +41,11 @@ def sanitize_error(text: str, max_bytes: int = 4096) -> str:
     return _truncate(clean, max_bytes)
 
 
+def sanitize_lines(lines: Iterable[str], max_bytes: int) -> list[str]:
+    """Each of ``lines`` sanitized as ``sanitize_error`` does, capped at ``max_bytes``."""
+    return [sanitize_error(line, max_bytes) for line in lines]
+
+
 def _window(text: str, limit: int) -> str:
     """The first ``limit`` characters, less a word cut at the end (a token's first characters
     may be too few to be recognised, and a long secret's redaction may bring them in)."""

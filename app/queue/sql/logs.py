@@ -3,13 +3,15 @@ cap, the oldest rows dropped or cut when the cap is passed, and a job's logs rea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, tuple_, update
 
 from app.storage.schema_logs import job_logs
+
+Key = tuple[int, int]  # (job id, attempt)
 
 
 class LogRow(NamedTuple):
@@ -24,27 +26,34 @@ class LogRow(NamedTuple):
     dropped: int
 
 
-def attempt_size(conn: Connection, job_id: int, attempt: int) -> int:
-    """The UTF-8 size of the lines an attempt of a job keeps (one range of the index)."""
-    query = select(func.coalesce(func.sum(job_logs.c.size), 0)).where(
-        job_logs.c.job_id == job_id, job_logs.c.attempt == attempt
+class NewRow(NamedTuple):
+    """One request's (or item's) lines to store: a JSON array of ``size`` bytes of text."""
+
+    job_id: int
+    attempt: int
+    at: datetime
+    lines: str
+    size: int
+    dropped: int
+
+
+def attempt_sizes(conn: Connection, attempts: Collection[tuple[int, int]]) -> dict[Key, int]:
+    """The UTF-8 size of the lines each attempt (``(job id, attempt)``) keeps; an attempt
+    without lines is absent (one range of the index each)."""
+    pair = tuple_(job_logs.c.job_id, job_logs.c.attempt)
+    query = (
+        select(job_logs.c.job_id, job_logs.c.attempt, func.sum(job_logs.c.size))
+        .where(pair.in_(sorted(attempts)))
+        .group_by(job_logs.c.job_id, job_logs.c.attempt)
     )
-    return int(conn.execute(query).scalar_one())
+    return {(job_id, attempt): int(size) for job_id, attempt, size in conn.execute(query)}
 
 
-def append(
-    conn: Connection,
-    job_id: int,
-    attempt: int,
-    *,
-    at: datetime,
-    lines: str,
-    size: int,
-    dropped: int,
-) -> None:
-    """Store one request's lines (a JSON array of ``size`` bytes of text)."""
-    row = {"attempt": attempt, "at": at, "lines": lines, "size": size, "dropped": dropped}
-    conn.execute(insert(job_logs).values(job_id=job_id, **row))
+def append(conn: Connection, rows: Sequence[NewRow]) -> None:
+    """Store each row: one multi-row INSERT for all of them (an executemany would send one a
+    row on SQLite), none for no rows."""
+    if rows:
+        conn.execute(insert(job_logs).values([row._asdict() for row in rows]))
 
 
 def rows(conn: Connection, job_id: int, attempt: int | None = None) -> list[LogRow]:

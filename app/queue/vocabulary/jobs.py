@@ -139,6 +139,7 @@ class Outcome:
     error: str | None = None
     retry_in: float | None = None
     retryable: bool | None = None
+    logs: tuple[str, ...] = ()  # attempt-log lines carried with the report, stored if it lands
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,7 @@ class Beat:
     attempt: int | None  # None: whichever attempt the caller holds (the single routes)
     progress: int | None = None
     message: str | None = None
+    logs: tuple[str, ...] = ()  # attempt-log lines carried with the beat, stored if it lands
 
 
 @dataclass(frozen=True)
