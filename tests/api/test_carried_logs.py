@@ -10,7 +10,7 @@ from flask import Flask
 
 from app.queue.usecases.attempt_logs import dropped_marker
 from tests.api.conftest import assert_problem
-from tests.api.test_attempt_logs import TOKEN, held_job, log, log_rows, texts
+from tests.api.test_attempt_logs import TOKEN, batch, held_job, log, log_rows, texts
 from tests.builders import Api
 
 
@@ -70,10 +70,6 @@ def test_carried_lines_share_the_attempts_cap(
     app: Flask, producer: Api, worker: Api, admin: Api
 ) -> None:
     held = held_job(producer, worker)
-
-    def batch(tag: str) -> list[str]:  # 100 lines of 2,048 bytes: 200 KiB
-        return [f"{tag}{n:03d}".ljust(2048, ".") for n in range(100)]
-
     assert log(worker, held, batch("a")).status_code == 200
     assert _beat(worker, held, batch("b")).get_json()["results"][0]["status"] == 200
     item = {"id": held["id"], "attempt": 1, "outcome": "completed", "logs": batch("c")}

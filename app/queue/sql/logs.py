@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import NamedTuple
 
-from sqlalchemy import Connection, delete, func, insert, select, tuple_, update
+from sqlalchemy import Connection, delete, func, select, tuple_, update
 
+from app.queue.sql import dialects
+from app.queue.sql import rows as rows_sql
+from app.queue.sql.dialects import Dialect
+from app.queue.sql.items import Columns, Kind, parameter
+from app.queue.sql.prepared import Prepared
 from app.storage.schema_logs import job_logs
 
 Key = tuple[int, int]  # (job id, attempt)
@@ -49,11 +55,27 @@ def attempt_sizes(conn: Connection, attempts: Collection[tuple[int, int]]) -> di
     return {(job_id, attempt): int(size) for job_id, attempt, size in conn.execute(query)}
 
 
+_NEW_ROW: Columns = (
+    ("job_id", Kind.BIGINT),
+    ("attempt", Kind.INTEGER),
+    ("at", Kind.TIMESTAMP),
+    ("lines", Kind.TEXT),
+    ("size", Kind.INTEGER),
+    ("dropped", Kind.INTEGER),
+)
+
+
+@lru_cache(maxsize=4)
+def _insert(dialect: Dialect) -> Prepared:
+    return Prepared(rows_sql.insert_rows(dialect, job_logs, _NEW_ROW))
+
+
 def append(conn: Connection, rows: Sequence[NewRow]) -> None:
-    """Store each row: one multi-row INSERT for all of them (an executemany would send one a
-    row on SQLite), none for no rows."""
+    """Store each row: one INSERT for all of them, the same statement whatever their number
+    (their values as one JSON parameter), none for no rows."""
     if rows:
-        conn.execute(insert(job_logs).values([row._asdict() for row in rows]))
+        items = parameter(_NEW_ROW, [row._asdict() for row in rows])
+        _insert(dialects.of(conn)).run(conn, {"items": items})
 
 
 def rows(conn: Connection, job_id: int, attempt: int | None = None) -> list[LogRow]:
