@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from conftest import Server, wait_until
 from queuelog_client import Client, JobContext, Worker
+from queuelog_client.reporter import Reporter
 from test_worker import Running
 
 pytestmark = pytest.mark.slow
@@ -126,3 +127,22 @@ def test_ctx_parents_holds_what_the_steps_before_returned(fresh_server: Server) 
     assert seen["parents"] == [
         {"id": parent.id, "type": "email.send", "status": "completed", "result": {"rows": 7}}
     ]
+
+
+def test_an_outcome_refused_for_its_lines_alone_lands_without_them(fresh_server: Server) -> None:
+    """The server refuses the request (a line over 2 KiB, which ``ctx.log`` would have cut):
+    the outcome goes again without its lines and completes the job."""
+    with fresh_server.client("producer") as producer, fresh_server.client("worker") as client:
+        job = producer.enqueue("email.send")
+        (claimed,) = client.claim(max_jobs=1)
+        reporter = Reporter(client)
+        held = reporter.hold(claimed)
+        bad = {"id": job.id, "attempt": claimed.attempt, "outcome": "completed"}
+        reporter.finished(held, bad | {"result": {"ok": 1}, "logs": ["x" * 3000]})
+        reporter.start()
+        try:
+            wait_until(lambda: producer.get(job.id).status != "running", 20, "the outcome")
+        finally:
+            reporter.close(time.monotonic() + 5)
+        assert producer.get(job.id).status == "completed"
+        assert producer.get(job.id).result == {"ok": 1}
