@@ -2,8 +2,9 @@
 
 A producer enqueues jobs at a steady rate (``BENCH_LOGS_RATE`` jobs a second, default 200, one
 batch every tenth of a second) and ``queuelog_client.Worker`` (8 slots) runs them; in one run
-each handler writes 10 lines with ``ctx.log`` (sent before its outcome: one
-``POST /jobs/{id}/logs`` per job of these short jobs), in the other none. The figure is the
+each handler writes 10 lines with ``ctx.log`` (carried by each job's outcome item: these
+short jobs send no ``POST /jobs/{id}/logs``, and the figure counts any that is sent), in the
+other none. The figure is the
 server's CPU time per job (user + system of gunicorn's master and its 2 workers, from
 ``/proc``), the median of the rounds, with and without logs, and their ratio (goal: at most
 1.2). The runs alternate, so a load change on the shared machine hits both.

@@ -76,8 +76,8 @@ class JobContext:
 
     def log(self, text: str) -> None:
         """Append ``text`` to this attempt's log, one line per line of it (admins read it on
-        the job page). Never waits for the network: the lines are sent with the next heartbeat
-        round (within about a second) and before the outcome. Lines are cut at 2 KiB."""
+        the job page). Never waits for the network: the lines ride on the job's next heartbeat
+        (within about a second) or on its outcome. Lines are cut at 2 KiB."""
         lines = str(text).splitlines() or [""]
         with self._lock:
             self._lines.extend(_cut(line) for line in lines)
@@ -86,6 +86,11 @@ class JobContext:
         """Up to ``limit`` of the oldest unsent lines (for the sender)."""
         with self._lock:
             return [self._lines.popleft() for _ in range(min(limit, len(self._lines)))]
+
+    def unsent_logs(self) -> int:
+        """How many lines wait to be sent."""
+        with self._lock:
+            return len(self._lines)
 
     def restore_logs(self, lines: list[str]) -> None:
         """Put back lines whose request failed, before any logged since."""

@@ -183,7 +183,6 @@ class Worker:
             try:
                 with job_context(held.job.trace):  # spans continue the enqueue's trace
                     outcome = run_handler(handler, held.ctx)
-                self.reporter.flush_logs(held)
                 self.reporter.finished(held, outcome)
             finally:  # even if the handler raised SystemExit, the slot is free again
                 self._slot_done()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from conftest import Server, wait_until
 from queuelog_client import Client, JobContext, Worker
+from queuelog_client.reporter import Reporter
 from test_worker import Running
 
 pytestmark = pytest.mark.slow
@@ -53,6 +54,29 @@ def test_log_lines_go_in_batches_while_the_handler_runs_and_before_its_outcome(
             go_on.set()
             running.stop()
     assert texts == ["first line", "second line", *(f"row {n}" for n in range(250))]
+
+
+def test_short_jobs_lines_ride_on_their_outcomes_not_requests_of_their_own(
+    fresh_server: Server,
+) -> None:
+    def handler(ctx: JobContext) -> None:
+        for n in range(10):
+            ctx.log(f"job {ctx.id} line {n}")
+
+    with fresh_server.client("producer") as producer, fresh_server.client("worker") as client:
+        jobs = [producer.enqueue("email.send") for _ in range(20)]
+        before = fresh_server.requests()[LOGS_ROUTE]
+        running = Running(Worker(client, {"email.send": handler}, concurrency=4))
+        try:
+            done = {"completed"}
+            wait_until(lambda: {producer.get(j.id).status for j in jobs} == done, 30, "the jobs")
+        finally:
+            running.stop()
+        appends = fresh_server.requests()[LOGS_ROUTE] - before
+    with fresh_server.client("admin") as admin:
+        for job in jobs:
+            assert _texts(admin, job.id) == [f"job {job.id} line {n}" for n in range(10)]
+    assert appends == 0
 
 
 def test_ctx_log_never_waits_for_the_server(fresh_server: Server) -> None:
@@ -103,3 +127,22 @@ def test_ctx_parents_holds_what_the_steps_before_returned(fresh_server: Server) 
     assert seen["parents"] == [
         {"id": parent.id, "type": "email.send", "status": "completed", "result": {"rows": 7}}
     ]
+
+
+def test_an_outcome_refused_for_its_lines_alone_lands_without_them(fresh_server: Server) -> None:
+    """The server refuses the request (a line over 2 KiB, which ``ctx.log`` would have cut):
+    the outcome goes again without its lines and completes the job."""
+    with fresh_server.client("producer") as producer, fresh_server.client("worker") as client:
+        job = producer.enqueue("email.send")
+        (claimed,) = client.claim(max_jobs=1)
+        reporter = Reporter(client)
+        held = reporter.hold(claimed)
+        bad = {"id": job.id, "attempt": claimed.attempt, "outcome": "completed"}
+        reporter.finished(held, bad | {"result": {"ok": 1}, "logs": ["x" * 3000]})
+        reporter.start()
+        try:
+            wait_until(lambda: producer.get(job.id).status != "running", 20, "the outcome")
+        finally:
+            reporter.close(time.monotonic() + 5)
+        assert producer.get(job.id).status == "completed"
+        assert producer.get(job.id).result == {"ok": 1}

@@ -43,6 +43,11 @@ def held_job(producer: Api, worker: Api) -> dict[str, Any]:
     return held
 
 
+def batch(tag: str) -> list[str]:
+    """100 lines of 2,048 bytes (200 KiB), numbered after ``tag``."""
+    return [f"{tag}{n:03d}".ljust(2048, ".") for n in range(100)]
+
+
 def texts(admin: Api, job_id: int) -> dict[int, list[str]]:
     answer = admin.get(f"/jobs/{job_id}/logs")
     assert answer.status_code == 200, answer.get_json()
@@ -123,10 +128,6 @@ def test_past_the_cap_the_oldest_lines_go_and_a_marker_counts_them(
     app: Flask, producer: Api, worker: Api, admin: Api
 ) -> None:
     held = held_job(producer, worker)
-
-    def batch(tag: str) -> list[str]:  # 100 lines of 2,048 bytes: 200 KiB
-        return [f"{tag}{n:03d}".ljust(2048, ".") for n in range(100)]
-
     assert log(worker, held, batch("a")).get_json() == {"accepted": 100, "dropped": 0}
     # 400 KiB asked for: 72 of the first lines make room for the second 200 KiB.
     assert log(worker, held, batch("b")).get_json() == {"accepted": 100, "dropped": 72}

@@ -42,17 +42,30 @@ LogText = Annotated[
 ]
 
 
-_LINES_RULE = f"must be a list of 1 to {MAX_LINES} strings"
+def _lines_rule(rule: str) -> Callable[[Any, Callable[[Any], Any]], Any]:
+    """A list's own failures say ``rule``; a line's keep their place (``lines[3]``)."""
+
+    def validate(value: Any, handler: Callable[[Any], Any]) -> Any:
+        try:
+            return handler(value)
+        except ValidationError as exc:
+            if all(error["loc"] for error in exc.errors()):
+                raise
+            raise refuse(rule) from None
+
+    return validate
 
 
-def _lines_rule(value: Any, handler: Callable[[Any], Any]) -> Any:
-    """The list's own failures say its rule; a line's keep their place (``lines[3]``)."""
-    try:
-        return handler(value)
-    except ValidationError as exc:
-        if all(error["loc"] for error in exc.errors()):
-            raise
-        raise refuse(_LINES_RULE) from None
+CarriedLines = Annotated[
+    list[LogText],
+    Field(
+        max_length=MAX_LINES,
+        description=f"Up to {MAX_LINES} lines for the log of the item's attempt, as "
+        "`POST /jobs/{id}/logs` takes them; stored with the item in its transaction, and only "
+        "when the item lands (a refused item stores none).",
+    ),
+    WrapValidator(_lines_rule(f"must be a list of at most {MAX_LINES} strings")),
+]
 
 
 class LogsBody(RequestModel):
@@ -69,7 +82,7 @@ class LogsBody(RequestModel):
             f"{MAX_ATTEMPT_BYTES // 1024} KiB: past it the oldest lines are dropped, and a "
             "marker line says how many.",
         ),
-        WrapValidator(_lines_rule),
+        WrapValidator(_lines_rule(f"must be a list of 1 to {MAX_LINES} strings")),
     ]
 
 

@@ -3,13 +3,21 @@ cap, the oldest rows dropped or cut when the cap is passed, and a job's logs rea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import NamedTuple
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, delete, func, select, tuple_, update
 
+from app.queue.sql import dialects
+from app.queue.sql import rows as rows_sql
+from app.queue.sql.dialects import Dialect
+from app.queue.sql.items import Columns, Kind, parameter
+from app.queue.sql.prepared import Prepared
 from app.storage.schema_logs import job_logs
+
+Key = tuple[int, int]  # (job id, attempt)
 
 
 class LogRow(NamedTuple):
@@ -24,27 +32,50 @@ class LogRow(NamedTuple):
     dropped: int
 
 
-def attempt_size(conn: Connection, job_id: int, attempt: int) -> int:
-    """The UTF-8 size of the lines an attempt of a job keeps (one range of the index)."""
-    query = select(func.coalesce(func.sum(job_logs.c.size), 0)).where(
-        job_logs.c.job_id == job_id, job_logs.c.attempt == attempt
+class NewRow(NamedTuple):
+    """One request's (or item's) lines to store: a JSON array of ``size`` bytes of text."""
+
+    job_id: int
+    attempt: int
+    at: datetime
+    lines: str
+    size: int
+    dropped: int
+
+
+def attempt_sizes(conn: Connection, attempts: Collection[tuple[int, int]]) -> dict[Key, int]:
+    """The UTF-8 size of the lines each attempt (``(job id, attempt)``) keeps; an attempt
+    without lines is absent (one range of the index each)."""
+    pair = tuple_(job_logs.c.job_id, job_logs.c.attempt)
+    query = (
+        select(job_logs.c.job_id, job_logs.c.attempt, func.sum(job_logs.c.size))
+        .where(pair.in_(sorted(attempts)))
+        .group_by(job_logs.c.job_id, job_logs.c.attempt)
     )
-    return int(conn.execute(query).scalar_one())
+    return {(job_id, attempt): int(size) for job_id, attempt, size in conn.execute(query)}
 
 
-def append(
-    conn: Connection,
-    job_id: int,
-    attempt: int,
-    *,
-    at: datetime,
-    lines: str,
-    size: int,
-    dropped: int,
-) -> None:
-    """Store one request's lines (a JSON array of ``size`` bytes of text)."""
-    row = {"attempt": attempt, "at": at, "lines": lines, "size": size, "dropped": dropped}
-    conn.execute(insert(job_logs).values(job_id=job_id, **row))
+_NEW_ROW: Columns = (
+    ("job_id", Kind.BIGINT),
+    ("attempt", Kind.INTEGER),
+    ("at", Kind.TIMESTAMP),
+    ("lines", Kind.TEXT),
+    ("size", Kind.INTEGER),
+    ("dropped", Kind.INTEGER),
+)
+
+
+@lru_cache(maxsize=4)
+def _insert(dialect: Dialect) -> Prepared:
+    return Prepared(rows_sql.insert_rows(dialect, job_logs, _NEW_ROW))
+
+
+def append(conn: Connection, rows: Sequence[NewRow]) -> None:
+    """Store each row: one INSERT for all of them, the same statement whatever their number
+    (their values as one JSON parameter), none for no rows."""
+    if rows:
+        items = parameter(_NEW_ROW, [row._asdict() for row in rows])
+        _insert(dialects.of(conn)).run(conn, {"items": items})
 
 
 def rows(conn: Connection, job_id: int, attempt: int | None = None) -> list[LogRow]:

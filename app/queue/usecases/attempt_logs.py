@@ -12,15 +12,16 @@ import orjson
 from sqlalchemy import Connection
 
 from app.queue.rules.policy import Action, holds, require, role_allows
-from app.queue.rules.sanitize import sanitize_error
+from app.queue.rules.sanitize import sanitize_lines
 from app.queue.rules.visibility import visibility
 from app.queue.sql import batches as batches_sql
 from app.queue.sql import logs as logs_sql
 from app.queue.usecases.finishing import refusal
 from app.queue.vocabulary.actors import Actor
-from app.queue.vocabulary.errors import NotFound
+from app.queue.vocabulary.errors import NotFound, QueueError
+from app.queue.vocabulary.jobs import Beat, Job, Outcome
 
-MAX_LINES = 100  # lines per request
+MAX_LINES = 100  # lines per request (per item of a finish or heartbeat)
 MAX_LINE_BYTES = 2048  # UTF-8 bytes per line
 MAX_ATTEMPT_BYTES = 256 * 1024  # UTF-8 bytes an attempt keeps; older lines are dropped past it
 
@@ -70,15 +71,53 @@ def append(
     if job is None or not holds(actor, job, attempt):
         found = batches_sql.jobs_by_ids(conn, {job_id}, visibility(actor))
         raise refusal(actor, job_id, attempt, found)
-    clean = [sanitize_error(line, MAX_LINE_BYTES) for line in lines]
-    size = sum(len(line.encode()) for line in clean)
-    kept = logs_sql.attempt_size(conn, job_id, attempt)
-    dropped = carried = 0
-    if kept + size > MAX_ATTEMPT_BYTES:
-        dropped, carried = _make_room(conn, job_id, attempt, kept + size - MAX_ATTEMPT_BYTES)
-    text = orjson.dumps(clean).decode()
-    logs_sql.append(conn, job_id, attempt, at=now, lines=text, size=size, dropped=carried)
-    return Appended(len(clean), dropped)
+    (appended,) = _store(conn, [(job_id, attempt, lines)], now)
+    return appended
+
+
+def carry(
+    conn: Connection,
+    reports: Sequence[tuple[Outcome | Beat, Job | QueueError]],
+    *,
+    now: datetime,
+) -> None:
+    """Store the lines carried by each report that landed (its answer is the job, not a
+    refusal) in the attempt it named: one read of the attempts' sizes and one insert for all
+    of them, nothing when no report carries lines."""
+    entries = [
+        (job.id, job.attempts if item.attempt is None else item.attempt, item.logs)
+        for item, job in reports
+        if item.logs and isinstance(job, Job)
+    ]
+    if entries:
+        _store(conn, entries, now)
+
+
+def _store(
+    conn: Connection, entries: Sequence[tuple[int, int, Sequence[str]]], now: datetime
+) -> list[Appended]:
+    """Append each entry's lines (``(job id, attempt, lines)``, the caller holding each),
+    sanitized, within each attempt's cap: a row per entry, inserted at once."""
+    kept = logs_sql.attempt_sizes(conn, {(job_id, attempt) for job_id, attempt, _ in entries})
+    rows: list[logs_sql.NewRow] = []
+    appended: list[Appended] = []
+    for job_id, attempt, lines in entries:
+        clean = sanitize_lines(lines, MAX_LINE_BYTES)
+        size = sum(len(line.encode()) for line in clean)
+        before = kept.get((job_id, attempt), 0)
+        dropped = carried = 0
+        if before + size > MAX_ATTEMPT_BYTES:
+            logs_sql.append(conn, rows)  # the cut reads the attempt's rows: these first
+            rows.clear()
+            excess = before + size - MAX_ATTEMPT_BYTES
+            dropped, carried = _make_room(conn, job_id, attempt, excess)
+            before = logs_sql.attempt_sizes(conn, {(job_id, attempt)}).get((job_id, attempt), 0)
+        kept[(job_id, attempt)] = before + size
+        text = orjson.dumps(clean).decode()
+        rows.append(logs_sql.NewRow(job_id, attempt, now, text, size, carried))
+        appended.append(Appended(len(clean), dropped))
+    logs_sql.append(conn, rows)
+    return appended
 
 
 def _make_room(conn: Connection, job_id: int, attempt: int, excess: int) -> tuple[int, int]:

@@ -169,6 +169,7 @@ class Outcome:
     error: str | None = None
     retry_in: float | None = None
     retryable: bool | None = None
+    logs: tuple[str, ...] = ()  # attempt-log lines carried with the report, stored if it lands
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,7 @@ class Beat:
     attempt: int | None  # None: whichever attempt the caller holds (the single routes)
     progress: int | None = None
     message: str | None = None
+    logs: tuple[str, ...] = ()  # attempt-log lines carried with the beat, stored if it lands
 
 
 @dataclass(frozen=True)

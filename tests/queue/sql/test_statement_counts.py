@@ -53,9 +53,13 @@ def _statements(app: Flask, call: Callable[[], Any]) -> int:
     return len(sent)
 
 
-def _steps(app: Flask, producer: Api, worker: Api, n: int) -> dict[str, int]:
+def _steps(
+    app: Flask, producer: Api, worker: Api, n: int, logs: list[str] | None = None
+) -> dict[str, int]:
     """Statements of each batch step for ``n`` jobs: enqueue, claim, heartbeat, finish (half
-    completed, half failed with a retry left)."""
+    completed, half failed with a retry left); with ``logs``, every heartbeat and outcome
+    carries those lines."""
+    carried = {} if logs is None else {"logs": logs}
     items = [{"type": "email.send", "payload": {"i": i}} for i in range(n)]
     steps: dict[str, int] = {}
     answers: dict[str, Any] = {}
@@ -71,12 +75,16 @@ def _steps(app: Flask, producer: Api, worker: Api, n: int) -> dict[str, int]:
     steps["claim"] = _statements(app, claim)
     claimed = answers["claim"].get_json()["jobs"]
     assert len(claimed) == n
-    beats = [{"id": job["id"], "attempt": job["attempt"], "progress": 50} for job in claimed]
+    beats = [
+        {"id": job["id"], "attempt": job["attempt"], "progress": 50} | carried for job in claimed
+    ]
     steps["heartbeat"] = _statements(app, lambda: worker.post("/jobs/heartbeat", {"jobs": beats}))
     results = [
         {"id": job["id"], "attempt": job["attempt"], "outcome": "completed", "result": {"ok": 1}}
+        | carried
         if i % 2 == 0
         else {"id": job["id"], "attempt": job["attempt"], "outcome": "failed", "error": "boom"}
+        | carried
         for i, job in enumerate(claimed)
     ]
     finished: dict[str, Any] = {}
@@ -95,6 +103,19 @@ def test_statements_per_batch_step_do_not_grow_with_its_size(
     # One job takes one edge of a finish where many take two (completed, retried): no more.
     assert all(counts[1][step] <= counts[10][step] for step in counts[1]), counts
     assert counts[10] == counts[50] == counts[100], counts
+
+
+def test_carried_log_lines_cost_two_statements_per_request_whatever_its_size(
+    app: Flask, producer: Api, worker: Api, backend: str
+) -> None:
+    """Lines on heartbeat and finish items: one read of the attempts' sizes and one insert for
+    the whole request; a request without lines runs what it ran before."""
+    lines = [f"line {i}" for i in range(10)]
+    _steps(app, producer, worker, 2), _steps(app, producer, worker, 2, lines)  # caches filled
+    for n in (1, 10, 50):
+        plain, carrying = _steps(app, producer, worker, n), _steps(app, producer, worker, n, lines)
+        assert carrying["heartbeat"] == plain["heartbeat"] + 2, (n, plain, carrying)
+        assert carrying["finish"] == plain["finish"] + 2, (n, plain, carrying)
 
 
 def _items_each_on_their_own(n: int) -> list[dict[str, Any]]:
