@@ -21,7 +21,8 @@ from flask import Flask
 from app.infra.secretbox import SecretBox
 from app.queue.rules.retention import Retention
 from app.queue.rules.type_limits import FLOW_KEYS, config_limits
-from app.storage import databases, payload_indexes
+from app.storage import databases
+from app.storage.databases import payload_indexes
 
 DEFAULTS: dict[str, Any] = {
     # Signs session cookies and CSRF tokens. Production refuses to start without a strong one.

@@ -11,11 +11,11 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.storage import payload_indexes
+from app.storage.databases import payload_indexes
 
 if TYPE_CHECKING:
     from alembic.config import Config
-    from sqlalchemy import Connection, Engine
+    from sqlalchemy import Engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "0026"  # the newest migration: bump it with each new one
@@ -39,32 +39,4 @@ def upgrade(engine: Engine, revision: str = "head", *, payload_keys: Collection[
     with engine.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
-        index_payload_keys(conn, payload_keys)
-
-
-def index_payload_keys(conn: Connection, keys: Collection[str]) -> tuple[list[str], list[str]]:
-    """Create the index of each of ``keys`` that lacks one and drop those of keys no longer
-    named; the names created and dropped. Safe when several processes migrate at once: they
-    take turns (SQLite's transactions begin by taking the write lock; on PostgreSQL an advisory
-    lock), and each sees what the one before it did."""
-    if conn.dialect.name == "sqlite":
-        listed, create = _SQLITE_INDEXES, payload_indexes.sqlite_create_sql
-    else:
-        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_INDEXING_LOCK})")
-        listed, create = _POSTGRESQL_INDEXES, payload_indexes.postgresql_create_sql
-    present = {
-        row[0] for row in conn.exec_driver_sql(listed) if row[0].startswith(payload_indexes.PREFIX)
-    }
-    wanted = {payload_indexes.index_name(key): key for key in keys}
-    dropped = sorted(present - set(wanted))
-    for name in dropped:
-        conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
-    created = sorted(name for name in wanted if name not in present)
-    for name in created:
-        conn.exec_driver_sql(create(wanted[name]))
-    return created, dropped
-
-
-_SQLITE_INDEXES = "SELECT name FROM sqlite_master WHERE type = 'index'"
-_POSTGRESQL_INDEXES = "SELECT indexname FROM pg_indexes WHERE tablename = 'jobs'"
-_INDEXING_LOCK = 0x7051_5345_4152  # any constant no other lock of the app takes
+        payload_indexes.match(conn, payload_keys)

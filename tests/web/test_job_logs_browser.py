@@ -25,9 +25,13 @@ def _logged_job(people: dict[str, Any]) -> dict[str, Any]:
     """A running job whose attempt logged a few lines, one of them long and one hostile."""
     worker = people["worker_api"]
     job = people["producer_api"].enqueue(payload={"rows": 3})
-    # The site is shared: claim until this job comes (others' leftovers are let go).
+    # The site is shared: claim until this job comes, then let go of others' leftovers (let go
+    # at once, the oldest of them would be claimed again and again).
+    leftovers = []
     while (held := worker.claim()) is not None and held["id"] != job["id"]:
-        worker.post(f"/jobs/{held['id']}/release", {"attempt": held["attempt"]})
+        leftovers.append(held)
+    for other in leftovers:
+        worker.post(f"/jobs/{other['id']}/release", {"attempt": other["attempt"]})
     assert held is not None
     lines = ["connecting", HOSTILE, "row " + "x" * 400, "done: 3 rows"]
     body = {"attempt": held["attempt"], "lines": lines}

@@ -13,11 +13,12 @@ from app.queue.contract.request_model import refuse, settings_of
 from app.queue.contract.strictjson import MalformedJSON, decode_json, json_value_problem
 
 MAX_SEARCH_BYTES = 1024
-# SQLite compares integers as 64-bit: a wider one could not be matched exactly there.
+# Integers are compared as 64-bit by one of the engines: a wider one could not be matched exactly.
 _INT_RANGE = range(-(2**63), 2**63)
 _DESCRIPTION = (
-    "Jobs whose payload contains this JSON object (PostgreSQL's `@>`: every key present with an "
-    "equal value, recursively for objects; an array contains the listed elements). At most "
+    "Jobs whose payload contains this JSON object (containment, as jsonb's `@>`: every key "
+    "present with an equal value, recursively for objects; an array contains the listed "
+    "elements). At most "
     f"{MAX_SEARCH_BYTES} bytes, integers within 64 bits. Keys named in PAYLOAD_SEARCH_KEYS are "
     "indexed; any other key is read from every job the other filters leave."
 )

@@ -21,7 +21,7 @@ from app.infra import db
 from app.queue.usecases import listing
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.jobs import JobFilters
-from app.storage import migrate, payload_indexes
+from app.storage.databases import payload_indexes
 from tests.backends import every_backend  # noqa: F401 (both engines)
 from tests.builders import make_user
 from tests.conftest import TEST_SECRETS_KEY
@@ -40,7 +40,7 @@ def app_config() -> dict[str, Any]:
 def _fill(app: Flask, owner: Actor) -> None:
     """Jobs of many customers, then the statistics that know them."""
     with app.app_context(), db.transaction() as conn:
-        migrate.index_payload_keys(conn, KEYS)
+        payload_indexes.match(conn, KEYS)
         conn.execute(
             text(
                 "INSERT INTO jobs (type, payload, priority, max_retries, created_by, run_at, "
@@ -103,13 +103,13 @@ def test_a_search_on_a_configured_key_reads_its_index(
 
 def test_the_migration_step_makes_the_indexes_the_setting_names(app: Flask, backend: str) -> None:
     with app.app_context(), db.transaction() as conn:
-        created, dropped = migrate.index_payload_keys(conn, ["customer", "region"])
+        created, dropped = payload_indexes.match(conn, ["customer", "region"])
         assert (created, dropped) == (
             sorted(payload_indexes.index_name(k) for k in ["customer", "region"]),
             [],
         )
-        assert migrate.index_payload_keys(conn, ["customer", "region"]) == ([], [])
-        created, dropped = migrate.index_payload_keys(conn, ["customer", "order"])
+        assert payload_indexes.match(conn, ["customer", "region"]) == ([], [])
+        created, dropped = payload_indexes.match(conn, ["customer", "order"])
         assert created == [payload_indexes.index_name("order")]
         assert dropped == [payload_indexes.index_name("region")]
         listed = (

@@ -36,7 +36,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from app.queue.sql.dialects import Dialect
 from app.queue.sql.items import Columns, Kind
 from app.queue.sql.payload_search import PayloadContains
-from app.storage.payload_indexes import key_literal, path_safe
+from app.storage.databases.payload_indexes import key_literal, path_safe
 
 _SQL_TYPES = {Kind.BIGINT: BigInteger(), Kind.INTEGER: Integer()}
 _LOCK = text("SELECT pg_advisory_xact_lock(:key)")
@@ -113,7 +113,7 @@ class PostgreSQLDialect(Dialect):
 def _payload_contains(element: PayloadContains, compiler: SQLCompiler, **kw: Any) -> str:
     """``payload @> needle`` on jsonb, behind a prefilter ``payload -> 'key' = value`` per
     top-level string or number: the expression the indexes of PAYLOAD_SEARCH_KEYS keep
-    (``app.storage.payload_indexes``). jsonb compares numbers by value, as ``@>`` does."""
+    (``app.storage.databases.payload_indexes``). jsonb compares numbers by value, as ``@>`` does."""
     document = element.document
     prefilter = [
         document.op("->")(literal_column(key_literal(key)))

@@ -3,7 +3,8 @@ becomes SQL: every key looked up with ``json_each`` (whose keys and strings arri
 any key works: dots, quotes, ``$``, escapes), each value compared with its JSON type, objects
 recursively, each element of an array found among the document's. In front of that exact check,
 a prefilter ``json_extract(payload, '$."key"') = value`` per top-level string or number: the
-expression of ``app.storage.payload_indexes``, so the indexes of PAYLOAD_SEARCH_KEYS serve it."""
+expression of ``app.storage.databases.payload_indexes``, so the indexes of PAYLOAD_SEARCH_KEYS
+serve it."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from app.queue.sql.payload_search import PayloadContains
-from app.storage.payload_indexes import path_literal, path_safe
+from app.storage.databases.payload_indexes import path_literal, path_safe
 
 _NUMBERS: tuple[ColumnElement[str], ...] = (
     literal_column("'integer'"),
