@@ -4,61 +4,22 @@ from __future__ import annotations
 
 import math
 import time
-import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+from queuelog_client.bodies import claim_body, enqueue_body, enqueue_item
 from queuelog_client.coalescing import Coalescer, send_one
-from queuelog_client.models import Event, Job, JobType, Schedule, format_time
+from queuelog_client.models import Event, Job, JobType, Schedule
 from queuelog_client.tracing import outgoing_headers
 from queuelog_client.transport import Transport, retry_after
 
-ENQUEUE_OPTIONS = frozenset(
-    {
-        "priority",
-        "max_retries",
-        "idempotency_key",
-        "run_at",
-        "delay_seconds",
-        "unique_key",
-        "unique_for",
-        "secrets",
-        "depends_on",
-        "on_dependency_failure",
-        "group",
-    }
-)
 FINISHED = frozenset({"completed", "failed", "cancelled"})
 MAX_WAIT = 30  # seconds one GET /jobs/{id}?wait_seconds= may wait
 SCHEDULE_OPTIONS = frozenset({"timezone", "priority", "enabled", "catch_up"})
 BATCH_SIZE = 1000  # the server's default MAX_BATCH
 LONG_POLL_MARGIN = 10.0  # seconds a long-poll request may take beyond its wait
-
-
-def new_idempotency_key() -> str:
-    """A random idempotency key, so that resending an enqueue can never create a second job."""
-    return f"auto-{uuid.uuid4().hex}"
-
-
-def enqueue_body(item: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``POST /jobs`` body from ``item``: ``run_at`` formatted, an idempotency key ensured."""
-    body = dict(item)
-    if isinstance(body.get("run_at"), datetime):
-        body["run_at"] = format_time(body["run_at"])
-    if body.get("idempotency_key") is None:
-        body["idempotency_key"] = new_idempotency_key()
-    return body
-
-
-def enqueue_item(job_type: str, payload: dict[str, Any] | None, options: Any) -> dict[str, Any]:
-    """A ``POST /jobs`` item from ``enqueue``'s arguments; unknown options raise TypeError."""
-    unknown = set(options) - ENQUEUE_OPTIONS
-    if unknown:
-        raise TypeError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
-    return {"type": job_type, "payload": payload or {}, **options}
 
 
 @dataclass(frozen=True)
@@ -70,18 +31,6 @@ class Finished:
     results: list[dict[str, Any]]
     jobs: list[Job]
     retry_after: float | None = None
-
-
-def claim_body(
-    max_jobs: int, types: list[str] | None, wait_seconds: float, lease_seconds: int | None
-) -> dict[str, Any]:
-    """The fields of a claim (``POST /jobs/claim`` with ``max_jobs``, or a finish's ``claim``)."""
-    body: dict[str, Any] = {"max_jobs": max_jobs, "wait_seconds": wait_seconds}
-    if types is not None:
-        body["types"] = types
-    if lease_seconds is not None:
-        body["lease_seconds"] = lease_seconds
-    return body
 
 
 class _Keep:

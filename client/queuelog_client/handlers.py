@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from queuelog_client.bodies import enqueue_item
 from queuelog_client.models import Job
 
 MAX_ERROR_CHARS = 4000  # the server keeps 4 KiB of an error; no point sending megabytes
@@ -101,8 +102,6 @@ class JobContext:
         """Enqueue a child of this job now (options as for ``Client.enqueue``): it belongs to
         the job's producer and carries ``parent_id``. Refused once the job is no longer this
         worker's (``Conflict``)."""
-        from queuelog_client.client import enqueue_item  # the client imports this module
-
         if self._spawner is None:
             raise RuntimeError("this context was made without a client: it cannot spawn")
         (child,) = self._spawner([enqueue_item(type, payload, options)])
