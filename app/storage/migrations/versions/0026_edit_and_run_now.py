@@ -19,11 +19,12 @@ at its new one. The type and owner still never change.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 from alembic import op
+
+from app.storage.migrations.earlier import migration
 
 revision = "0026"
 down_revision = "0025"
@@ -45,15 +46,6 @@ _NEW_GUARD = (
     "the type and owner of a job never change, and its priority only as an admin retries it "
     "(job counts rely on it)",
 )
-
-
-def _migration(name: str) -> Any:
-    path = Path(__file__).with_name(name)
-    spec = importlib.util.spec_from_file_location(f"queuelog_migration_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _repriced(shard: str, flag: Any) -> str:
@@ -129,7 +121,7 @@ def _triggers(guard: tuple[str, str], repriced: bool) -> None:
 
 
 def upgrade() -> None:
-    kinds = _migration("0014_retention_run_limits.py")
+    kinds = migration("0014_retention_run_limits.py")
     kinds._check_kinds((*kinds.NEW_KINDS, *NEW_KINDS))
     _triggers(_NEW_GUARD, repriced=True)
 
@@ -139,5 +131,5 @@ def downgrade() -> None:
     _triggers(_OLD_GUARD, repriced=False)
     listed = ", ".join(f"'{kind}'" for kind in NEW_KINDS)
     op.execute(f"DELETE FROM job_events WHERE kind IN ({listed})")
-    kinds = _migration("0014_retention_run_limits.py")
+    kinds = migration("0014_retention_run_limits.py")
     kinds._check_kinds(kinds.NEW_KINDS)
