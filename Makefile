@@ -40,7 +40,7 @@ serve: $(STAMP)-run
 	$(BIN)/python serve.py
 
 test: $(STAMP)-test
-	$(BIN)/python -m pytest -n 2 --durations=15
+	$(BIN)/python -m pytest -n 4 --dist worksteal --durations=15
 
 bench: $(STAMP)-bench
 	$(BIN)/python -m bench $(SECTION)

@@ -22,6 +22,7 @@ from app.infra.secretbox import SecretBox
 from app.queue.rules.retention import Retention
 from app.queue.rules.type_limits import FLOW_KEYS, config_limits
 from app.storage import databases
+from app.storage.databases import payload_indexes
 
 DEFAULTS: dict[str, Any] = {
     # Signs session cookies and CSRF tokens. Production refuses to start without a strong one.
@@ -63,6 +64,12 @@ DEFAULTS: dict[str, Any] = {
     "MAX_JSON_DEPTH": 32,
     # Sanitized error texts are capped at this many bytes (after redaction).
     "MAX_ERROR_BYTES": 4_096,
+    # Top-level payload keys that payload searches (GET /jobs?payload=...) find through an
+    # index: an expression index per key (each costs every write of a job one index entry),
+    # made and dropped by `flask db upgrade` to match this list (run it after changing the
+    # list). A search without a string or number for one of them reads every job the other
+    # filters leave. Printable ASCII without quotes or backslashes, e.g. ["customer_id"].
+    "PAYLOAD_SEARCH_KEYS": [],
     # Priority cap of a new producer when none is given.
     "DEFAULT_MAX_PRIORITY": "medium",
     # SQLite durability: FULL survives power loss; NORMAL (WAL) may lose the last commits on
@@ -245,6 +252,19 @@ def _check_limits(config: Any) -> None:
         Retention.from_config(config.get("RETENTION"), config.get("AUDIT_RETENTION"))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    _check_payload_keys(config["PAYLOAD_SEARCH_KEYS"])
+
+
+def _check_payload_keys(keys: Any) -> None:
+    """A list of keys an index can name (a JSON path quotes them; SQL holds the path)."""
+    if not isinstance(keys, list) or not all(
+        isinstance(key, str) and payload_indexes.path_safe(key) for key in keys
+    ):
+        raise ConfigError(
+            "PAYLOAD_SEARCH_KEYS must be a list of top-level payload keys of 1-"
+            f"{payload_indexes.MAX_KEY_LENGTH} printable ASCII characters without quotes or "
+            'backslashes, e.g. ["customer_id"]'
+        )
 
 
 TYPE_SETTING_KEYS = ("lease_seconds", "backoff_base_seconds", "backoff_cap_seconds", *FLOW_KEYS)

@@ -44,6 +44,7 @@ from app.storage.databases import sqlite
 from app.storage.schema import jobs
 from bench import (
     SECRET,
+    attempt_logs,
     e2e,
     http_calls,
     partitions,
@@ -349,6 +350,7 @@ SECTIONS = {
     "workflow": workflow.run,
     "partitions": partitions.run,
     "sanitize": sanitize.run,
+    "logs": attempt_logs.run,
 }
 
 

@@ -1,5 +1,7 @@
 """Every page and list of every role at 10,000 and 1,000,000 jobs, through gunicorn, on SQLite
-and (when its server binaries are installed) PostgreSQL.
+and (when its server binaries are installed) PostgreSQL; the lists also with a payload search
+for the customer of a job the role sees (a key of PAYLOAD_SEARCH_KEYS), alone and with the
+pending status.
 
 The queue is loaded as ``bench.scale_load`` describes, then each page, list (with filters and
 paging), job page, /metrics scrape and the claim is requested ``SAMPLES`` times, each size in
@@ -22,6 +24,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 from flask import Flask
@@ -148,6 +151,7 @@ def targets(app: Flask, size: int) -> dict[str, dict[str, str]]:
                 "waiting": str(waiting),
                 "done": str(first("completed")),
                 "cursor": encode_cursor("before", size // 2),
+                "customer": quote(json.dumps({load.SEARCH_KEY: waiting % load.CUSTOMERS})),
             }
     return found
 
@@ -165,6 +169,8 @@ def probes(port: int, tokens: dict[str, str], ids: dict[str, dict[str, str]]) ->
             "": "", "?status=failed": "?status=failed", "?status=running": "?status=running",
             "?type=report.build": "?type=report.build", "?priority=high": "?priority=high",
             "?q=<done>": f"?q={mine['done']}", "?cursor=<middle>": f"?cursor={mine['cursor']}",
+            "?payload=<customer>": f"?payload={mine['customer']}",
+            "?status=pending&payload=<customer>": f"?status=pending&payload={mine['customer']}",
         }  # fmt: skip
         add(f"{role} /ui/", page, "GET", "/ui/")
         for label, query in filters.items():
@@ -204,7 +210,8 @@ class Loaded:
 
 def load_queue(backend: str, url: str, size: int) -> Loaded:
     """Load ``size`` jobs into the empty database at ``url`` and upgrade it."""
-    app = create_app({"SECRET_KEY": SECRET, "DATABASE_URL": url})
+    config = {"SECRET_KEY": SECRET, "DATABASE_URL": url, "PAYLOAD_SEARCH_KEYS": [load.SEARCH_KEY]}
+    app = create_app(config)
     ids = load.prepare(app)
     started = time.perf_counter()
     if backend == "sqlite":

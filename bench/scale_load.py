@@ -33,6 +33,10 @@ TYPES = ("email.send", "report.build", "webhook.deliver")
 # status, share of all jobs; one pending job in nine is back after a failed attempt
 MIX = (("completed", 70), ("failed", 10), ("pending", 18), ("running", 2))
 SPAN_SECONDS = 172_800  # the jobs were created over the last two days
+# Each job is for one of this many customers (PAYLOAD_SEARCH_KEYS names the key): at a million
+# jobs a customer has 20, so a payload search for one matches few jobs.
+CUSTOMERS = 50_000
+SEARCH_KEY = "customer_id"
 INSERT_JOBS = (
     "INSERT INTO jobs (id, type, payload, priority, status, retry_count, max_retries, attempts, "
     "idempotency_key, created_by, run_at, claimed_at, lease_expires_at, lease_seconds, "
@@ -95,7 +99,8 @@ def rows(
         holds = status in ("running", "completed")  # failing gives the job up
         run_at = finished + timedelta(seconds=rng.uniform(-60, 600)) if retried else created
         job = (
-            job_id, TYPES[job_id % len(TYPES)], '{"n": 1}', (job_id % 4) * 10, status,
+            job_id, TYPES[job_id % len(TYPES)],
+            f'{{"{SEARCH_KEY}": {job_id % CUSTOMERS}, "n": 1}}', (job_id % 4) * 10, status,
             1 if status == "failed" or retried else 0, 3, 0 if status == "pending" and not retried
             else 1, f"key-{job_id}" if job_id % 10 == 0 else None, ids[owner], _stamp(run_at),
             _stamp(created) if holds else None,
@@ -173,9 +178,9 @@ def analyze(app: Flask) -> None:
 
 
 def upgrade(app: Flask) -> float:
-    """Migrate to the latest revision; seconds it took."""
+    """Migrate to the latest revision (with the payload search indexes); seconds it took."""
     started = time.perf_counter()
-    migrate.upgrade(db.engine(app))
+    migrate.upgrade(db.engine(app), payload_keys=app.config["PAYLOAD_SEARCH_KEYS"])
     return time.perf_counter() - started
 
 

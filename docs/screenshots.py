@@ -3,18 +3,21 @@
 
 Serves the app on 127.0.0.1 with a throwaway database and sample jobs, then drives Debian's
 Chromium through Playwright, like the browser tests. Writes docs/*.png (desktop and 375 px);
-name pages (``dashboard jobs job enqueue workers audit bulk schedules job-explained types
-job-held users tokens retention job-graph group``) to take only those.
+name pages (``dashboard jobs jobs-search job enqueue workers audit bulk schedules job-explained
+types job-held users tokens retention job-graph group job-fix job-run-now job-logs``) to take
+only those.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import sys
 import tempfile
 import threading
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 from cryptography.fernet import Fernet
 from playwright.sync_api import sync_playwright
@@ -113,7 +116,7 @@ def seed_retention(app) -> None:  # type: ignore[no-untyped-def]
             request = EnqueueBody.parse({"type": "email.send"}, settings).to_request()
             job, _ = enqueueing.enqueue(conn, pat, request, now=long_ago).value
             if i % 6 == 5:
-                job_actions.cancel(conn, pat, job.id, now=long_ago, origin=Origin("pat"))
+                job_actions.cancel(conn, pat, job.id, now=long_ago, origin=Origin(pat.name))
                 continue
             claiming.claim(conn, wendy, now=long_ago, settings=settings)
             reports.complete(conn, wendy, job.id, now=long_ago, settings=settings)
@@ -134,8 +137,8 @@ def seed_schedules(app) -> None:  # type: ignore[no-untyped-def]
              "enabled": False},
         ):  # fmt: skip
             request = parse(ScheduleCreate, body, queue_settings())
-            schedules.create(conn, ada, request, now=now, origin=Origin("ada"))
-        schedules.run_now(conn, ada, 1, now=now, settings=queue_settings(), origin=Origin("ada"))
+            schedules.create(conn, ada, request, now=now, origin=Origin(ada.name))
+        schedules.run_now(conn, ada, 1, now=now, settings=queue_settings(), origin=Origin(ada.name))
 
 
 def seed_workflow(app, client) -> tuple[int, int]:  # type: ignore[no-untyped-def]
@@ -171,6 +174,56 @@ def seed_workflow(app, client) -> tuple[int, int]:  # type: ignore[no-untyped-de
     return answer["jobs"][4]["id"], answer["group_id"]
 
 
+def seed_fixes(app, client) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """A job that failed for good on a mistyped address (its page: the edit form) and one
+    waiting out an hour's backoff (its page: the Run now button); their ids."""
+    admin = Api(client, make_token(app, "ada", "fixes"))
+    worker = Api(client, make_token(app, "wendy", "worker-3"))
+    typo = admin.enqueue(
+        "email.send", payload={"to": "ada@exmaple.com", "template": "invoice"}, priority="critical"
+    )
+    later = admin.enqueue("report.build", payload={"report": "quarterly"}, priority="critical")
+    for job, failure in (
+        (typo, {"error": "SMTP 550: no such domain exmaple.com", "retryable": False}),
+        (later, {"error": "warehouse connection reset", "retry_in": 3600}),
+    ):
+        held = worker.claim(types=[job["type"]])
+        assert held is not None and held["id"] == job["id"], held
+        worker.post(f"/jobs/{job['id']}/fail", failure)
+    return int(typo["id"]), int(later["id"])
+
+
+def seed_logs(app, client) -> int:  # type: ignore[no-untyped-def]
+    """A job whose first attempt logged and failed and whose second is logging now; its id."""
+    admin = Api(client, make_token(app, "ada", "imports"))
+    worker = Api(client, make_token(app, "wendy", "worker-3"))
+    job = admin.enqueue("email.send", payload={"import": "orders-2026-12.csv"}, priority="critical")
+    attempts = (
+        [
+            "opening orders-2026-12.csv (18,204 rows)",
+            "connecting to warehouse as loader password=hunter22",
+            "rows 1-5000 loaded",
+            "rows 5001-10000 loaded",
+            "row 10433: <b>bad</b> date '2026-13-01', skipped",
+            "warehouse: connection reset by peer",
+        ],
+        [
+            "opening orders-2026-12.csv (18,204 rows)",
+            "resuming after row 10000",
+            "rows 10001-15000 loaded",
+        ],
+    )
+    for n, lines in enumerate(attempts, 1):
+        held = worker.claim(types=["email.send"])
+        assert held is not None and held["id"] == job["id"], held
+        worker.post(f"/jobs/{job['id']}/logs", {"attempt": n, "lines": lines})
+        if n == 1:
+            failed = {"error": "ConnectionResetError: warehouse", "retry_in": 0, "attempt": 1}
+            worker.post(f"/jobs/{job['id']}/fail", failed)
+    worker.post(f"/jobs/{job['id']}/heartbeat", {"progress": 80, "message": "loading"})
+    return int(job["id"])
+
+
 def main(wanted: list[str]) -> None:
     """Take every screenshot, or only the ``wanted`` ones (e.g. ``workers audit``)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -188,7 +241,9 @@ def main(wanted: list[str]) -> None:
         )
         migrate.upgrade(db.engine(app))
         running, waiting, held = seed(app, app.test_client())
+        typo, later = seed_fixes(app, app.test_client())
         publish, group = seed_workflow(app, app.test_client())
+        logged = seed_logs(app, app.test_client())
         server = make_server("127.0.0.1", 0, app, threaded=True)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
@@ -212,6 +267,8 @@ def main(wanted: list[str]) -> None:
                     shots = {
                         "dashboard": "/ui/",
                         "jobs": "/ui/jobs",
+                        "jobs-search": "/ui/jobs?status=completed&payload="
+                        + quote(json.dumps({"template": "welcome"})),
                         "job": f"/ui/jobs/{running}",
                         "enqueue": "/ui/jobs/new",
                         "workers": "/ui/workers",
@@ -226,6 +283,9 @@ def main(wanted: list[str]) -> None:
                         "retention": "/ui/retention",
                         "job-graph": f"/ui/jobs/{publish}",
                         "group": f"/ui/groups/{group}",
+                        "job-fix": f"/ui/jobs/{typo}",
+                        "job-run-now": f"/ui/jobs/{later}",
+                        "job-logs": f"/ui/jobs/{logged}",
                     }
                     for name, path in shots.items():
                         if wanted and name not in wanted:
@@ -235,11 +295,23 @@ def main(wanted: list[str]) -> None:
                             page.get_by_label("Reason").fill("SMTP relay fixed (INC-2291)")
                         if name == "types":  # show the limits form of report.build
                             page.locator("details.type-limits summary").nth(1).click()
+                        if name == "job-fix":  # an admin about to retry it, fixed
+                            page.get_by_text("Edit and retry").click()
+                            page.get_by_label("Payload (JSON object)").fill(
+                                '{\n  "template": "invoice",\n  "to": "ada@example.com"\n}'
+                            )
+                            page.get_by_label("Reason (optional)").fill("typo in the domain")
                         if name == "tokens":  # a token just issued, with its copy button
                             page.get_by_label("User", exact=True).select_option("wendy")
                             page.get_by_label("Label (optional)").fill("laptop")
                             page.get_by_role("button", name="Issue token").click()
                             page.wait_for_selector("#new-token-value")
+                        if name == "job-logs":  # the logs, at the foot of the job page
+                            page.locator("details.attempt-log summary").first.click()  # opened
+                            page.locator("#job-logs").scroll_into_view_if_needed()
+                            shot = ROOT / "docs" / f"{name}{suffix}.png"
+                            page.locator("#job-logs").screenshot(path=shot)
+                            continue
                         page.screenshot(path=ROOT / "docs" / f"{name}{suffix}.png", full_page=True)
                     page.close()
                 browser.close()

@@ -26,6 +26,7 @@ DATABASE_LAYERS = (
     "app/storage/migrations/",
     "app/storage/schema.py",
     "app/storage/schema_figures.py",
+    "app/storage/schema_logs.py",
     "app/storage/schema_types.py",
     "app/storage/sqltypes.py",
     "app/config.py",

@@ -15,6 +15,7 @@ from flask import Flask
 from sqlalchemy import create_engine, inspect, text
 
 import app.storage.schema_figures
+import app.storage.schema_logs
 import app.storage.schema_partitions
 import app.storage.schema_types  # noqa: F401 (its tables are on the same metadata)
 from app import create_app

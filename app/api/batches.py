@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from flask import Blueprint, Response, g
 
 from app.api import admission, claims
@@ -25,7 +27,8 @@ from app.queue.contract.job_responses import BatchAnswer, BeatResults, CreatedJo
 from app.queue.rules.policy import Action
 from app.queue.rules.secret_fields import Sealer
 from app.queue.usecases import children, enqueueing, reports
-from app.queue.vocabulary.jobs import Job
+from app.queue.vocabulary.errors import QueueError
+from app.queue.vocabulary.jobs import Job, Outcome
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 
@@ -163,6 +166,9 @@ def finish() -> Response:
     body = parse_body(FinishBody)
     outcomes = [item.to_outcome() for item in body.results]
     wanted = None if body.claim is None else body.claim.to_wanted()
+    if wanted is not None and not outcomes:
+        # Nothing to report: a plain claim, without a transaction when nothing is due.
+        return _finish_answer([], [], claims.claim(wanted))
     seen = claims.knowledge() if wanted is not None and wanted.wait_seconds else 0
     found = None
     with db.transaction() as conn:
@@ -176,9 +182,15 @@ def finish() -> Response:
         announce(effects)
     if wanted is not None and not (found and found.jobs) and wanted.wait_seconds:
         found = claims.wait(wanted, seen, found)
-    claimed = None if wanted is None else ((found.jobs, found.secrets) if found else ([], {}))
-    answer = response_builders.finish_out(outcomes, done.value, claimed=claimed)
-    response = respond(answer)
+    return _finish_answer(outcomes, done.value, found)
+
+
+def _finish_answer(
+    outcomes: Sequence[Outcome], done: Sequence[Job | QueueError], found: claims.Claim | None
+) -> Response:
+    """The finish's answer: each outcome's result, and the claimed jobs when it claimed."""
+    claimed = None if found is None else (found.jobs, found.secrets, found.parents)
+    response = respond(response_builders.finish_out(outcomes, done, claimed=claimed))
     if found is not None and found.refused_wait:
         response.headers["Retry-After"] = admission.RETRY_AFTER
     return response

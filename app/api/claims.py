@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from datetime import datetime
+from types import MappingProxyType
 from typing import NamedTuple
 
 from flask import current_app, request
@@ -28,7 +30,7 @@ from app.queue.rules.secret_fields import Secrets
 from app.queue.usecases import claiming, type_polls
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Effects
-from app.queue.vocabulary.jobs import Job, Wanted
+from app.queue.vocabulary.jobs import Job, ParentResult, Wanted
 from app.queue.vocabulary.timeutil import utcnow
 from app.serving import CLIENT_WATCH, ClientWatch
 from app.storage.transactions import announce
@@ -36,12 +38,14 @@ from app.storage.transactions import announce
 
 class Claim(NamedTuple):
     """What a claim got (the jobs, and the secrets of those that have some, by job id); when it
-    found nothing, when to look again (``next_due``); whether it was refused a wait."""
+    found nothing, when to look again (``next_due``); whether it was refused a wait; what the
+    parents of the jobs that depend on others returned, by job id."""
 
     jobs: list[Job]
     secrets: dict[int, Secrets]
     refused_wait: bool = False
     next_due: datetime | None = None
+    parents: Mapping[int, list[ParentResult]] = MappingProxyType({})
 
 
 def knowledge() -> int:
@@ -80,7 +84,7 @@ def look(conn: Connection, actor: Actor, wanted: Wanted) -> Claim:
     announce(claimed.effects)
     LOOKS.labels("request", "yes" if claimed.jobs else "no").inc()
     if claimed.jobs or not wanted.wait_seconds:
-        return Claim(claimed.jobs, secrets)
+        return Claim(claimed.jobs, secrets, parents=claimed.parents)
     instants = [t for t in (claiming.next_due_at(conn, now), claimed.held_back_until) if t]
     return Claim([], {}, next_due=min(instants) if instants else None)
 
@@ -106,7 +110,7 @@ def wait(wanted: Wanted, seen: int, looked: Claim | None) -> Claim:
         if looked is not None:
             dispatcher_of(app).learned(wanted.types, looked.next_due, seen)
         served = dispatcher_of(app).wait(waiter)
-        return Claim(served.jobs, served.secrets)
+        return Claim(served.jobs, served.secrets, parents=served.parents)
 
 
 def _client_gone() -> threading.Event | None:

@@ -44,7 +44,7 @@ from app.queue.rules.secret_fields import Secrets
 from app.queue.usecases import claiming
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Effects
-from app.queue.vocabulary.jobs import Job
+from app.queue.vocabulary.jobs import Job, ParentResult
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 from app.storage.wakeup import FALLBACK_POLL_SECONDS
@@ -68,7 +68,8 @@ LOOKS = Counter(
 @dataclass(eq=False)
 class Waiter:
     """One waiting claim: who asks (``actor``, re-checked by ``token_hash``), for what, until
-    when (monotonic); and, once served, the jobs it got and their secrets."""
+    when (monotonic); and, once served, the jobs it got, their secrets and their parents'
+    results."""
 
     actor: Actor
     token_hash: str
@@ -78,6 +79,7 @@ class Waiter:
     deadline: float
     jobs: list[Job] = field(default_factory=list)
     secrets: dict[int, Secrets] = field(default_factory=dict)
+    parents: dict[int, list[ParentResult]] = field(default_factory=dict)
     refused: Exception | None = None
     serving: bool = False  # the dispatcher is claiming for it: wait for the hand-over
     settled: threading.Event = field(default_factory=threading.Event)
@@ -299,7 +301,7 @@ class Dispatcher:
                 box = current_box()
                 waiter.secrets = secret_fields.for_holder(conn, claimed.jobs, actor.name, box)
                 announce(claimed.effects)
-            waiter.jobs = claimed.jobs
+            waiter.jobs, waiter.parents = claimed.jobs, claimed.parents
             LOOKS.labels("dispatcher", "yes" if claimed.jobs else "no").inc()
         except Exception as exc:  # refused (token, role) or a database failure: the waiter
             waiter.refused = exc  # answers as its own request would have

@@ -9,6 +9,7 @@ from app.api import auth, body
 from app.api.batches import bp as batches_bp
 from app.api.bulk import bp as bulk_bp
 from app.api.groups import bp as groups_bp
+from app.api.logs import bp as logs_bp
 from app.api.ops import bp as ops_bp
 from app.api.reports import bp as reports_bp
 from app.api.schedules import bp as schedules_bp
@@ -19,7 +20,17 @@ from app.infra.ratelimit import api_limit
 from app.queue.vocabulary.errors import QueueError
 
 bp = Blueprint("api", __name__)
-ROUTES = (jobs_bp, batches_bp, reports_bp, bulk_bp, groups_bp, schedules_bp, types_bp, ops_bp)
+ROUTES = (
+    jobs_bp,
+    batches_bp,
+    reports_bp,
+    logs_bp,
+    bulk_bp,
+    groups_bp,
+    schedules_bp,
+    types_bp,
+    ops_bp,
+)
 for routes in ROUTES:
     bp.register_blueprint(routes)
 api_limit(bp)  # API_RATE_LIMIT, one bucket per token across every API route

@@ -1,4 +1,4 @@
-"""JSON routes of one job (enqueue, list, read, explain, claim, cancel, retry): parse the
+"""JSON routes of one job (enqueue, list, read, explain, claim, cancel, retry, run now): parse the
 request, call the use cases in a transaction, shape the answer; and the helpers the other
 route modules share to do the same."""
 
@@ -25,6 +25,7 @@ from app.queue.contract.job_requests import (
     JobQuery,
     ListQuery,
     NoBody,
+    RetryBody,
 )
 from app.queue.contract.job_responses import (
     Claimed,
@@ -232,7 +233,9 @@ def claim() -> Response:
         headers = {"Retry-After": admission.RETRY_AFTER} if found.refused_wait else None
         return Response(status=204, headers=headers)
     many = claim_body.max_jobs is not None
-    return respond(response_builders.claimed_out(found.jobs, found.secrets, many=many))
+    return respond(
+        response_builders.claimed_out(found.jobs, found.secrets, found.parents, many=many)
+    )
 
 
 @bp.post("/jobs/<id:job_id>/cancel")
@@ -258,16 +261,49 @@ def cancel(job_id: int) -> Response:
 @requires(Action.RETRY)
 @documented(
     Operation(
-        summary="Queue a failed or cancelled job again (admins)",
-        body=NoBody,
+        summary="Queue a failed or cancelled job again, its fields edited or not (admins)",
+        description="Without a body the job is retried as it was. The fields given replace "
+        "the job's (each validated as at enqueue; a field left out is kept, `null` is 422); "
+        "the job's events get `edited` and the audit row `changed`, naming the fields whose "
+        "value changed, never the values. A finished job's secret values were erased: the "
+        "retried job runs without them, edited or not.",
+        body=RetryBody,
         body_required=False,
         responses={200: JOB},
         problems=WORK_PROBLEMS,
     )
 )
 def retry(job_id: int) -> Response:
-    parse_body(NoBody, optional=True)
+    edit = parse_body(RetryBody, optional=True).to_edit()
     with db.transaction() as conn:
-        retried = job_actions.retry(conn, g.actor, job_id, now=utcnow(), origin=auth.origin())
+        retried = job_actions.retry(
+            conn, g.actor, job_id, now=utcnow(), origin=auth.origin(), edit=edit
+        )
         announce(retried.effects)
     return job_response(retried.value)
+
+
+@bp.post("/jobs/<id:job_id>/run-now")
+@requires(Action.RUN_NOW)
+@documented(
+    Operation(
+        summary="Make a pending job waiting for its run_at or a backoff due now (its "
+        "producer, admins)",
+        description="The job's `run_at` becomes now and its events get `run_now`. 409 when "
+        "the job is not pending, is due already, or something other than time holds it (its "
+        "dependencies, its type paused, a flow limit; the problem says which, as the explainer "
+        "does).",
+        body=NoBody,
+        body_required=False,
+        responses={200: JOB},
+        problems=WORK_PROBLEMS,
+    )
+)
+def run_now(job_id: int) -> Response:
+    parse_body(NoBody, optional=True)
+    with db.transaction() as conn:
+        ran = job_actions.run_now(
+            conn, g.actor, job_id, now=utcnow(), origin=auth.origin(), settings=queue_settings()
+        )
+        announce(ran.effects)
+    return job_response(ran.value)

@@ -29,7 +29,8 @@ class AuditAction(StrEnum):
     TOKEN_ISSUE = "token_issue"  # noqa: S105
     TOKEN_REVOKE = "token_revoke"  # noqa: S105
     JOB_CANCEL = "job_cancel"
-    JOB_RETRY = "job_retry"
+    JOB_RETRY = "job_retry"  # details: the fields an edit changed, and why
+    JOB_RUN_NOW = "job_run_now"  # a waiting job made due at once
     JOB_BULK = "job_bulk"  # bulk cancel / retry / delete
     TYPE_CHANGE = "type_change"  # runtime overrides of a job type
     SCHEDULE_CHANGE = "schedule_change"  # schedules created, changed or deleted

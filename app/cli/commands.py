@@ -56,7 +56,7 @@ def _password_from_stdin() -> str:
 @db_cli.command("upgrade")
 def db_upgrade() -> None:
     """Create the schema or migrate it to the latest revision."""
-    migrate.upgrade(db.engine())
+    migrate.upgrade(db.engine(), payload_keys=current_app.config["PAYLOAD_SEARCH_KEYS"])
     click.echo("database is at the latest revision")
 
 
@@ -274,7 +274,7 @@ def jobs_prune(older_than: str) -> None:
 @with_appcontext  # app.cli.add_command does not wrap plain click commands (the runner needs it)
 def setup(url: str) -> None:
     """Migrate the database and, on the very first run, create the user `admin`."""
-    migrate.upgrade(db.engine())
+    migrate.upgrade(db.engine(), payload_keys=current_app.config["PAYLOAD_SEARCH_KEYS"])
     password = secrets.token_urlsafe(18)
     with db.transaction() as conn:
         if accounts.has_users(conn):

@@ -7,15 +7,18 @@ revision, is ``HEAD`` (a test checks it against the scripts).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from app.storage.databases import payload_indexes
 
 if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy import Engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0024"  # the newest migration: bump it with each new one
+HEAD = "0027"  # the newest migration: bump it with each new one
 
 
 def alembic_config() -> Config:
@@ -27,11 +30,13 @@ def alembic_config() -> Config:
     return config
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Create or migrate the schema of ``engine``'s database (``app.infra.db.engine(app)``)."""
+def upgrade(engine: Engine, revision: str = "head", *, payload_keys: Collection[str] = ()) -> None:
+    """Create or migrate the schema of ``engine``'s database (``app.infra.db.engine(app)``),
+    with the indexes of the payload keys searched fast (PAYLOAD_SEARCH_KEYS)."""
     from alembic import command
 
     config = alembic_config()
     with engine.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
+        payload_indexes.match(conn, payload_keys)

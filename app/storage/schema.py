@@ -170,7 +170,7 @@ jobs = Table(
     # A spawned job's idempotency key, in its parent's namespace (``idempotency_key`` holds
     # the keys its producer enqueued with itself; a job has one of the two at most).
     Column("child_key", String(job_fields.IDEMPOTENCY_KEY.length), nullable=True),
-    # The partition the job is claimed fairly in (migration 0024); NULL: the partition null.
+    # The partition the job is claimed fairly in (migration 0027); NULL: the partition null.
     Column("partition", String(job_fields.PARTITION.length), nullable=True),
     one_of("status", JobStatus, name="status"),
     one_of("priority", PRIORITIES.values(), name="priority"),
@@ -204,7 +204,7 @@ JOB_KEY = func.coalesce(jobs.c.idempotency_key, jobs.c.child_key).label("idempot
 CLAIMABLE = text("status = 'pending' AND waiting_for IS NULL")
 _CLAIM_ORDER = (jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id, jobs.c.status)
 partial_index("ix_jobs_claim", *_CLAIM_ORDER, where=CLAIMABLE)
-# The partitions' turns (migration 0024): each partition's claimable jobs in FIFO order, of
+# The partitions' turns (migration 0027): each partition's claimable jobs in FIFO order, of
 # partitioned jobs only, so a queue without partitions never writes to it.
 _PARTITIONED = text("status = 'pending' AND waiting_for IS NULL AND partition IS NOT NULL")
 _TURN_ORDER = (jobs.c.priority.desc(), jobs.c.partition, jobs.c.run_at, jobs.c.id)
@@ -362,7 +362,7 @@ schedules = Table(
     Column("created_by", Integer, ForeignKey("users.id"), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
-    # The partition of the jobs it enqueues (migration 0024); NULL: the partition null.
+    # The partition of the jobs it enqueues (migration 0027); NULL: the partition null.
     Column("partition", String(job_fields.PARTITION.length), nullable=True),
     CheckConstraint("priority IN (0, 10, 20, 30)", name="priority"),
     CheckConstraint("catch_up IN ('skip', 'one')", name="catch_up"),

@@ -17,7 +17,8 @@ from app.storage.sqltypes import BigId, UTCDateTime, partial_index
 # jobs running for a worker now, for the workers page). PostgreSQL writers each add to
 # a shard no other running transaction holds; readers sum the shards (SQLite writes shard 0).
 # One column per status, so a move is one row per scope. The counts hold because a job's type,
-# priority and owner never change (a trigger refuses it).
+# priority and owner never change (a trigger refuses it; an admin's retry may reprice a
+# job, and a trigger then moves its count: migration 0026).
 job_counts = Table(
     "job_counts",
     metadata,

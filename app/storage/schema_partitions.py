@@ -1,5 +1,5 @@
 """Where the fair turns between partitions stand: per priority (a row each, written by
-migration 0024), the partition a claim served last (``app.queue.sql.partitions``). On the
+migration 0027), the partition a claim served last (``app.queue.sql.partitions``). On the
 schema's ``metadata``, beside the tables of ``app.storage.schema``."""
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from werkzeug.wrappers import Response
 
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.bulk import MAX_REASON_LENGTH, BulkBody, BulkChoice
+from app.queue.contract.payload_search import decode_needle
 from app.queue.rules.policy import Action
 from app.queue.usecases import bulk_runs
 from app.queue.usecases.bulk import APPLIES_TO, Verb
@@ -23,7 +24,7 @@ from app.web.guard import require_login, requires
 bp = Blueprint("bulk", __name__, url_prefix="/ui")
 bp.before_request(require_login)
 
-FILTERS = ("status", "type", "priority", "q")  # the jobs page's filters
+FILTERS = ("status", "type", "priority", "q", "payload")  # the jobs page's filters
 DONE = {Verb.CANCEL: "cancelled", Verb.RETRY: "queued again", Verb.DELETE: "deleted"}
 ABLE = {Verb.CANCEL: "cancelled", Verb.RETRY: "retried", Verb.DELETE: "deleted"}
 
@@ -42,6 +43,19 @@ def _choice(source: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+def _as_body(data: dict[str, Any]) -> dict[str, Any]:
+    """``_choice``'s data as the API's body: the payload search's text as the JSON object it
+    holds (InvalidInput on ``payload`` when it holds none)."""
+    given = data["filter"]
+    if "payload" not in given:
+        return data
+    try:
+        needle = decode_needle(given["payload"], queue_settings().max_json_depth)
+    except ValueError as exc:
+        raise InvalidInput({"payload": str(exc)}) from None
+    return {**data, "filter": {**given, "payload": needle}}
+
+
 def _page(
     data: dict[str, Any],
     *,
@@ -54,7 +68,7 @@ def _page(
     errors = dict(errors or {})
     verb = found = None
     try:
-        choice = BulkChoice.parse(data, queue_settings())
+        choice = BulkChoice.parse(_as_body(data), queue_settings())
         verb = Verb(choice.action)
         found = bulk_runs.preview(g.actor, choice.to_selection())
     except InvalidInput as exc:  # the page names its fields without the API's "filter."
@@ -102,7 +116,8 @@ def apply() -> Response | tuple[str, int]:
     # The model wants a JSON integer; anything else it refuses with its own message.
     expect = int(count) if count.isascii() and count.isdigit() and len(count) < 19 else count
     try:
-        body = BulkBody.parse({**data, "reason": reason, "expect_count": expect}, queue_settings())
+        wanted = {**_as_body(data), "reason": reason, "expect_count": expect}
+        body = BulkBody.parse(wanted, queue_settings())
         expected = body.expect_count
         assert expected is not None  # always sent, and "" is refused
         done = bulk_runs.apply(

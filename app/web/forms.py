@@ -5,6 +5,7 @@ same requests, and show the limits a per-job field is declared with (``job_field
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from flask_wtf import FlaskForm
 from wtforms import (
@@ -21,6 +22,8 @@ from wtforms.widgets import NumberInput
 
 from app.queue.contract.bulk import MAX_REASON_LENGTH
 from app.queue.contract.schedules import MAX_NAME_LENGTH
+from app.queue.contract.strictjson import MalformedJSON, decode_json
+from app.queue.vocabulary.errors import InvalidInput
 from app.queue.vocabulary.job_fields import (
     DEFAULT_PRIORITY,
     IDEMPOTENCY_KEY,
@@ -28,6 +31,7 @@ from app.queue.vocabulary.job_fields import (
     PARTITION,
     TIMESTAMP_LENGTH,
 )
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.states import PRIORITIES, Role
 
 ROLE_CHOICES = [role.value for role in Role]
@@ -40,6 +44,22 @@ TOKEN_LIFETIMES: dict[str, timedelta | None] = {
     "never (until revoked)": None,
 }
 PRIORITY_CHOICES = list(PRIORITIES)
+
+
+def whole_or_text(text: str | None) -> int | str:
+    """A number field as the API would get it: a whole number, or anything else as typed, for
+    the request model to refuse in its own words."""
+    text = (text or "").strip()
+    return int(text) if text.isascii() and text.isdigit() else text
+
+
+def payload_value(text: str | None, max_depth: int) -> Any:
+    """A payload field decoded as the API decodes a body (empty: ``{}``); InvalidInput naming
+    ``payload`` when it is not JSON."""
+    try:
+        return decode_json(text or "{}", max_depth)
+    except MalformedJSON as exc:
+        raise InvalidInput({"payload": f"is not valid JSON ({exc})"}) from None
 
 
 class LoginForm(FlaskForm):
@@ -99,6 +119,35 @@ class EnqueueForm(FlaskForm):
     partition = StringField("Partition (optional)", render_kw={"maxlength": PARTITION.length})
 
 
+class EditRetryForm(FlaskForm):
+    """An admin's retry with the job's fields changed, prefilled with them (``for_job``). As
+    for ``EnqueueForm``, ``RetryBody`` refuses what it refuses, in the API's words."""
+
+    payload = TextAreaField("Payload (JSON object)")
+    priority = SelectField("Priority", choices=PRIORITY_CHOICES, validate_choice=False)
+    max_retries = StringField(
+        "Max retries",
+        description=MAX_RETRIES.hint,
+        widget=NumberInput(min=MAX_RETRIES.low, max=MAX_RETRIES.high),
+    )
+    reason = StringField(
+        "Reason (optional)",
+        description="Recorded in the job's events and the audit log.",
+        render_kw={"maxlength": MAX_REASON_LENGTH},
+    )
+
+    @classmethod
+    def for_job(cls, job: Job, payload: str) -> EditRetryForm:
+        """The form as the job is: its payload (``payload``, as the page shows it), priority
+        and retry budget."""
+        return cls(
+            formdata=None,
+            payload=payload,
+            priority=job.priority_label,
+            max_retries=str(job.max_retries),
+        )
+
+
 class CreateUserForm(FlaskForm):
     """A new account."""
 
@@ -154,6 +203,7 @@ class BulkForm(FlaskForm):
     type = HiddenField()
     priority = HiddenField()
     q = HiddenField()
+    payload = HiddenField()
     expect_count = HiddenField()
     reason = StringField(f"Reason (required, at most {MAX_REASON_LENGTH} characters)")
 

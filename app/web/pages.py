@@ -1,10 +1,11 @@
-"""The signed-in pages: dashboard, job list, job page, enqueue form, cancel and retry."""
+"""The signed-in pages: dashboard, job list, job page, enqueue form, cancel, retry and run now."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from flask import (
@@ -17,6 +18,7 @@ from flask import (
     request,
     url_for,
 )
+from flask_wtf import FlaskForm
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
@@ -24,10 +26,10 @@ from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.contract.job_requests import EnqueueBody
 from app.queue.contract.list_pages import DEFAULT_PAGE_SIZE, PAGE_SIZES, PageQuery
-from app.queue.contract.strictjson import MalformedJSON, decode_json
 from app.queue.rules import workflows
-from app.queue.rules.policy import Action, priority_cap
+from app.queue.rules.policy import Action, can, priority_cap
 from app.queue.usecases import (
+    attempt_logs,
     children,
     enqueueing,
     explain,
@@ -48,7 +50,13 @@ from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 from app.web import audited
 from app.web.charts import minute_chart
-from app.web.forms import ConfirmForm, EnqueueForm
+from app.web.forms import (
+    ConfirmForm,
+    EditRetryForm,
+    EnqueueForm,
+    payload_value,
+    whole_or_text,
+)
 from app.web.guard import require_login, requires
 from app.web.htmx import is_htmx, render
 
@@ -122,7 +130,9 @@ def jobs() -> Response:
         errors=errors,
         args=args,
         live=live,
-        filtered=any(k in args for k in ("status", "type", "priority", "q", "partition")),
+        filtered=any(
+            k in args for k in ("status", "type", "priority", "q", "partition", "payload")
+        ),
         partition_length=PARTITION.length,
         sort=filters.sort,
         sort_choice="" if filters.sort == NEWEST_FIRST else str(filters.sort),
@@ -139,13 +149,22 @@ def jobs() -> Response:
     )
 
 
-def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
+def detail_context(
+    job_id: int, actor: Actor, *, with_logs: bool = False, **extra: Any
+) -> dict[str, Any]:
+    """What the job page and its panel show of ``job_id`` to ``actor`` (with the attempts' logs
+    where ``with_logs`` and the actor may read them); ``extra`` adds to it or replaces (a
+    notice, an edit form with its errors)."""
     idle = timedelta(seconds=current_app.config["EXPLAIN_IDLE_WORKER_SECONDS"])
+    now, settings = utcnow(), queue_settings()
     with db.read() as conn:
         explanation = explain.explain(
-            conn, actor, job_id, now=utcnow(), idle_after=idle, settings=queue_settings()
+            conn, actor, job_id, now=now, idle_after=idle, settings=settings
         )
         job = explanation.job
+        runs_now = can(actor, Action.RUN_NOW, job) and job.run_at > now
+        if runs_now:  # not when more than time holds it: the API would refuse it
+            runs_now = explain.held_beyond_time(conn, job, now=now, settings=settings) is None
         events = reading.list_events(conn, actor, job_id)
         parents: list[Job] = []
         dependents: list[Job] = []
@@ -153,7 +172,9 @@ def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
             parents, dependents = workflows.relatives(conn, actor, job)
         spawned = children.children_of(conn, actor, job_id, limit=CHILDREN_SHOWN + 1)
         spawned_by = children.parent_of(conn, actor, job)
+        logs = attempt_logs.shown(conn, actor, job_id) if with_logs else None
     return {
+        "logs": logs,
         "spawned_by": spawned_by,
         "parents": parents,
         "dependents": dependents,
@@ -166,6 +187,8 @@ def _detail_context(job_id: int, actor: Actor, **extra: Any) -> dict[str, Any]:
         "payload": pretty(job.payload),
         "result": pretty(job.result) if job.result is not None else None,
         "confirm_form": ConfirmForm(),
+        "runs_now": runs_now,
+        "edit_form": EditRetryForm.for_job(job, pretty(job.payload)),
         "poll_seconds": current_app.config["UI_POLL_SECONDS"],
         **extra,
     }
@@ -180,7 +203,7 @@ def pretty(value: Any) -> str:
 @requires(Action.VIEW_JOBS)
 def job(job_id: int) -> Response:
     actor = g.actor
-    context = _detail_context(job_id, actor)
+    context = detail_context(job_id, actor, with_logs=not is_htmx())  # the page's, not polled
     response = render("jobs/detail.html", "jobs/_detail_partial.html", **context)
     if is_htmx() and not context["live"]:
         response.status_code = STOP_POLLING
@@ -200,10 +223,10 @@ def group(group_id: int) -> Response:
     return response
 
 
-def _action_done(job_id: int, message: str, category: str) -> Response:
+def action_done(job_id: int, message: str, category: str) -> Response:
     """htmx gets the refreshed job panel; a plain form post is redirected to the job page."""
     if is_htmx():
-        context = _detail_context(job_id, g.actor, notice=(category, message))
+        context = detail_context(job_id, g.actor, notice=(category, message))
         return render("jobs/detail.html", "jobs/_detail_partial.html", **context)
     flash(message, category)
     return redirect(url_for(".job", job_id=job_id))
@@ -216,8 +239,8 @@ def _act(job_id: int, action: Callable[..., Changed[Job]], done: str) -> Respons
         with db.transaction() as conn:
             announce(action(conn, g.actor, job_id, now=utcnow(), origin=audited.origin()).effects)
     except Conflict as exc:
-        return _action_done(job_id, exc.detail, "error")
-    return _action_done(job_id, done, "success")
+        return action_done(job_id, exc.detail, "error")
+    return action_done(job_id, done, "success")
 
 
 @bp.post("/jobs/<id:job_id>/cancel")
@@ -232,21 +255,24 @@ def retry(job_id: int) -> Response:
     return _act(job_id, job_actions.retry, f"Job {job_id} is queued again.")
 
 
+@bp.post("/jobs/<id:job_id>/run-now")
+@requires(Action.RUN_NOW)
+def run_now(job_id: int) -> Response:
+    run = partial(job_actions.run_now, settings=queue_settings())
+    return _act(job_id, run, f"Job {job_id} is due now.")
+
+
 def _enqueue_body(form: EnqueueForm, errors: dict[str, str]) -> dict[str, Any]:
     """The form as the JSON body the API would get; parse problems go to ``errors``."""
-    retries = form.max_retries.data or ""
     body: dict[str, Any] = {
         "type": form.type.data,
         "priority": form.priority.data,
-        # A whole number as the API would get it; anything else as typed, for EnqueueBody to refuse.
-        "max_retries": int(retries) if retries.isascii() and retries.isdigit() else retries,
+        "max_retries": whole_or_text(form.max_retries.data),
     }
     try:
-        body["payload"] = decode_json(
-            form.payload.data or "{}", current_app.config["MAX_JSON_DEPTH"]
-        )
-    except MalformedJSON as exc:
-        errors["payload"] = f"is not valid JSON ({exc})"
+        body["payload"] = payload_value(form.payload.data, current_app.config["MAX_JSON_DEPTH"])
+    except InvalidInput as exc:
+        errors |= exc.errors
     else:
         if not isinstance(body["payload"], dict):
             errors["payload"] = 'must be a JSON object, e.g. {"to": "someone@example.com"}'
@@ -315,7 +341,7 @@ def _enqueue(form: EnqueueForm, actor: Actor) -> Response | int:
     except InvalidInput as exc:
         errors = exc.errors | errors
     if errors:
-        _form_errors(form, errors)
+        put_errors(form, errors)
         return 422
     try:
         with db.transaction() as conn:
@@ -323,7 +349,7 @@ def _enqueue(form: EnqueueForm, actor: Actor) -> Response | int:
             announce(enqueued.effects)
         job, created = enqueued.value
     except InvalidInput as exc:
-        _form_errors(form, exc.errors)
+        put_errors(form, exc.errors)
         return 422
     except Forbidden as exc:
         form.priority.errors = [exc.detail]
@@ -335,7 +361,8 @@ def _enqueue(form: EnqueueForm, actor: Actor) -> Response | int:
     return redirect(url_for(".job", job_id=job.id))
 
 
-def _form_errors(form: EnqueueForm, errors: dict[str, str]) -> None:
+def put_errors(form: FlaskForm, errors: dict[str, str]) -> None:
+    """Show each refusal under its field (one the form lacks, above the form)."""
     for name, message in errors.items():
         field = getattr(form, name, None) if name in form else None
         if field is not None:

@@ -20,6 +20,7 @@ from app.web.auth import bp as auth_bp
 from app.web.bulk import bp as bulk_bp
 from app.web.guard import current_actor
 from app.web.htmx import is_htmx
+from app.web.job_fixes import bp as job_fixes_bp
 from app.web.operations import bp as operations_bp
 from app.web.pages import bp as pages_bp
 from app.web.schedules import bp as schedules_bp
@@ -30,6 +31,7 @@ bp = Blueprint("web", __name__)
 PAGES = (
     auth_bp,
     pages_bp,
+    job_fixes_bp,
     admin_bp,
     account_bp,
     second_factor_bp,

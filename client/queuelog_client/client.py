@@ -4,62 +4,22 @@ from __future__ import annotations
 
 import math
 import time
-import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+from queuelog_client.bodies import claim_body, enqueue_body, enqueue_item
 from queuelog_client.coalescing import Coalescer, send_one
-from queuelog_client.models import Event, Job, JobType, Schedule, format_time
+from queuelog_client.models import Event, Job, JobType, Schedule
 from queuelog_client.tracing import outgoing_headers
 from queuelog_client.transport import Transport, retry_after
 
-ENQUEUE_OPTIONS = frozenset(
-    {
-        "priority",
-        "max_retries",
-        "idempotency_key",
-        "run_at",
-        "delay_seconds",
-        "unique_key",
-        "unique_for",
-        "secrets",
-        "depends_on",
-        "on_dependency_failure",
-        "group",
-        "partition",
-    }
-)
 FINISHED = frozenset({"completed", "failed", "cancelled"})
 MAX_WAIT = 30  # seconds one GET /jobs/{id}?wait_seconds= may wait
 SCHEDULE_OPTIONS = frozenset({"timezone", "priority", "enabled", "catch_up", "partition"})
 BATCH_SIZE = 1000  # the server's default MAX_BATCH
 LONG_POLL_MARGIN = 10.0  # seconds a long-poll request may take beyond its wait
-
-
-def new_idempotency_key() -> str:
-    """A random idempotency key, so that resending an enqueue can never create a second job."""
-    return f"auto-{uuid.uuid4().hex}"
-
-
-def enqueue_body(item: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``POST /jobs`` body from ``item``: ``run_at`` formatted, an idempotency key ensured."""
-    body = dict(item)
-    if isinstance(body.get("run_at"), datetime):
-        body["run_at"] = format_time(body["run_at"])
-    if body.get("idempotency_key") is None:
-        body["idempotency_key"] = new_idempotency_key()
-    return body
-
-
-def enqueue_item(job_type: str, payload: dict[str, Any] | None, options: Any) -> dict[str, Any]:
-    """A ``POST /jobs`` item from ``enqueue``'s arguments; unknown options raise TypeError."""
-    unknown = set(options) - ENQUEUE_OPTIONS
-    if unknown:
-        raise TypeError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
-    return {"type": job_type, "payload": payload or {}, **options}
 
 
 @dataclass(frozen=True)
@@ -71,18 +31,6 @@ class Finished:
     results: list[dict[str, Any]]
     jobs: list[Job]
     retry_after: float | None = None
-
-
-def claim_body(
-    max_jobs: int, types: list[str] | None, wait_seconds: float, lease_seconds: int | None
-) -> dict[str, Any]:
-    """The fields of a claim (``POST /jobs/claim`` with ``max_jobs``, or a finish's ``claim``)."""
-    body: dict[str, Any] = {"max_jobs": max_jobs, "wait_seconds": wait_seconds}
-    if types is not None:
-        body["types"] = types
-    if lease_seconds is not None:
-        body["lease_seconds"] = lease_seconds
-    return body
 
 
 class _Keep:
@@ -229,6 +177,12 @@ class Client:
     def events(self, job_id: int) -> list[Event]:
         """A job's history, oldest first (``GET /jobs/{id}/events``)."""
         return [Event.from_json(e) for e in self._get(f"/jobs/{int(job_id)}/events")["events"]]
+
+    def logs(self, job_id: int) -> list[dict[str, Any]]:
+        """Admins: a job's attempt logs, ``[{"attempt", "lines": [{"at", "text"}]}]`` oldest
+        first (``GET /jobs/{id}/logs``)."""
+        attempts: list[dict[str, Any]] = self._get(f"/jobs/{int(job_id)}/logs")["attempts"]
+        return attempts
 
     # Admins: job types (pause, resume, limits) and schedules
 
@@ -380,6 +334,22 @@ class Client:
         )
         answers: list[dict[str, Any]] = response.json()["results"]
         return answers
+
+    def append_logs(
+        self, job_id: int, attempt: int, lines: list[str], *, retries: int | None = None
+    ) -> dict[str, Any]:
+        """Workers: append up to 100 lines to the log of the attempt held (``POST
+        /jobs/{id}/logs``); ``{"accepted", "dropped"}``. Not sent again once it may have
+        reached the server (the lines would be stored twice). ``ctx.log`` batches for you."""
+        response = self.transport.request(
+            "POST",
+            f"/jobs/{int(job_id)}/logs",
+            json={"attempt": attempt, "lines": lines},
+            idempotent=False,
+            retries=retries,
+        )
+        answer: dict[str, Any] = response.json()
+        return answer
 
     def release(self, job_id: int, attempt: int, *, retries: int | None = None) -> Job:
         """Give a claimed job back unstarted: pending again at once, retry count unchanged."""

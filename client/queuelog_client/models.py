@@ -97,6 +97,9 @@ class Job(_FromJson):
     # Only in a claim's answer, to the worker that holds the job: kept out of repr, so a job
     # printed or logged never shows them.
     secrets: dict[str, str] | None = field(default=None, repr=False)
+    # Only in a claim's answer of a job with ``depends_on``: each parent's id, type, status and
+    # result, in ``depends_on`` order.
+    parents: list[dict[str, Any]] | None = None
     duplicate: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -1,4 +1,5 @@
-"""The worker's held jobs and its reporter thread: batched heartbeats for every held job, and
+"""The worker's held jobs and its reporter thread: batched heartbeats for every held job, the
+lines handlers log (carried by each job's heartbeat item every round, and by its outcome), and
 the outcomes kept until the server acknowledges them or says the job is no longer ours. An
 outcome rides on the worker's next claim; the reporter sends only those left behind (while the
 claim waits for jobs, say), so that none waits for a long-poll to end."""
@@ -15,7 +16,7 @@ from typing import Any
 
 from queuelog_client.client import Client
 from queuelog_client.errors import QueuelogError
-from queuelog_client.handlers import JobContext
+from queuelog_client.handlers import MAX_LOG_BATCH, JobContext
 from queuelog_client.models import Job
 from queuelog_client.transport import backoff
 
@@ -109,7 +110,9 @@ class Reporter:
         return held
 
     def finished(self, held: Held, outcome: dict[str, Any]) -> None:
-        """Keep a handler's outcome for the next claim, or the reporter's finish."""
+        """Keep a handler's outcome, with the lines its handler logged and are not yet sent,
+        for the next claim, or the reporter's finish."""
+        self._attach_logs(held, outcome)
         with self._lock:
             held.outcome, held.due = outcome, time.monotonic() + OUTCOME_WAIT
             self._changed.notify_all()
@@ -209,6 +212,11 @@ class Reporter:
             if len(sent) > 1:
                 self.give_back(sent, alone=True)
                 return
+            if (sent[0].outcome or {}).pop("logs", None) is not None:
+                # Refused alone while it carried lines: the outcome matters more than them.
+                log.warning("job %s: its last log lines were refused: %s", sent[0].job.id, exc)
+                self.give_back(sent)
+                return
             answers = [{"status": exc.status, "detail": str(exc)}]
         self.answered(sent, answers)
 
@@ -253,23 +261,29 @@ class Reporter:
             log.info("%s: failed (%.2f s): %s", name, seconds, outcome["error"])
 
     def _send_heartbeats(self) -> None:
+        """The due heartbeats, and a beat for each running job whose handler logged lines
+        (up to 100 a job a round, carried in its item; the rest go in the next rounds)."""
         now = time.monotonic()
         items: list[dict[str, Any]] = []
-        batch: list[tuple[Held, tuple[int, str | None] | None]] = []
+        batch: list[_Beat] = []
         with self._lock:
             for held in self._held.values():
                 if not held.beating:
                     continue
-                progress = held.ctx.take_progress() if held.outcome is None else None
-                if progress is None and now < held.next_beat:
+                running = held.outcome is None
+                progress = held.ctx.take_progress() if running else None
+                lines = self._lines_to_carry(held) if running else None
+                if progress is None and lines is None and now < held.next_beat:
                     continue
                 item = _identity(held)
                 if progress is not None:
                     item["progress"], message = progress
                     if message is not None:
                         item["message"] = message
+                if lines is not None:
+                    item["logs"] = lines
                 items.append(item)
-                batch.append((held, progress))
+                batch.append(_Beat(held, progress, lines))
                 if len(items) == MAX_BATCH:
                     break
         if not items:
@@ -277,12 +291,31 @@ class Reporter:
         try:
             answers = self.client.heartbeat(items, retries=0)
         except Exception:
-            for held, progress in batch:
-                if progress is not None:
-                    held.ctx.restore_progress(progress)
+            for beat in batch:
+                if beat.progress is not None:
+                    beat.held.ctx.restore_progress(beat.progress)
+                if beat.lines is not None:
+                    beat.held.ctx.restore_logs(beat.lines)
             raise
-        for (held, _), answer in zip(batch, answers, strict=True):
-            self._answered_heartbeat(held, answer, now)
+        finally:
+            for beat in batch:
+                if beat.lines is not None:
+                    beat.held.ctx.sending_logs.release()
+        for beat, answer in zip(batch, answers, strict=True):
+            self._answered_heartbeat(beat.held, answer, now)
+
+    @staticmethod
+    def _lines_to_carry(held: Held) -> list[str] | None:
+        """The oldest unsent lines of ``held`` for its heartbeat item, with ``sending_logs``
+        held until the request is answered (None, lock not held: none, or another thread
+        sends them)."""
+        if not held.ctx.unsent_logs() or not held.ctx.sending_logs.acquire(blocking=False):
+            return None
+        lines = held.ctx.take_logs()
+        if not lines:
+            held.ctx.sending_logs.release()
+            return None
+        return lines
 
     def _answered_heartbeat(self, held: Held, answer: dict[str, Any], now: float) -> None:
         status = answer.get("status")
@@ -297,6 +330,48 @@ class Reporter:
                 status,
                 answer.get("detail"),
             )
+
+    def _attach_logs(self, held: Held, outcome: dict[str, Any]) -> None:
+        """Put ``held``'s last unsent lines (up to 100) on its outcome item; the older ones,
+        if more are left, go first in requests of their own (the server takes no lines for a
+        finished attempt). On the handler's thread, once the handler returned: waits for a
+        heartbeat carrying earlier lines to be answered, so that the lines stay in order; lines
+        the server cannot take now are dropped rather than hold the outcome."""
+        with held.ctx.sending_logs:
+            try:
+                self._send_logs_of(held, retries=2)
+            except Exception as exc:
+                log.warning("job %s: its log lines could not be sent: %s", held.job.id, exc)
+            if lines := held.ctx.take_logs():
+                outcome["logs"] = lines
+
+    def _send_logs_of(self, held: Held, *, retries: int) -> None:
+        """Send ``held``'s unsent lines in order, all but the last 100 (with ``sending_logs``
+        held). A job no longer ours drops them; any other failure puts them back and raises."""
+        while held.ctx.unsent_logs() > MAX_LOG_BATCH:
+            lines = held.ctx.take_logs()
+            try:
+                self.client.append_logs(held.job.id, held.job.attempt, lines, retries=retries)
+            except QueuelogError as exc:
+                if exc.status in GONE:  # no longer ours: the server takes none of them
+                    while held.ctx.take_logs():
+                        pass
+                    return
+                if exc.status != 422:  # refused as they are: sent again, they would be again
+                    held.ctx.restore_logs(lines)
+                    raise
+            except Exception:
+                held.ctx.restore_logs(lines)
+                raise
+
+
+@dataclass(frozen=True)
+class _Beat:
+    """A heartbeat item in flight: its job, and the progress and lines it carries."""
+
+    held: Held
+    progress: tuple[int, str | None] | None
+    lines: list[str] | None
 
 
 def _refused(status: Any) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from flask import Flask
 
+from app.infra import db
 from tests.api.conftest import assert_problem, event_rows, snapshot
 from tests.builders import Api
 
@@ -59,6 +60,28 @@ def test_a_claim_alone_may_report_nothing(producer: Api, worker: Api) -> None:
 def test_nothing_due_answers_an_empty_list_never_204(producer: Api, worker: Api) -> None:
     response = _finish(worker, [], max_jobs=3, wait_seconds=0.3)
     assert response.status_code == 200 and response.get_json()["jobs"] == []
+
+
+def test_a_claim_alone_that_would_find_nothing_opens_no_write_transaction(
+    app: Flask, worker: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With nothing to report, a finish is a plain claim: once the process knows nothing is
+    due, it waits without a write transaction (on SQLite one waits for the write lock)."""
+    assert worker.post("/jobs/claim", {"wait_seconds": 0.2}).status_code == 204  # looked
+    transactions = db.transactions(app)
+    writes: list[object] = []
+    write = transactions.write
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        writes.append(args)
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(transactions, "write", counted)
+    response = _finish(worker, [], max_jobs=2, wait_seconds=0.2)
+    assert response.status_code == 200 and response.get_json() == {"results": [], "jobs": []}
+    assert writes == []
+    assert _finish(worker, [], max_jobs=2).get_json()["jobs"] == []  # no wait: it looks
+    assert len(writes) == 1
 
 
 def test_a_refused_claim_part_refuses_the_request_before_any_outcome(

@@ -66,3 +66,19 @@ def test_failure_errors_lose_key_blocks_and_ruby_assignments(
     expected = 'gpg failed: [REDACTED]\nconfig = {:password=>[REDACTED], :name=>"bob"}'
     assert job_row(app, job["id"])["error"] == expected
     assert admin.get(f"/jobs/{job['id']}").get_json()["error"] == expected
+
+
+def test_a_heartbeat_message_with_a_lone_surrogate_is_mended_not_refused(
+    app: Flask, producer: Api, worker: Api
+) -> None:
+    """A message naming a file that is not UTF-8 is kept as an error would be (U+FFFD), in a
+    single heartbeat and in a batch of them."""
+    first, second = producer.enqueue(), producer.enqueue()
+    worker.claim(max_jobs=2)
+    one = worker.post(f"/jobs/{first['id']}/heartbeat", {"progress": 5, "message": "a\udcffb"})
+    assert one.status_code == 200, one.get_data()[:300]
+    beat = {"id": second["id"], "attempt": 1, "progress": 6, "message": "c\ud800d"}
+    many = worker.post("/jobs/heartbeat", {"jobs": [beat]})
+    assert many.status_code == 200, many.get_data()[:300]
+    assert job_row(app, first["id"])["progress_message"] == "a\ufffdb"
+    assert job_row(app, second["id"])["progress_message"] == "c\ufffdd"

@@ -59,8 +59,12 @@ def test_nothing_due_answers_204_after_the_wait(worker: Api) -> None:
 def test_an_enqueue_wakes_a_waiting_claim_which_holds_no_connection(
     app: Flask, producer: Api, worker: Api
 ) -> None:
+    waits = _waits()
     result = _waiting_claim(app, worker, wait_seconds=20)
-    time.sleep(0.3)
+    deadline = time.monotonic() + 10
+    while _waits() == waits and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)  # asleep in the dispatcher's wait
     assert db.engine(app).pool.checkedout() == 0  # asleep without a connection or transaction
     job = producer.enqueue()
     enqueued = time.monotonic()

@@ -24,12 +24,15 @@ JSON_ROUTES = {
     ("/jobs/{job_id}", "get"),
     ("/jobs/{job_id}/events", "get"),
     ("/jobs/claim", "post"),
+    ("/jobs/{job_id}/run-now", "post"),
     ("/jobs/{job_id}/complete", "post"),
     ("/jobs/{job_id}/fail", "post"),
     ("/jobs/{job_id}/heartbeat", "post"),
     ("/jobs/{job_id}/cancel", "post"),
     ("/jobs/{job_id}/retry", "post"),
     ("/jobs/{job_id}/release", "post"),
+    ("/jobs/{job_id}/logs", "post"),
+    ("/jobs/{job_id}/logs", "get"),
     ("/jobs/{job_id}/children", "post"),
     ("/groups/{group_id}", "get"),
     ("/jobs/batch", "post"),
@@ -202,7 +205,7 @@ def test_a_job_answer_sends_the_job_schema_in_order(
     """Drift between the models that write the answers and the document fails here."""
     job_schema = _document(client)["components"]["schemas"]["JobOut"]
     every, required = list(job_schema["properties"]), job_schema["required"]
-    assert every == [*required, "error", "secrets", "duplicate"]
+    assert every == [*required, "error", "secrets", "parents", "duplicate"]
     job = producer.enqueue(secrets={"api_key": "k"})
     assert list(producer.get(f"/jobs/{job['id']}").get_json()) == required
     assert list(admin.get(f"/jobs/{job['id']}").get_json()) == [*required, "error"]

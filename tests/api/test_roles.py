@@ -25,6 +25,8 @@ MATRIX: dict[str, tuple[int, int, int, int]] = {
     "fail": (403, 200, 200, 401),
     "cancel": (200, 403, 200, 401),
     "retry": (403, 403, 200, 401),
+    "edit_retry": (403, 403, 200, 401),
+    "run_now": (200, 403, 200, 401),
 }
 WORK = {"heartbeat", "complete", "fail"}
 
@@ -48,12 +50,16 @@ def _prepare(route: str, caller: Api, callers: dict[str, Api]) -> tuple[str, str
     if route == "list":
         producer.enqueue()
         return "GET", "/jobs", None
-    if route == "retry":
+    if route in ("retry", "edit_retry"):
         producer.enqueue(max_retries=0)
         held = worker.claim()
         assert held is not None
         assert worker.post(f"/jobs/{held['id']}/fail", {"error": "x"}).status_code == 200
-        return "POST", f"/jobs/{held['id']}/retry", None
+        edit = {"priority": "medium", "payload": {"fixed": True}} if route == "edit_retry" else None
+        return "POST", f"/jobs/{held['id']}/retry", edit
+    if route == "run_now":
+        scheduled = producer.enqueue(delay_seconds=3600)
+        return "POST", f"/jobs/{scheduled['id']}/run-now", None
     job = producer.enqueue()
     if route == "claim":
         return "POST", "/jobs/claim", None

@@ -1,4 +1,5 @@
 """The pages in Debian's Chromium (Playwright): sign in, filter, enqueue, cancel and retry,
+edit and retry, run now,
 a live progress bar, small screens, and not one CSP violation or console error."""
 
 from __future__ import annotations
@@ -148,6 +149,48 @@ def test_cancel_and_retry(watched: Page, live_site: LiveSite, people) -> None:
     watched.get_by_role("button", name="Retry job").click()
     expect(status).to_have_text("pending")
     expect(watched.locator(".timeline li")).to_have_count(3)
+
+
+def test_edit_and_retry_then_run_now(watched: Page, live_site: LiveSite, people) -> None:
+    api, worker = people["producer_api"], people["worker_api"]
+    job = api.enqueue("webhook.deliver", payload={"url": "http://bad.example"}, max_retries=0)
+    held = worker.claim(types=["webhook.deliver"])
+    assert held is not None and held["id"] == job["id"]
+    worker.post(f"/jobs/{job['id']}/fail", {"error": "no such host"})
+    sign_in(watched, live_site, people["admin"], f"/ui/jobs/{job['id']}")
+    status = watched.locator(".job-status .badge")
+    expect(status).to_have_text("failed")
+    watched.get_by_text("Edit and retry").click()
+    payload = watched.get_by_label("Payload (JSON object)")
+    expect(payload).to_have_value(re.compile("bad.example"))
+    payload.fill("[1]")
+    watched.get_by_role("button", name="Retry with these fields").click()
+    expect(watched.locator("#edit-retry .field-error")).to_contain_text("must be a JSON object")
+    expect(status).to_have_text("failed")
+    watched.get_by_label("Payload (JSON object)").fill('{"url": "https://good.example"}')
+    watched.get_by_label("Priority").select_option("high")
+    watched.get_by_label("Max retries").fill("3")
+    watched.get_by_label("Reason (optional)").fill("host fixed")
+    watched.get_by_role("button", name="Retry with these fields").click()
+    expect(watched.locator("#flashes .flash")).to_contain_text("queued again with your changes")
+    expect(status).to_have_text("pending")
+    expect(watched.locator("pre.json")).to_contain_text("https://good.example")
+    expect(watched.locator(".timeline li").last).to_contain_text(
+        "changed payload, priority, max_retries"
+    )
+    expect(watched.locator("#edit-retry")).to_have_count(0)
+    # Failed again with a backoff: its producer makes it due now from the page.
+    assert worker.claim(types=["webhook.deliver"]) is not None
+    worker.post(f"/jobs/{job['id']}/fail", {"error": "flaky", "retry_in": 3600})
+    watched.reload()
+    watched.get_by_role("button", name="Run now").click()
+    expect(watched.locator("#flashes .flash")).to_contain_text("is due now")
+    expect(watched.get_by_role("button", name="Run now")).to_have_count(0)
+    expect(watched.locator(".timeline li").last).to_contain_text("run now")
+    # Due now, so claimed at once; completed, it leaves no pending job to the site's other tests.
+    again = worker.claim(types=["webhook.deliver"])
+    assert again is not None and again["id"] == job["id"]
+    worker.post(f"/jobs/{job['id']}/complete", {"attempt": again["attempt"]})
 
 
 def test_progress_bar_follows_heartbeats_until_done(

@@ -1,11 +1,14 @@
 """A bulk action in Debian's Chromium (Playwright): filter the jobs page, choose an action, see
 the count and a sample, give a reason and confirm; a confirmation whose set changed meanwhile
-is refused with the new count. Each test filters on a type and priority no other test uses."""
+is refused with the new count. The "Payload contains" filter: typed, kept in the URL, a bad
+search said in the page. Each test filters on a type and priority no other test uses."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -23,7 +26,7 @@ expected_console = test_browser.expected_console
 
 @pytest.fixture
 def expected_statuses() -> list[int]:
-    return [409, 422]  # the refused stale confirmation
+    return [409, 422]  # the refused stale confirmation; the bad payload search typed on purpose
 
 
 def waiting(people: dict[str, Any], priority: str, count: int) -> list[int]:
@@ -83,3 +86,23 @@ def test_a_stale_preview_is_refused_with_the_new_count(
     expect(watched.get_by_label("Reason")).to_have_value("duplicate deliveries")
     watched.get_by_role("button", name="Cancel 3 jobs").click()
     expect(watched.locator(".flash-success")).to_contain_text("3 job(s) cancelled")
+
+
+def test_typing_a_payload_search_filters_the_jobs_and_keeps_it_in_the_url(
+    watched: Page, live_site: LiveSite, people: dict[str, Any]
+) -> None:
+    api = people["admin_api"]
+    tag = f"browser-{people['admin']}"  # no other test's jobs carry it
+    wanted = [api.enqueue(payload={"tag": tag, "n": n})["id"] for n in range(2)]
+    api.enqueue(payload={"tag": tag + "-other"})
+    sign_in(watched, live_site, people["admin"], "/ui/jobs")
+    needle = json.dumps({"tag": tag})
+    watched.get_by_label("Payload contains").fill(needle)
+    expect(watched).to_have_url(f"{live_site.url}/ui/jobs?payload={quote(needle, safe='')}")
+    rows = watched.locator("#jobs-table tbody td[data-label=Job] a")
+    expect(rows).to_have_text([f"#{job_id}" for job_id in reversed(wanted)])
+    watched.get_by_label("Payload contains").fill('{"tag": ')
+    expect(watched.locator("#jobs-table")).to_contain_text("payload must be a JSON object")
+    watched.reload()  # the whole page, as a link to it shows it
+    expect(watched.get_by_label("Payload contains")).to_have_value('{"tag": ')
+    expect(watched.get_by_label("Payload contains")).to_have_attribute("aria-invalid", "true")

@@ -25,7 +25,7 @@ def _failed_login(host: str) -> int:
     opener = urllib.request.build_opener(
         urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
     )
-    page = opener.open(f"http://{host}/login", timeout=20).read().decode()
+    page = opener.open(f"http://{host}/login", timeout=60).read().decode()
     match = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page) or re.search(
         r'value="([^"]+)"[^>]*name="csrf_token"', page
     )
@@ -34,7 +34,7 @@ def _failed_login(host: str) -> int:
         {"username": "nobody", "password": "wrong password!", "csrf_token": match[1]}
     ).encode()
     try:
-        return int(opener.open(f"http://{host}/login", data=form, timeout=20).status)
+        return int(opener.open(f"http://{host}/login", data=form, timeout=60).status)
     except urllib.error.HTTPError as answer:
         answer.read()
         return int(answer.code)

@@ -23,6 +23,7 @@ from app.queue.contract.fields import (
     WaitSeconds,
 )
 from app.queue.contract.job_requests import EnqueueBody
+from app.queue.contract.logs import CarriedLines
 from app.queue.contract.request_model import RequestModel, refuse, says, settings_of
 from app.queue.rules import secret_fields
 from app.queue.rules.settings import QueueSettings
@@ -200,6 +201,7 @@ class FinishItem(RequestModel):
     error: ErrorText | None = None
     retry_in: RetryIn | None = None
     retryable: Flag | None = None
+    logs: CarriedLines | None = None
 
     def to_outcome(self) -> Outcome:
         """The use cases' outcome (whether its fields fit together is their rule)."""
@@ -211,6 +213,7 @@ class FinishItem(RequestModel):
             error=self.error,
             retry_in=self.retry_in,
             retryable=self.retryable,
+            logs=tuple(self.logs or ()),
         )
 
 
@@ -257,10 +260,11 @@ class BeatItem(RequestModel):
     attempt: Attempt
     progress: Progress | None = None
     message: Message | None = None
+    logs: CarriedLines | None = None
 
     def to_beat(self) -> Beat:
         """The use cases' heartbeat."""
-        return Beat(self.id, self.attempt, self.progress, self.message)
+        return Beat(self.id, self.attempt, self.progress, self.message, tuple(self.logs or ()))
 
 
 class HeartbeatsBody(RequestModel):

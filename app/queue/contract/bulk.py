@@ -11,6 +11,7 @@ from pydantic import AfterValidator, Field, RootModel
 from app.queue.contract.cursors import MAX_DB_INT
 from app.queue.contract.fields import ListType, Priority, Search, StatusLabel, Timestamp
 from app.queue.contract.job_responses import JobOut, Problem, ResponseModel
+from app.queue.contract.payload_search import PayloadObject
 from app.queue.contract.request_model import RequestModel, refuse, says
 from app.queue.rules.sanitize import sanitize_error
 from app.queue.usecases.bulk import SAMPLE_SIZE, Selection, Verb
@@ -62,6 +63,7 @@ class BulkFilter(RequestModel):
     type: ListType | None = None
     priority: Priority | None = None
     q: Search | None = None
+    payload: PayloadObject | None = None
     created_after: Timestamp | None = None
     created_before: Timestamp | None = None
 
@@ -81,6 +83,7 @@ class BulkChoice(RequestModel):
             type=given.type,
             priority=PRIORITIES[given.priority] if given.priority else None,
             search=search or None,
+            payload=given.payload,
         )
         return Selection(Verb(self.action), filters, given.created_after, given.created_before)
 

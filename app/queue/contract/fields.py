@@ -181,6 +181,8 @@ Attempt = Annotated[
 Progress = Annotated[int, Field(ge=0, le=100), says("must be an integer from 0 to 100")]
 Message = Annotated[
     str,
+    # Progress reports name files as errors do: lone surrogates are mended, not refused.
+    BeforeValidator(mend_surrogates),
     Field(max_length=MAX_MESSAGE_LENGTH, json_schema_extra={"pattern": "^[^\\u0000]*$"}),
     AfterValidator(_stored_text),
     says(f"must be a string of at most {MAX_MESSAGE_LENGTH} characters"),

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from app.queue.contract.bulk import Reason
 from app.queue.contract.fields import (
     Attempt,
     ClaimTypes,
@@ -41,7 +42,9 @@ from app.queue.contract.fields import (
     WaitQuery,
     WaitSeconds,
 )
+from app.queue.contract.payload_search import PayloadQuery
 from app.queue.contract.request_model import RequestModel, parse_query, refuse
+from app.queue.contract.schedules import without_null
 from app.queue.rules import secret_fields
 from app.queue.rules.settings import QueueSettings
 from app.queue.vocabulary.job_fields import (
@@ -49,7 +52,7 @@ from app.queue.vocabulary.job_fields import (
     DEFAULT_PRIORITY,
     MAX_RETRIES,
 )
-from app.queue.vocabulary.jobs import EnqueueRequest, JobFilters, Wanted
+from app.queue.vocabulary.jobs import EnqueueRequest, JobEdit, JobFilters, Wanted
 from app.queue.vocabulary.orders import NEWEST_FIRST, Sort
 from app.queue.vocabulary.states import PRIORITIES
 from app.queue.vocabulary.trace import Trace
@@ -215,7 +218,37 @@ class HeartbeatBody(RequestModel):
 
 
 class NoBody(RequestModel):
-    """No fields: an empty body or ``{}`` (cancel, retry)."""
+    """No fields: an empty body or ``{}`` (cancel, run now)."""
+
+
+class RetryBody(RequestModel):
+    """``POST /jobs/{id}/retry``: the fields to replace as the job is retried (left out: kept;
+    null is not a value), each validated as at enqueue, and why. No secrets: a finished job's
+    secret values were erased, and the payload never holds them."""
+
+    model_config = ConfigDict(json_schema_extra=without_null)
+
+    payload: JsonObject | None = None
+    priority: Priority | None = None
+    max_retries: MaxRetries | None = None
+    reason: Reason | None = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        # Defaults are not validated, so this only sees an explicit null.
+        if value is None:
+            raise refuse("must not be null (leave the field out to keep its value)")
+        return value
+
+    def to_edit(self) -> JobEdit:
+        """The use cases' edit."""
+        return JobEdit(
+            payload=self.payload,
+            priority=PRIORITIES[self.priority] if self.priority else None,
+            max_retries=self.max_retries,
+            reason=self.reason,
+        )
 
 
 class ListQuery(RequestModel):
@@ -228,6 +261,7 @@ class ListQuery(RequestModel):
     cursor: Cursor | None = None
     q: Search | None = None
     partition: Partition | None = None
+    payload: PayloadQuery | None = None
 
     @field_validator("q", mode="before")
     @classmethod
@@ -258,6 +292,7 @@ class ListQuery(RequestModel):
             priority=PRIORITIES[self.priority] if self.priority else None,
             search=self.q,
             partition=self.partition,
+            payload=self.payload,
             limit=self.limit,
             cursor=self.cursor[1] if self.cursor else None,
             sort=self.order(),

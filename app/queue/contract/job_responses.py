@@ -103,6 +103,15 @@ class TraceOut(ResponseModel):
     tracestate: str | None
 
 
+class ParentOut(ResponseModel):
+    """A parent of a claimed job: what it was, how it ended, what it returned."""
+
+    id: Annotated[int, Field(ge=1)]
+    type: str
+    status: StatusLabel
+    result: dict[str, Any] | None
+
+
 class JobOut(ResponseModel):
     """A job. Every key is always present except ``error``, which only admins see."""
 
@@ -172,6 +181,14 @@ class JobOut(ResponseModel):
             description="Present only in a claim's answer, to the worker that now holds the "
             "job, when it has secrets: their values by name ({} once erased: an admin retried "
             "the job after it finished)."
+        ),
+    ] = None
+    parents: Annotated[
+        list[ParentOut] | None,
+        Field(
+            description="Present only in a claim's answer (and a finish's `jobs`), for a job "
+            "with `depends_on`: each parent's id, type, status and result, in `depends_on` "
+            "order (a parent deleted since is left out)."
         ),
     ] = None
     duplicate: Annotated[

@@ -38,6 +38,7 @@ from app.queue.contract.job_responses import (
     GroupOut,
     JobList,
     JobOut,
+    ParentOut,
     RefusedCallbacks,
     ResponseModel,
     TraceOut,
@@ -49,17 +50,33 @@ from app.queue.usecases.bulk import Preview
 from app.queue.usecases.explain import Explanation
 from app.queue.usecases.job_types import TypeView
 from app.queue.vocabulary.errors import QueueError
-from app.queue.vocabulary.jobs import Beat, EnqueueRequest, Event, Job, JobPage, Outcome
+from app.queue.vocabulary.jobs import (
+    Beat,
+    EnqueueRequest,
+    Event,
+    Job,
+    JobPage,
+    Outcome,
+    ParentResult,
+)
 from app.queue.vocabulary.schedules import Schedule
 from app.queue.vocabulary.timeutil import iso
 
 Item = TypeVar("Item", bound=ResponseModel)
+# A claim's jobs, the secrets opened for them and their parents' results, by job id.
+Claimed = tuple[Sequence[Job], Mapping[int, dict[str, str]], Mapping[int, list[ParentResult]]]
 CALLBACKS = ("on_complete", "on_success")  # a group's callbacks, in the answers' order
 
 
-def job_out(job: Job, *, secrets: dict[str, str] | None = None, duplicate: bool = False) -> JobOut:
-    """A job: ``secrets`` only in the answer of the claim that opened them, ``duplicate`` only
-    in an enqueue's answer."""
+def job_out(
+    job: Job,
+    *,
+    secrets: dict[str, str] | None = None,
+    parents: Sequence[ParentResult] | None = None,
+    duplicate: bool = False,
+) -> JobOut:
+    """A job: ``secrets`` only in the answer of the claim that opened them, ``parents`` only in
+    a claim's answer of a job with ``depends_on``, ``duplicate`` only in an enqueue's answer."""
     values: dict[str, Any] = {
         "id": job.id,
         "type": job.type,
@@ -95,6 +112,8 @@ def job_out(job: Job, *, secrets: dict[str, str] | None = None, duplicate: bool 
     values["error"] = job.error
     if secrets is not None:
         values["secrets"] = secrets
+    if parents is not None:
+        values["parents"] = [_parent_out(parent) for parent in parents]
     if duplicate:
         values["duplicate"] = True
     return JobOut.built(values)
@@ -109,17 +128,26 @@ def job_page_out(page: JobPage) -> JobList:
 def claimed_out(
     jobs: Sequence[Job],
     secrets: Mapping[int, dict[str, str]],
+    parents: Mapping[int, list[ParentResult]],
     *,
     many: bool,
 ) -> JobOut | ClaimedJobs:
     """A claim's answer: the job, or with ``many`` (the claim gave ``max_jobs``) all of them in
-    claim order; each with its secrets opened, when it has some."""
-    out = [_claimed_out(job, secrets) for job in jobs]
+    claim order; each with its secrets opened, when it has some, and its parents' results,
+    when it depends on others."""
+    out = [_claimed_out(job, secrets, parents) for job in jobs]
     return ClaimedJobs.built({"jobs": out}) if many else out[0]
 
 
-def _claimed_out(job: Job, secrets: Mapping[int, dict[str, str]]) -> JobOut:
-    return job_out(job, secrets=secrets.get(job.id))
+def _claimed_out(
+    job: Job, secrets: Mapping[int, dict[str, str]], parents: Mapping[int, list[ParentResult]]
+) -> JobOut:
+    return job_out(job, secrets=secrets.get(job.id), parents=parents.get(job.id))
+
+
+def _parent_out(parent: ParentResult) -> ParentOut:
+    values = {"id": parent.id, "type": parent.type, "status": parent.status}
+    return ParentOut.built(values | {"result": parent.result})
 
 
 def created_out(
@@ -187,10 +215,11 @@ def finish_out(
     outcomes: Sequence[Outcome],
     answers: Sequence[Job | QueueError],
     *,
-    claimed: tuple[Sequence[Job], Mapping[int, dict[str, str]]] | None = None,
+    claimed: Claimed | None = None,
 ) -> FinishResults:
     """Each outcome's answer, in request order: the job it left, or why it was refused; with
-    ``claimed`` (the body claimed), the jobs claimed and the secrets of those that have some."""
+    ``claimed`` (the body claimed), the jobs claimed, the secrets of those that have some and
+    the parents' results of those that depend on others."""
 
     def answered(job: Job) -> dict[str, Any]:
         return {"job": job_out(job)}
@@ -198,8 +227,8 @@ def finish_out(
     ids = (outcome.job_id for outcome in outcomes)
     values: dict[str, Any] = {"results": _per_item(FinishResult, ids, answers, answered)}
     if claimed is not None:
-        jobs, secrets = claimed
-        values["jobs"] = [_claimed_out(job, secrets) for job in jobs]
+        jobs, secrets, parents = claimed
+        values["jobs"] = [_claimed_out(job, secrets, parents) for job in jobs]
     return FinishResults.built(values)
 
 

@@ -131,7 +131,7 @@ class ScheduleCreate(_ScheduleFields):
         return self.model_dump() | {"priority": PRIORITIES[self.priority]}
 
 
-def _without_null(schema: dict[str, Any]) -> None:
+def without_null(schema: dict[str, Any]) -> None:
     """The change's document: a field is left out to keep its value, never sent as null."""
     for prop in schema["properties"].values():
         options = [option for option in prop.pop("anyOf", []) if option.get("type") != "null"]
@@ -143,7 +143,7 @@ def _without_null(schema: dict[str, Any]) -> None:
 class ScheduleUpdate(_ScheduleFields):
     """``PATCH /schedules/{id}``: only the fields given change; null is not a value."""
 
-    model_config = ConfigDict(json_schema_extra=_without_null)
+    model_config = ConfigDict(json_schema_extra=without_null)
 
     name: Name | None = None
     cron: CronText | None = None

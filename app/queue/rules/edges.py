@@ -5,7 +5,7 @@ each other edge."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -303,10 +303,20 @@ def cancel(
 
 
 def retry(
-    conn: Connection, job: Job, *, now: datetime, actor: str, note: str | None = None
+    conn: Connection,
+    job: Job,
+    *,
+    now: datetime,
+    actor: str,
+    note: str | None = None,
+    changes: Mapping[str, Any] | None = None,
 ) -> Changed[Job | None]:
     """failed or cancelled -> pending with a fresh retry budget (admins; ``note`` as for
-    ``cancel``)."""
+    ``cancel``), with ``changes`` (columns: payload, priority, max_retries) replaced in the
+    same statement, then an ``edited`` event (pending to pending: the event of a finish is
+    one that arrives in completed or failed) naming them, never their values. The same
+    statement moves the job's status and priority, so the counters move it from its old
+    status and priority to its new ones (migration 0026)."""
     values = {
         **_NO_LEASE,
         "retry_count": 0,
@@ -314,8 +324,9 @@ def retry(
         "progress": None,
         "progress_message": None,
         "finished_at": None,
+        **(changes or {}),
     }
-    return _move(
+    done = _move(
         Edge.RETRY,
         conn,
         job.id,
@@ -325,4 +336,29 @@ def retry(
         actor=actor,
         pinned=JobStatus(job.status),
         note=note,
+    )
+    if changes and done.value is not None:
+        edited = event_row(
+            job=done.value,
+            at=now,
+            from_status=JobStatus.PENDING,
+            kind=EventKind.EDITED,
+            actor=actor,
+            note="changed " + ", ".join(changes),
+        )
+        append_events(conn, [edited])
+    return done
+
+
+def run_now(conn: Connection, job: Job, *, now: datetime, actor: str) -> Changed[Job | None]:
+    """pending -> pending, due at ``now``: a job waiting for its run_at or a backoff, as read
+    (the same run_at; a claim or another change since moves nothing)."""
+    return _move(
+        Edge.RUN_NOW,
+        conn,
+        job.id,
+        expect={"run_at": job.run_at, "attempts": job.attempts},
+        values={**_NO_LEASE, "run_at": now},  # a pending job holds no lease: said again
+        now=now,
+        actor=actor,
     )

@@ -22,9 +22,11 @@ class Action(StrEnum):
     WORK = "work"  # claim, heartbeat, complete, fail, release
     SPAWN = "spawn"  # enqueue children of a job one holds, as its producer's jobs
     CANCEL = "cancel"  # stop a job (which ones: see ``can``)
-    RETRY = "retry"  # put a failed or cancelled job back
+    RETRY = "retry"  # put a failed or cancelled job back, its fields edited or not
+    RUN_NOW = "run_now"  # make a pending job waiting for its time due at once
     VIEW_JOBS = "view_jobs"  # list and read the jobs one may see, and the dashboard
     SEE_ERRORS = "see_errors"  # read error texts (they may hold what sanitizing missed)
+    READ_LOGS = "read_logs"  # read attempt logs (like error texts: what sanitizing missed)
     MANAGE_USERS = "manage_users"  # create users, change roles and caps, disable
     MANAGE_TOKENS = "manage_tokens"  # issue and revoke API tokens
     USE_ACCOUNT = "use_account"  # change one's own password, enrol a second factor
@@ -48,8 +50,10 @@ ROLES: dict[Action, frozenset[Role]] = {
     Action.SPAWN: frozenset({Role.WORKER, Role.ADMIN}),
     Action.CANCEL: frozenset({Role.PRODUCER, Role.ADMIN}),
     Action.RETRY: _ADMIN,
+    Action.RUN_NOW: frozenset({Role.PRODUCER, Role.ADMIN}),
     Action.VIEW_JOBS: _PEOPLE,
     Action.SEE_ERRORS: _ADMIN,
+    Action.READ_LOGS: _ADMIN,
     Action.MANAGE_USERS: _ADMIN,
     Action.MANAGE_TOKENS: _ADMIN,
     Action.USE_ACCOUNT: _PEOPLE,
@@ -70,8 +74,10 @@ _WHAT = {
     Action.SPAWN: "enqueue children of jobs",
     Action.CANCEL: "cancel jobs",
     Action.RETRY: "retry jobs",
+    Action.RUN_NOW: "run jobs now",
     Action.VIEW_JOBS: "view jobs",
     Action.SEE_ERRORS: "read error texts",
+    Action.READ_LOGS: "read attempt logs",
     Action.MANAGE_USERS: "manage users",
     Action.MANAGE_TOKENS: "manage tokens",
     Action.USE_ACCOUNT: "use the account pages",
@@ -135,11 +141,14 @@ def require(actor: Actor, action: Action) -> None:
 
 def job_allows(actor: Actor, action: Action, job: Job) -> bool:
     """Whether an actor whose role may do ``action`` may do it to ``job``, a job it can see:
-    what a role may cancel, what may be retried, who may spawn children."""
+    what a role may cancel, what may be retried or run now, who may spawn children."""
     if action is Action.CANCEL:
         return job.status in _CANCELLABLE.get(actor.role, frozenset())
     if action is Action.RETRY:
         return job.status in RETRYABLE
+    if action is Action.RUN_NOW:  # its owner or an admin
+        owns = scope(actor) is Scope.ALL or actor.id == job.created_by
+        return job.status == JobStatus.PENDING and owns
     if action is Action.SPAWN:
         return holds(actor, job)
     if action is Action.VIEW_GROUPS:  # the group of ``job``, which its producer made

@@ -11,7 +11,7 @@ original text, whose other words stay. Every pattern is bounded, and only the fi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from app.queue.rules.sanitize_detectors import keyword_spans, plugin_spans
 from app.queue.rules.sanitize_fold import fold
@@ -41,6 +41,29 @@ def sanitize_error(text: str, max_bytes: int = 4096) -> str:
     return _truncate(clean, max_bytes)
 
 
+def sanitize_lines(lines: Sequence[str], max_bytes: int) -> list[str]:
+    """Each of ``lines`` as ``sanitize_error`` leaves it, capped at ``max_bytes``, read as one
+    text (the patterns' cost is mostly per call): a secret that spans lines is redacted in each
+    line it touches, and no line is merged with another or lost. Lines that hold a newline, or
+    are too long to be read whole, are sanitized one by one."""
+    cleaned = [_clean_characters(line) for line in lines]
+    if any("\n" in line or len(line) > max_bytes + LOOKAHEAD for line in cleaned):
+        return [sanitize_error(line, max_bytes) for line in lines]
+    spans = _spans("\n".join(cleaned))
+    out: list[str] = []
+    start = 0
+    for line in cleaned:
+        end = start + len(line)
+        own = [
+            (max(a, start) - start, min(b, end) - start, m)
+            for a, b, m in spans
+            if a < end and b > start
+        ]
+        out.append(_truncate(_applied(line, own), max_bytes))
+        start = end + 1
+    return out
+
+
 def _window(text: str, limit: int) -> str:
     """The first ``limit`` characters, less a word cut at the end (a token's first characters
     may be too few to be recognised, and a long secret's redaction may bring them in)."""
@@ -53,6 +76,11 @@ def _window(text: str, limit: int) -> str:
 
 def _redact(text: str) -> str:
     """``text`` with each secret replaced by MARKER and each path by PATH_MARKER."""
+    return _applied(text, _spans(text))
+
+
+def _spans(text: str) -> list[tuple[int, int, str]]:
+    """Where ``text``'s secrets and paths are (in ``text`` itself), each with its marker."""
     folded = fold(text)
     secrets = _merged(
         [
@@ -65,14 +93,17 @@ def _redact(text: str) -> str:
     )
     secrets = _merged([*secrets, *keyword_spans(folded.text, secrets)])
     paths = _merged(absolute_paths(folded.text))
-    spans = _merged_marked(secrets, paths)
+    return [(*folded.original(a, b), marker) for a, b, marker in _merged_marked(secrets, paths)]
+
+
+def _applied(text: str, spans: Iterable[tuple[int, int, str]]) -> str:
+    """``text`` with each span (sorted, apart) replaced by its marker."""
     parts: list[str] = []
     position = 0
     for start, end, marker in spans:
-        original_start, original_end = folded.original(start, end)
-        parts.append(text[position:original_start])
+        parts.append(text[position:start])
         parts.append(marker)
-        position = original_end
+        position = end
     parts.append(text[position:])
     return "".join(parts)
 

@@ -42,12 +42,13 @@ from app.storage.sqltypes import UTCDateTime
 
 
 class Expected(TypedDict, total=False):
-    """What a compare-and-set expects of the job besides its status: its holder, attempt and
-    retry count, as the caller read them (a key left out is not compared)."""
+    """What a compare-and-set expects of the job besides its status: its holder, attempt,
+    retry count and run time, as the caller read them (a key left out is not compared)."""
 
     worker_id: str | None
     attempts: int
     retry_count: int
+    run_at: datetime
 
 
 def _now() -> Any:
@@ -316,7 +317,9 @@ def _move_statement(
     """The compare-and-set UPDATE of one shape (its columns; the values are parameters), built
     once: finishing a batch of jobs runs it per job."""
     conditions = [jobs.c.id == bindparam("job_id"), status_in(sources)]
-    conditions += [jobs.c[name] == bindparam(f"expect_{name}") for name in expect]
+    conditions += [
+        jobs.c[name] == bindparam(f"expect_{name}", type_=jobs.c[name].type) for name in expect
+    ]
     if lease_end:
         conditions.append(
             jobs.c.lease_expires_at < bindparam("lease_ended_before", type_=UTCDateTime())

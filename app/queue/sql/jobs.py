@@ -19,7 +19,6 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
-    or_,
     select,
     union_all,
 )
@@ -29,6 +28,7 @@ from sqlalchemy.sql.elements import BindParameter
 
 from app.queue.sql import rows as rows_sql
 from app.queue.sql.counts import EVERYONE
+from app.queue.sql.filters import filter_conditions, search_as_id
 from app.queue.sql.prepared import Prepared
 from app.queue.vocabulary.jobs import Event, Job, JobFilters
 from app.queue.vocabulary.states import PRIORITIES, EventKind
@@ -210,56 +210,7 @@ def get_visible_job(conn: Connection, job_id: int, viewer: Viewer) -> Job | None
     return job_of(row) if row else None
 
 
-def search_as_id(search: str) -> int | None:
-    """The search text read as a job id, when it is one."""
-    # isascii: str.isdigit() is also true for "¹" or "٣", which int() refuses.
-    by_id = search.isascii() and search.isdigit() and len(search) < 18
-    return int(search) if by_id else None
-
-
-def matching(filters: JobFilters, visible: ColumnElement[bool] | None) -> list[ColumnElement[bool]]:
-    """The conditions of the status, type, priority and search filters as values (a bulk
-    operation's selection), within what ``visible`` lets the caller see."""
-    conditions: list[ColumnElement[bool]] = [] if visible is None else [visible]
-    return conditions + filter_conditions(
-        status=filters.status or None,
-        job_type=filters.type or None,
-        priority=filters.priority,
-        search=filters.search or None,
-        search_id=search_as_id(filters.search) if filters.search else None,
-        partition=filters.partition,
-    )
-
-
-def filter_conditions(
-    *,
-    status_column: ColumnElement[str] = jobs.c.status,
-    status: Any = None,
-    job_type: Any = None,
-    priority: Any = None,
-    search: Any = None,
-    search_id: Any = None,
-    partition: Any = None,
-) -> list[ColumnElement[bool]]:
-    """The list filters as conditions on ``jobs``: each a value or a bound parameter, None when
-    not set (``search_id``: the search read as a job id; ``status_column``: where the status
-    is read)."""
-    conditions: list[ColumnElement[bool]] = []
-    if status is not None:
-        conditions.append(status_column == status)
-    equal = ((jobs.c.type, job_type), (jobs.c.priority, priority), (jobs.c.partition, partition))
-    for column, value in equal:
-        if value is not None:
-            conditions.append(column == value)
-    if search is not None:
-        matches = [jobs.c.idempotency_key == search]
-        if search_id is not None:
-            matches.append(jobs.c.id == search_id)
-        conditions.append(or_(*matches))
-    return conditions
-
-
-ListShape = tuple[str, bool, bool, bool, int, bool, bool, bool, bool]
+ListShape = tuple[str, bool, bool, bool, int, bool, bool, bool, bool, str]
 
 
 # A worker's jobs through its holder rows (ordered by the holder's job_id: the planner does not
@@ -270,10 +221,11 @@ _HELD = job_holders.join(jobs, jobs.c.id == job_holders.c.job_id)
 @lru_cache(maxsize=256)
 def _list_statement(shape: ListShape) -> Prepared:
     """The page query of one shape: viewer rule, filters set, how many ways the search matches
-    (0: none, 1: idempotency key, 2: key or id), the cursor's side and the walk's direction. A
-    worker's page walks its holder rows (by their index) rather than every job, its range on
-    both sides of the join, where a merge join starts."""
-    kind, status, job_type, priority, search, before, after, rising, partition = shape
+    (0: none, 1: idempotency key, 2: key or id), the cursor's side, the walk's direction, the
+    partition filter and the payload search ("": none; not cached). A worker's page walks its
+    holder rows (by their index) rather than every job, its range on both sides of the join,
+    where a merge join starts."""
+    kind, status, job_type, priority, search, before, after, rising, partition, payload = shape
     held = kind == "holder"
     key = job_holders.c.job_id if held else jobs.c.id
     ranged = [jobs.c.id, key] if held else [jobs.c.id]
@@ -289,6 +241,7 @@ def _list_statement(shape: ListShape) -> Prepared:
         search=bindparam("search") if search else None,
         search_id=bindparam("search_id") if search == 2 else None,
         partition=bindparam("partition") if partition else None,
+        payload=payload or None,
     )
     if before:
         conditions += [column < bindparam("before_id") for column in ranged]
@@ -318,7 +271,9 @@ def list_jobs(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[li
         filters.after_id is not None,
         filters.rising,
         filters.partition is not None,
+        filters.payload or "",
     )
+    statement = (_list_statement.__wrapped__ if filters.payload else _list_statement)(shape)
     params = {
         "viewer": viewer.value,
         "status": filters.status,
@@ -331,15 +286,14 @@ def list_jobs(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[li
         "after_id": filters.after_id,
         "limit": filters.limit + 1,
     }
-    found = [job_of(row) for row in _list_statement(shape).rows(conn, params)]
+    found = [job_of(row) for row in statement.rows(conn, params)]
     more = len(found) > filters.limit
     page = found[: filters.limit]
     return (page[::-1] if filters.rising == filters.sort.descending else page), more
 
 
 # Claimable: pending and waiting for no parent. Literal, as the claim's partial indexes say it
-# (app.storage.schema.CLAIMABLE): a partial index serves only a query naming its terms, not
-# parameters.
+# (app.storage.schema.CLAIMABLE): a partial index serves only a query naming its terms.
 PENDING = and_(jobs.c.status == literal_column("'pending'"), jobs.c.waiting_for.is_(None))
 
 

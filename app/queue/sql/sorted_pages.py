@@ -35,13 +35,12 @@ from sqlalchemy import (
 
 from app.queue.sql import counts as counts_sql
 from app.queue.sql import totals as totals_sql
+from app.queue.sql.filters import filter_conditions, search_as_id
 from app.queue.sql.jobs import (
     JOB_COLUMNS,
     PENDING,
     Viewer,
-    filter_conditions,
     job_of,
-    search_as_id,
     visible_to_owner,
     visible_to_worker,
 )
@@ -77,7 +76,8 @@ class _Shape(NamedTuple):
     past: bool  # the walk starts past a key
     bands: tuple[tuple[int, bool | None], ...]  # priority, and the key applies (None: skip)
     workers: int  # ranges of running workers, named w0, w1, ...
-    partition: bool = False
+    partition: bool
+    payload: str  # the payload search's JSON text ("": none)
 
 
 def page(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[list[Job], bool]:
@@ -105,6 +105,7 @@ def page(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[list[Jo
         bands,
         len(names),
         filters.partition is not None,
+        filters.payload or "",
     )
     params: dict[str, Any] = {
         "viewer": viewer.value,
@@ -117,7 +118,9 @@ def page(conn: Connection, filters: JobFilters, viewer: Viewer) -> tuple[list[Jo
     }
     params |= {f"k{i}": value for i, value in enumerate(key or ())}
     params |= {f"w{i}": name for i, name in enumerate(names)}
-    found = [job_of(row) for row in _statement(shape).rows(conn, params)]
+    # A payload search is built for its needle alone, not kept among the cached shapes.
+    statement = _statement.__wrapped__(shape) if shape.payload else _statement(shape)
+    found = [job_of(row) for row in statement.rows(conn, params)]
     ordered = in_order(found, sort.key, forward)[: filters.limit + 1]
     more = len(ordered) > filters.limit
     ordered = ordered[: filters.limit]
@@ -285,8 +288,8 @@ def _rule(shape: _Shape) -> Where:
 
 
 def _filters(shape: _Shape, *, status: bool = False) -> Where:
-    """The type, priority and search filters (and the status one, when ``status``; the other
-    reads name it as their indexes do)."""
+    """The type, priority, search and payload filters (and the status one, when ``status``; the
+    other reads name it as their indexes do)."""
     return filter_conditions(
         status=literal_column(f"'{shape.status}'") if status else None,
         job_type=bindparam("type") if shape.type else None,
@@ -294,6 +297,7 @@ def _filters(shape: _Shape, *, status: bool = False) -> Where:
         search=bindparam("search") if shape.search else None,
         search_id=bindparam("search_id") if shape.search == 2 else None,
         partition=bindparam("partition") if shape.partition else None,
+        payload=shape.payload or None,
     )
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, literal, select
 
-from app.queue.sql.jobs import Viewer, matching
+from app.queue.sql.filters import matching
+from app.queue.sql.jobs import Viewer
 from app.queue.sql.prepared import Prepared
 from app.queue.vocabulary.jobs import JobFilters
 from app.queue.vocabulary.states import JobStatus
@@ -17,9 +18,9 @@ from app.storage.schema_figures import job_counts
 
 
 def known(filters: JobFilters) -> bool:
-    """Whether the counters know how many jobs ``filters`` match (they keep no search and no
-    partition)."""
-    return not filters.search and filters.partition is None
+    """Whether the counters know how many jobs ``filters`` match (they keep no search, no
+    payload search and no partition)."""
+    return not filters.search and not filters.payload and filters.partition is None
 
 
 def counted(conn: Connection, filters: JobFilters, viewer: Viewer) -> int:

@@ -3,6 +3,7 @@ operator confirmed, each job through its named transition (the caller owns each 
 
 from __future__ import annotations
 
+import json
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from sqlalchemy import ColumnElement, Connection
 from app.queue.rules import edges
 from app.queue.rules.visibility import visibility
 from app.queue.sql import bulk as bulk_sql
-from app.queue.sql import jobs as jobs_sql
+from app.queue.sql import filters as filters_sql
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Effects
 from app.queue.vocabulary.errors import Conflict, InvalidInput
@@ -75,7 +76,7 @@ class Selection:
 
     def conditions(self, actor: Actor) -> list[ColumnElement[bool]]:
         """The WHERE clause, within the jobs ``actor`` may see."""
-        conditions = jobs_sql.matching(self.filters, visibility(actor))
+        conditions = filters_sql.matching(self.filters, visibility(actor))
         return conditions + bulk_sql.selected(
             APPLIES_TO[self.verb], self.created_after, self.created_before
         )
@@ -88,6 +89,7 @@ class Selection:
             "type": self.filters.type,
             "priority": None if priority is None else priority_label(priority),
             "q": self.filters.search,
+            "payload": json.loads(self.filters.payload) if self.filters.payload else None,
             "created_after": iso(self.created_after),
             "created_before": iso(self.created_before),
         }

@@ -8,7 +8,8 @@ caller, which decides what to answer and whom to wake.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import Connection
@@ -18,12 +19,13 @@ from app.queue.rules.backoff import Uniform
 from app.queue.rules.settings import QueueSettings
 from app.queue.sql import due as due_sql
 from app.queue.sql import edges as edges_sql
+from app.queue.sql import parents as parents_sql
 from app.queue.usecases import finishing, type_polls
 from app.queue.usecases.claim_limits import claim_within_limits
 from app.queue.usecases.type_polls import PollNotes
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import NOTHING, Changed, Effects
-from app.queue.vocabulary.jobs import Job
+from app.queue.vocabulary.jobs import Job, ParentResult
 
 _system_random = random.SystemRandom()
 LEASE_EXPIRED = "lease expired"
@@ -32,11 +34,13 @@ LEASE_EXPIRED = "lease expired"
 @dataclass(frozen=True)
 class Taken:
     """What a claim did: the jobs it took, what recovering expired leases did (``effects``),
-    and, when type limits held due jobs back, when to look again (``held_back_until``)."""
+    and, when type limits held due jobs back, when to look again (``held_back_until``); for
+    each taken job that depends on others, what its parents returned (``parents``)."""
 
     jobs: list[Job]
     effects: Effects = NOTHING
     held_back_until: datetime | None = None
+    parents: dict[int, list[ParentResult]] = field(default_factory=dict)
 
 
 def claim_many(
@@ -71,7 +75,19 @@ def claim_many(
     )
     if polls is not None:  # after the claim's own writes: every claim locks in one order
         type_polls.note(conn, polls, types or settings.job_types, now)
-    return Taken(jobs, recovered.effects, held_back_until)
+    return Taken(jobs, recovered.effects, held_back_until, parents_of(conn, jobs))
+
+
+def parents_of(conn: Connection, claimed: Sequence[Job]) -> dict[int, list[ParentResult]]:
+    """What the parents of each claimed job that has ``depends_on`` returned, in the order it
+    named them, by job id: one read for the whole batch, none when no job depends on another.
+    A parent deleted since (retention) is left out. The worker runs the dependent job, so it
+    may read its parents' results; their payloads and errors stay unread."""
+    named = {job.id: job.depends_on for job in claimed if job.depends_on}
+    if not named:
+        return {}
+    found = parents_sql.parent_results(conn, {p for ids in named.values() for p in ids})
+    return {job_id: [found[p] for p in ids if p in found] for job_id, ids in named.items()}
 
 
 def claim(

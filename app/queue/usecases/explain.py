@@ -8,7 +8,7 @@ more function in it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -353,6 +353,19 @@ REASONS: tuple[Callable[[Context], Reason | None], ...] = (
     cancelled,
     completed,
 )
+
+
+# What may hold a pending job besides time (what ``held_beyond_time`` asks).
+NOT_TIME = (waiting_for_dependencies, type_paused, type_at_max_running, type_rate_limited)
+
+
+def held_beyond_time(
+    conn: Connection, job: Job, *, now: datetime, settings: QueueSettings
+) -> Reason | None:
+    """What would still hold ``job`` were it due at ``now`` (its dependencies, its type paused,
+    a flow limit), as the explainer says it; None when only time holds it."""
+    ctx = Context(conn, replace(job, run_at=min(job.run_at, now)), now, timedelta(0), settings)
+    return next((reason for check in NOT_TIME if (reason := check(ctx)) is not None), None)
 
 
 def explain(

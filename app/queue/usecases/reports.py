@@ -14,7 +14,7 @@ from app.queue.rules.backoff import Uniform
 from app.queue.rules.settings import QueueSettings
 from app.queue.rules.visibility import visibility
 from app.queue.sql import batches as batches_sql
-from app.queue.usecases import finishing
+from app.queue.usecases import attempt_logs, finishing
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Changed
 from app.queue.vocabulary.errors import (
@@ -129,9 +129,12 @@ def finish(
     settings: QueueSettings,
 ) -> Changed[list[Job | QueueError]]:
     """Apply each outcome as the single complete or fail route would; per outcome, the job it
-    left or the refusal (a refused item changes nothing, the others still apply)."""
+    left or the refusal (a refused item changes nothing, the others still apply). The lines an
+    outcome carries go to its attempt's log when it lands."""
     visible = visibility(actor)
-    return finishing.finish(conn, actor, outcomes, now=now, settings=settings, visible=visible)
+    done = finishing.finish(conn, actor, outcomes, now=now, settings=settings, visible=visible)
+    attempt_logs.carry(conn, list(zip(outcomes, done.value, strict=True)), now=now)
+    return done
 
 
 def heartbeat_many(
@@ -143,6 +146,9 @@ def heartbeat_many(
     settings: QueueSettings,
 ) -> Changed[list[Job | QueueError]]:
     """Apply each heartbeat as the single heartbeat route would; per beat, the job with its
-    extended lease or the refusal (a cancelled job's refusal says so)."""
+    extended lease or the refusal (a cancelled job's refusal says so). The lines a beat carries
+    go to its attempt's log when it lands."""
     visible = visibility(actor)
-    return finishing.heartbeat(conn, actor, beats, now=now, settings=settings, visible=visible)
+    done = finishing.heartbeat(conn, actor, beats, now=now, settings=settings, visible=visible)
+    attempt_logs.carry(conn, list(zip(beats, done.value, strict=True)), now=now)
+    return done

@@ -3,6 +3,7 @@ and reports that make and move them, list filters and pages."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -130,6 +131,35 @@ def parent_of(requests: Sequence[EnqueueRequest]) -> int | None:
 
 
 @dataclass(frozen=True)
+class JobEdit:
+    """What an admin's retry replaces (None: kept as it was), validated as at enqueue, and
+    why (``reason``, for the events and the audit log)."""
+
+    payload: dict[str, Any] | None = None
+    priority: int | None = None
+    max_retries: int | None = None
+    reason: str | None = None
+
+    def changes(self, job: Job) -> dict[str, Any]:
+        """The fields this edit gives a value other than ``job``'s, by column name, in the
+        order the API lists them (payloads compared as JSON: ``true`` is not ``1``)."""
+        given = {
+            "payload": self.payload,
+            "priority": self.priority,
+            "max_retries": self.max_retries,
+        }
+        return {
+            name: value
+            for name, value in given.items()
+            if value is not None and _as_json(value) != _as_json(getattr(job, name))
+        }
+
+
+def _as_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
 class Outcome:
     """A worker's report on one attempt: completed (with ``result``) or failed (with ``error``,
     and optionally ``retry_in`` and ``retryable``)."""
@@ -141,6 +171,7 @@ class Outcome:
     error: str | None = None
     retry_in: float | None = None
     retryable: bool | None = None
+    logs: tuple[str, ...] = ()  # attempt-log lines carried with the report, stored if it lands
 
 
 @dataclass(frozen=True)
@@ -162,6 +193,7 @@ class Beat:
     attempt: int | None  # None: whichever attempt the caller holds (the single routes)
     progress: int | None = None
     message: str | None = None
+    logs: tuple[str, ...] = ()  # attempt-log lines carried with the beat, stored if it lands
 
 
 @dataclass(frozen=True)
@@ -182,6 +214,7 @@ class JobFilters:
     priority: int | None = None
     search: str | None = None
     partition: str | None = None
+    payload: str | None = None  # JSON text of an object the payload must contain
     limit: int = 50
     cursor: Keyset | None = None
     sort: Sort = NEWEST_FIRST
@@ -218,3 +251,14 @@ class JobPage:
     jobs: list[Job]
     next_cursor: str | None
     prev_cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class ParentResult:
+    """What the worker of a dependent job learns of one parent: what it was, how it ended and
+    what it returned (never its payload or error)."""
+
+    id: int
+    type: str
+    status: str
+    result: dict[str, Any] | None

@@ -36,6 +36,10 @@ class EventKind(StrEnum):
     RETRIED = "retried"  # an admin put it back in the queue
     RELEASED = "released"  # its worker handed it back unstarted, no attempt counted
     TIMED_OUT = "timed_out"  # the attempt ran past its type's max_run_seconds; a failed attempt
+    RUN_NOW = "run_now"  # its owner or an admin made a waiting job due at once
+    # An admin changed fields of a failed or cancelled job as it retried it (no edge: it
+    # comes with the retry's ``retried`` event and names the fields, never their values).
+    EDITED = "edited"
 
 
 class Role(StrEnum):
@@ -70,6 +74,7 @@ class Edge(StrEnum):
     RELEASE = "release"
     CANCEL = "cancel"
     RETRY = "retry"
+    RUN_NOW = "run_now"
 
 
 @dataclass(frozen=True)
@@ -112,4 +117,5 @@ EDGES: dict[Edge, Arrow] = {
     Edge.RELEASE: _edge("release", {_RUNNING}, _PENDING, EventKind.RELEASED),
     Edge.CANCEL: _edge("cancel", {_PENDING, _RUNNING}, _CANCELLED, EventKind.CANCELLED),
     Edge.RETRY: _edge("admin retry", {_FAILED, _CANCELLED}, _PENDING, EventKind.RETRIED),
+    Edge.RUN_NOW: _edge("run now", {_PENDING}, _PENDING, EventKind.RUN_NOW),
 }

@@ -6,6 +6,7 @@ from alembic import context
 from sqlalchemy.schema import SchemaItem
 
 import app.storage.schema_figures
+import app.storage.schema_logs
 import app.storage.schema_partitions
 import app.storage.schema_types  # noqa: F401 (its tables are on the same metadata)
 from app.storage.schema import created_on, metadata

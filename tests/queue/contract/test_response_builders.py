@@ -25,7 +25,7 @@ from app.queue.contract.job_responses import (
     hidden_from_others,
 )
 from app.queue.vocabulary.errors import NotFound
-from app.queue.vocabulary.jobs import Beat, Event, Outcome
+from app.queue.vocabulary.jobs import Beat, Event, Outcome, ParentResult
 from tests.builders import job_value
 
 AT = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -88,7 +88,12 @@ def test_every_answer_fits_its_model_in_field_order() -> None:
     event = Event(1, 1, AT, None, "pending", "producer", None, "enqueued", "x", None)
     refused = NotFound("job 9 does not exist")
     built: list[ResponseModel] = [
-        response_builders.claimed_out([RUNNING], {1: {"api_key": "k"}}, many=True),
+        response_builders.claimed_out(
+            [RUNNING],
+            {1: {"api_key": "k"}},
+            {1: [ParentResult(7, "email.send", "completed", {"sent": True})]},
+            many=True,
+        ),
         response_builders.finish_out(
             [Outcome(1, 2, True), Outcome(9, 1, True)], [RUNNING, refused]
         ),
@@ -118,7 +123,9 @@ def test_what_only_admins_see_is_found_in_every_answer_that_holds_it() -> None:
     assert hidden_from_others(BulkPreview) == {"sample": {"__all__": {"error": True}}}
     assert hidden_from_others(BeatResults) is None
     failed = replace(RUNNING, error="x")
-    answer = response_builders.finish_out([Outcome(1, 2, True)], [failed], claimed=([failed], {}))
+    answer = response_builders.finish_out(
+        [Outcome(1, 2, True)], [failed], claimed=([failed], {}, {})
+    )
     hidden = hidden_from_others(FinishResults)
     sent = json.loads(answer.__pydantic_serializer__.to_json(answer, exclude=hidden))
     assert "error" not in sent["results"][0]["job"] and "error" not in sent["jobs"][0]

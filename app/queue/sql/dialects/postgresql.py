@@ -4,6 +4,7 @@ locks; items come from ``json_to_recordset``."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from functools import lru_cache
 from typing import Any
@@ -17,19 +18,25 @@ from sqlalchemy import (
     Select,
     Table,
     Text,
+    and_,
     any_,
     bindparam,
     cast,
     column,
     func,
+    literal_column,
     select,
     text,
 )
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import Subquery
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from app.queue.sql.dialects import Dialect
 from app.queue.sql.items import Columns, Kind
+from app.queue.sql.payload_search import PayloadContains
+from app.storage.databases.payload_indexes import key_literal, path_safe
 
 _SQL_TYPES = {Kind.BIGINT: BigInteger(), Kind.INTEGER: Integer()}
 _LOCK = text("SELECT pg_advisory_xact_lock(:key)")
@@ -100,3 +107,20 @@ class PostgreSQLDialect(Dialect):
 
     def led_by_items(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
         return column
+
+
+@compiles(PayloadContains, "postgresql")
+def _payload_contains(element: PayloadContains, compiler: SQLCompiler, **kw: Any) -> str:
+    """``payload @> needle`` on jsonb, behind a prefilter ``payload -> 'key' = value`` per
+    top-level string or number: the expression the indexes of PAYLOAD_SEARCH_KEYS keep
+    (``app.storage.databases.payload_indexes``). jsonb compares numbers by value, as ``@>`` does."""
+    document = element.document
+    prefilter = [
+        document.op("->")(literal_column(key_literal(key)))
+        == cast(bindparam(None, json.dumps(value), type_=Text()), postgresql.JSONB)
+        for key, value in element.needle_object.items()
+        if path_safe(key) and isinstance(value, str | int | float) and not isinstance(value, bool)
+    ]
+    needle = cast(bindparam(None, element.needle, type_=Text()), postgresql.JSONB)
+    contains = document.op("@>", is_comparison=True)(needle)
+    return compiler.process(and_(*prefilter, contains), **kw)

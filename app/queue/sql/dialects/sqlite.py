@@ -24,7 +24,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.sql import Subquery
 
-from app.queue.sql.dialects import Dialect
+from app.queue.sql.dialects import (
+    Dialect,
+    sqlite_json,  # noqa: F401 (compiles PayloadContains)
+)
 from app.queue.sql.items import Columns, Kind
 
 _SQL_TYPES = {Kind.BIGINT: BigInteger(), Kind.INTEGER: Integer()}

@@ -17,11 +17,12 @@ row triggers are unchanged.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 from alembic import op
+
+from app.storage.migrations.earlier import migration
 
 revision = "0020"
 down_revision = "0019"
@@ -36,18 +37,9 @@ FLAGS = {
 }
 
 
-def _migration(name: str) -> Any:
-    path = Path(__file__).with_name(name)
-    spec = importlib.util.spec_from_file_location(f"queuelog_migration_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _statements() -> dict[str, list[str]]:
     """The statements of each flagged trigger function as migration 0017 left them."""
-    counters, by_key = _migration("0011_statement_counters.py"), _migration("0017_holders_by_key.py")
+    counters, by_key = migration("0011_statement_counters.py"), migration("0017_holders_by_key.py")
     found = {}
     for name, _, _, _, statements in counters.TRIGGERS:
         if name in FLAGS:

@@ -15,11 +15,12 @@ keeps its key (its check is one lookup in the writer's own process).
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 from alembic import op
+
+from app.storage.migrations.earlier import migration
 
 revision = "0022"
 down_revision = "0021"
@@ -33,19 +34,10 @@ TRIGGER = "jobs_counts_deleted"
 DELETE_EVENTS = "DELETE FROM job_events WHERE job_id = ANY(ARRAY(SELECT id FROM old_rows))"
 
 
-def _migration(name: str) -> Any:
-    path = Path(__file__).with_name(name)
-    spec = importlib.util.spec_from_file_location(f"queuelog_migration_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _delete_trigger(with_events: bool) -> str:
     """The jobs' DELETE trigger function as migration 0017 left it, deleting the events too
     (``with_events``)."""
-    counters, by_key = _migration("0011_statement_counters.py"), _migration("0017_holders_by_key.py")
+    counters, by_key = migration("0011_statement_counters.py"), migration("0017_holders_by_key.py")
     (statements,) = [s for name, *_, s in counters.TRIGGERS if name == TRIGGER]
     rows, lookups = by_key._BY_KEY[TRIGGER]
     body = [by_key._by_key(s, rows, lookups) for s in statements()]

@@ -1,7 +1,7 @@
 """partitions: jobs.partition, schedules.partition, ix_jobs_claim_partition, partition_turns
 
-Revision ID: 0024
-Revises: 0023
+Revision ID: 0027
+Revises: 0026
 Create Date: 2026-12-07
 
 A job may name the partition it is claimed fairly in (a tenant, a customer); a schedule may
@@ -20,8 +20,8 @@ from alembic import op
 
 from app.storage.sqltypes import UTCDateTime
 
-revision = "0024"
-down_revision = "0023"
+revision = "0027"
+down_revision = "0026"
 branch_labels = None
 depends_on = None
 
