@@ -14,6 +14,7 @@ from sqlalchemy import Connection, bindparam, select, text, update
 
 from app.queue.sql import dialects
 from app.queue.sql.dialects import Dialect
+from app.queue.sql.prepared import Prepared
 from app.storage.schema_partitions import NULL_PARTITION, partition_turns
 
 # A claim's type condition, as in ``edges``: any type, only the listed ones, or any but them.
@@ -29,7 +30,7 @@ def _types(type_filter: str, count: int) -> str:
 
 
 @lru_cache(maxsize=32)
-def _walk(dialect: Dialect, bounded: bool, type_filter: str, count: int) -> Any:
+def _walk(dialect: Dialect, bounded: bool, type_filter: str, count: int) -> Prepared:
     """Up to ``:scan`` partitions of priority ``:priority`` holding claimable jobs, after
     ``:after`` (and up to ``:upto`` when ``bounded``) in name order, each with the id of its
     due job at ``:offset`` in FIFO order (NULL when it has none due): one probe of
@@ -45,28 +46,28 @@ def _walk(dialect: Dialect, bounded: bool, type_filter: str, count: int) -> Any:
     sql += ["AND partition > walk.part ORDER BY partition LIMIT 1), seen + 1 FROM walk"]
     sql += ["WHERE walk.part IS NOT NULL AND seen < :scan) SELECT part, (", *head]
     sql += [") FROM walk WHERE part IS NOT NULL"]
-    return text(" ".join(sql))
+    return Prepared(text(" ".join(sql)))
 
 
 @lru_cache(maxsize=32)
-def _unnamed(dialect: Dialect, type_filter: str, count: int) -> Any:
+def _unnamed(dialect: Dialect, type_filter: str, count: int) -> Prepared:
     """The ids of the due jobs of priority ``:priority`` without a partition, FIFO, from
     ``:offset``: the claim index's range of that priority, read past the partitioned ones."""
     jobs = "jobs" + dialect.index_hint("ix_jobs_claim")
     sql = ["SELECT id FROM", jobs, "WHERE", _UNNAMED, "AND priority = :priority"]
     sql += ["AND run_at <= :now", _types(type_filter, count)]
     sql += ["ORDER BY run_at, id LIMIT :limit OFFSET :offset"]
-    return text(" ".join(sql))
+    return Prepared(text(" ".join(sql)))
 
 
 @lru_cache(maxsize=32)
-def _one(dialect: Dialect, type_filter: str, count: int) -> Any:
+def _one(dialect: Dialect, type_filter: str, count: int) -> Prepared:
     """The ids of the due jobs of one partition and priority, FIFO, from ``:offset``."""
     jobs = "jobs" + dialect.index_hint("ix_jobs_claim_partition")
     sql = ["SELECT id FROM", jobs, "WHERE", _NAMED, "AND priority = :priority"]
     sql += ["AND partition = :part AND run_at <= :now", _types(type_filter, count)]
     sql += ["ORDER BY run_at, id LIMIT :limit OFFSET :offset"]
-    return text(" ".join(sql))
+    return Prepared(text(" ".join(sql)))
 
 
 class Turns:
@@ -111,7 +112,7 @@ class Turns:
         statement = _walk(self.dialect, upto is not None, self.type_filter, self.count)
         while len(found) < need:
             params = self.params | {"after": after, "upto": upto, "scan": scan, "offset": offset}
-            rows = self.conn.execute(statement, params).all()
+            rows = statement.rows(self.conn, params)
             found += [(part, job_id) for part, job_id in rows if job_id is not None]
             if len(rows) < scan:
                 break
@@ -122,7 +123,7 @@ class Turns:
         """The due jobs without a partition, FIFO, from ``offset``."""
         statement = _unnamed(self.dialect, self.type_filter, self.count)
         params = self.params | {"offset": offset, "limit": limit}
-        return [row[0] for row in self.conn.execute(statement, params)]
+        return [row[0] for row in statement.rows(self.conn, params)]
 
     def rest(self, partition: str, offset: int, limit: int) -> list[int]:
         """The due jobs of one partition, FIFO, from ``offset`` (``NULL_PARTITION``: those
@@ -131,25 +132,25 @@ class Turns:
             return self.unnamed(offset, limit)
         statement = _one(self.dialect, self.type_filter, self.count)
         params = self.params | {"part": partition, "offset": offset, "limit": limit}
-        return [row[0] for row in self.conn.execute(statement, params)]
+        return [row[0] for row in statement.rows(self.conn, params)]
 
 
-_CURSORS = select(partition_turns.c.priority, partition_turns.c.partition)
+_CURSORS = Prepared(select(partition_turns.c.priority, partition_turns.c.partition))
 
 
 def cursors(conn: Connection) -> dict[int, str]:
     """Where each priority's turn stands: the partition its last fair claim served last."""
-    return {int(priority): partition for priority, partition in conn.execute(_CURSORS)}
+    return {int(priority): partition for priority, partition in _CURSORS.rows(conn)}
 
 
 @lru_cache(maxsize=4)
-def _move(dialect: Dialect) -> Any:
+def _move(dialect: Dialect) -> Prepared:
     """The turn's UPDATE of one priority, unless another claim's transaction holds its row
     (that claim moves it instead): a claim never waits for another's turn."""
     row = select(partition_turns.c.priority).where(
         partition_turns.c.priority == bindparam("at_priority")
     )
-    return (
+    return Prepared(
         update(partition_turns)
         .where(partition_turns.c.priority.in_(dialect.skip_locked(row)))
         .values(partition=bindparam("served"), updated_at=bindparam("now"))
@@ -158,19 +159,19 @@ def _move(dialect: Dialect) -> Any:
 
 def move_cursors(conn: Connection, served: Mapping[int, str], now: datetime) -> None:
     """Record the partition each priority served last (a later claim starts after it)."""
-    if served:
-        rows = [{"at_priority": p, "served": name, "now": now} for p, name in served.items()]
-        conn.execute(_move(dialects.of(conn)), rows)
+    move = _move(dialects.of(conn))
+    for priority, name in served.items():
+        move.run(conn, {"at_priority": priority, "served": name, "now": now})
 
 
 @lru_cache(maxsize=32)
-def _top(dialect: Dialect, type_filter: str, count: int) -> Any:
+def _top(dialect: Dialect, type_filter: str, count: int) -> Prepared:
     """The highest priority below ``:below`` with a due job: one probe of the claim index."""
     jobs = "jobs" + dialect.index_hint("ix_jobs_claim")
     sql = ["SELECT priority FROM", jobs, "WHERE status = 'pending' AND waiting_for IS NULL"]
     sql += ["AND priority < :below AND run_at <= :now", _types(type_filter, count)]
     sql += ["ORDER BY priority DESC, run_at, id LIMIT 1"]
-    return text(" ".join(sql))
+    return Prepared(text(" ".join(sql)))
 
 
 def fair_head(
@@ -186,7 +187,7 @@ def fair_head(
     picked: list[int] = []
     below = 1 << 15
     while len(picked) < want:
-        row = conn.execute(top, params | {"below": below}).first()
+        row = top.row(conn, params | {"below": below})
         if row is None:
             break
         below = int(row[0])
