@@ -37,28 +37,20 @@ class PartitionFigures:
     running: Busiest = field(default_factory=Busiest)
 
 
-def _by_type(rows: figures_sql.Ranked) -> dict[str, Busiest]:
-    named: dict[str, list[tuple[str | None, int]]] = {}
-    rest: dict[str, int] = {}
-    for job_type, place, part, n in rows:  # in place order: 0 (the rest) first
-        if place:
-            named.setdefault(job_type, []).append((part, n))
-        else:
-            rest[job_type] = n
-    return {
-        job_type: Busiest(tuple(named.get(job_type, ())), rest.get(job_type, 0))
-        for job_type in {*named, *rest}
-    }
+def _busiest(counted: figures_sql.Counted) -> Busiest:
+    named, total = counted
+    return Busiest(tuple(named), total - sum(n for _, n in named))
 
 
 def busiest(
     conn: Connection, job_types: Iterable[str], now: datetime
 ) -> dict[str, PartitionFigures]:
     """Each of ``job_types``' busiest partitions by due and by running jobs (types with
-    neither get empty figures): a bounded read per type and one for all running jobs."""
-    running = _by_type(figures_sql.running(conn))
-    found = {}
-    for job_type in job_types:
-        due = _by_type(figures_sql.due(conn, job_type, now)).get(job_type, Busiest())
-        found[job_type] = PartitionFigures(due, running.get(job_type, Busiest()))
-    return found
+    neither get empty figures): two bounded reads per type."""
+    return {
+        job_type: PartitionFigures(
+            _busiest(figures_sql.due(conn, job_type, now)),
+            _busiest(figures_sql.running(conn, job_type)),
+        )
+        for job_type in job_types
+    }
