@@ -36,6 +36,12 @@ class PartitionFigures:
     due: Busiest = field(default_factory=Busiest)
     running: Busiest = field(default_factory=Busiest)
 
+    @property
+    def partitioned(self) -> bool:
+        """Whether any job counted has a partition."""
+        named = (*self.due.named, *self.running.named)
+        return any(partition is not None for partition, _ in named)
+
 
 def _busiest(counted: figures_sql.Counted) -> Busiest:
     named, total = counted
