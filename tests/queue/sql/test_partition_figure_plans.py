@@ -4,7 +4,6 @@ the backlog), the running jobs from the lease index (running jobs only), never t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +17,7 @@ from app.queue.usecases import partition_figures
 from app.queue.vocabulary.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (both engines)
 from tests.builders import make_user
+from tests.queue.sql.test_claim_plans import _measured_plan
 from tests.queue.sql.test_query_plans import recorded
 
 BACKLOG = 12_000  # due jobs of email.send, beyond DUE_SAMPLE
@@ -61,19 +61,6 @@ def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _nodes(child)
 
 
-def _pg_plan(app: Flask, sql: str, params: Any) -> list[dict[str, Any]]:
-    """The statement's plan nodes, run with EXPLAIN ANALYZE (rows actually read)."""
-    raw = db.engine(app).raw_connection()
-    try:
-        cursor = raw.cursor()
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
-        (plan,) = cursor.fetchone()
-    finally:
-        raw.rollback()
-        raw.close()
-    return list(_nodes((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]))
-
-
 def _sqlite_plan(app: Flask, sql: str, params: Any) -> list[str]:
     raw = db.engine(app).raw_connection()
     try:
@@ -97,7 +84,7 @@ def _reads(app: Flask, statement: tuple[str, Any]) -> list[tuple[str, str, int]]
         return found
     return [
         (node["Node Type"], node.get("Index Name", ""), int(node["Actual Rows"]))
-        for node in _pg_plan(app, sql, params)
+        for node in _nodes(_measured_plan(app, (sql, params)))
         if node.get("Relation Name") == "jobs"
     ]
 
