@@ -9,7 +9,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection
 
-from app.queue.sql import partition_figures as figures_sql
+from app.queue.sql import partition_figures as partition_figures_sql
 from app.queue.sql.partition_figures import BUSIEST, DUE_SAMPLE, RUNNING_SAMPLE
 
 __all__ = ["BUSIEST", "DUE_SAMPLE", "RUNNING_SAMPLE", "Busiest", "PartitionFigures", "busiest"]
@@ -43,7 +43,7 @@ class PartitionFigures:
         return any(partition is not None for partition, _ in named)
 
 
-def _busiest(counted: figures_sql.Counted) -> Busiest:
+def _busiest(counted: partition_figures_sql.Counted) -> Busiest:
     named, total = counted
     return Busiest(tuple(named), total - sum(n for _, n in named))
 
@@ -55,8 +55,8 @@ def busiest(
     neither get empty figures): two bounded reads per type."""
     return {
         job_type: PartitionFigures(
-            _busiest(figures_sql.due(conn, job_type, now)),
-            _busiest(figures_sql.running(conn, job_type)),
+            _busiest(partition_figures_sql.due(conn, job_type, now)),
+            _busiest(partition_figures_sql.running(conn, job_type)),
         )
         for job_type in job_types
     }

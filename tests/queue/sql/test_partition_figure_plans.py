@@ -12,7 +12,7 @@ from flask import Flask
 from sqlalchemy import text
 
 from app.infra import db
-from app.queue.sql import partition_figures as figures_sql
+from app.queue.sql import partition_figures as partition_figures_sql
 from app.queue.usecases import partition_figures
 from app.queue.vocabulary.timeutil import utcnow
 from tests.backends import every_backend  # noqa: F401 (both engines)
@@ -94,9 +94,9 @@ def test_the_figures_read_bounded_samples_through_partial_indexes(app: Flask, ba
     with app.app_context(), recorded(app) as statements, db.read() as conn:
         found = partition_figures.busiest(conn, ["email.send"], utcnow())
     figures = found["email.send"]
-    assert figures.due.total == figures_sql.DUE_SAMPLE  # the oldest due jobs only
+    assert figures.due.total == partition_figures_sql.DUE_SAMPLE  # the oldest due jobs only
     assert figures.running.total == RUNNING
-    assert len(figures.due.named) == figures_sql.BUSIEST
+    assert len(figures.due.named) == partition_figures_sql.BUSIEST
     due, running = (
         next(s for s in statements if word in s[0]) for word in ("'pending'", "'running'")
     )
@@ -104,7 +104,7 @@ def test_the_figures_read_bounded_samples_through_partial_indexes(app: Flask, ba
     assert due_reads and {index for _, index, _ in due_reads} == {"ix_jobs_pending_type"}, due_reads
     assert running_reads and {i for _, i, _ in running_reads} == {"ix_jobs_lease"}, running_reads
     if backend == "postgresql":
-        assert all(rows <= figures_sql.DUE_SAMPLE for _, _, rows in due_reads), due_reads
+        assert all(rows <= partition_figures_sql.DUE_SAMPLE for _, _, rows in due_reads), due_reads
         assert all(rows <= RUNNING for _, _, rows in running_reads), running_reads
     else:
         assert {how for how, _, _ in due_reads} == {"SEARCH"}, due_reads
