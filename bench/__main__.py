@@ -47,6 +47,7 @@ from bench import (
     attempt_logs,
     e2e,
     http_calls,
+    partition_figures,
     partitions,
     pg,
     pg_requests,
@@ -349,6 +350,7 @@ SECTIONS = {
     "retention": retention.run,
     "workflow": workflow.run,
     "partitions": partitions.run,
+    "partition-figures": partition_figures.run,
     "sanitize": sanitize.run,
     "logs": attempt_logs.run,
 }

@@ -105,6 +105,23 @@ def seed(app, client) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
     return int(running["id"]), int(waiting["id"]), int(held["id"])
 
 
+def seed_partitions(app, client) -> None:  # type: ignore[no-untyped-def]
+    """A burst of one tenant's emails beside a few of the others', some of them running (fair
+    turns take one of each partition): the types page's busiest partitions."""
+    producer = Api(client, make_token(app, "pat", "tenants"))
+    burst = {"tenant-acme": 40, "tenant-globex": 12, "tenant-initech": 5, "tenant-hooli": 3}
+    burst |= {"tenant-umbrella": 2, "tenant-wayne": 1, "tenant-stark": 1}
+    items = [
+        {"type": "email.send", "partition": tenant, "payload": {"to": f"user{n}@{tenant}.example"}}
+        for tenant, count in burst.items()
+        for n in range(count)
+    ]
+    answer = producer.post("/jobs/batch", {"jobs": items})
+    assert answer.status_code == 201, answer.get_json()
+    make_user(app, "wanda", "worker")
+    Api(client, make_token(app, "wanda", "worker-3")).claim(types=["email.send"], max_jobs=5)
+
+
 def seed_retention(app) -> None:  # type: ignore[no-untyped-def]
     """Jobs that finished weeks ago, then a real prune of them (the retention page's record)."""
     long_ago = utcnow() - timedelta(days=40)
@@ -241,6 +258,7 @@ def main(wanted: list[str]) -> None:
         )
         migrate.upgrade(db.engine(app))
         running, waiting, held = seed(app, app.test_client())
+        seed_partitions(app, app.test_client())
         typo, later = seed_fixes(app, app.test_client())
         publish, group = seed_workflow(app, app.test_client())
         logged = seed_logs(app, app.test_client())

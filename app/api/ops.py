@@ -13,7 +13,7 @@ from app.infra.queue_settings import queue_settings
 from app.monitoring import rollup
 from app.monitoring.exposition import JobFigures, exposition
 from app.queue.rules.policy import Action
-from app.queue.usecases import stats
+from app.queue.usecases import partition_figures, stats
 from app.queue.usecases.job_types import paused as paused_types
 from app.queue.vocabulary.timeutil import utcnow
 
@@ -44,6 +44,7 @@ def metrics() -> Response:
         rollup.roll_up(conn)
     with db.read() as conn:
         queue = stats.scrape_figures(conn)
+        types = {*job_types, *(job_type for _, job_type, _ in queue.by_status_type)}
         figures = JobFigures(
             now=now,
             job_types=job_types,
@@ -52,6 +53,7 @@ def metrics() -> Response:
             totals=rollup.totals(conn),
             paused=paused_types(conn, queue_settings()),
             held_by_dependencies=queue.held_by_dependencies,
+            partitions=partition_figures.busiest(conn, sorted(types), now),
         )
     return Response(exposition(figures), mimetype=None, content_type=EXPOSITION_TYPE)
 

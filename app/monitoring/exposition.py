@@ -17,7 +17,12 @@ from prometheus_client.core import (
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from app.monitoring import rollup
+from app.queue.usecases.partition_figures import Busiest, PartitionFigures
 from app.queue.vocabulary.states import JobStatus
+
+# The partition label of the jobs without a partition, and of the partitions not named (their
+# sum): names no partition may have (partitions are letters, digits and . _ : -).
+NO_PARTITION, OTHER_PARTITIONS = "(none)", "(other)"
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,8 @@ class JobFigures:
     paused: Sequence[str]  # the types no claim hands out now
     # Pending jobs per type that wait for unfinished parents (workflows): not waiting work.
     held_by_dependencies: Mapping[str, int] = field(default_factory=dict)
+    # Per type, the busiest partitions by due and by running jobs.
+    partitions: Mapping[str, PartitionFigures] = field(default_factory=dict)
 
     def waiting(self, job_type: str) -> tuple[int, float]:
         """The type's waiting work: pending jobs a worker could be handed, and the age of the
@@ -82,6 +89,7 @@ class JobCollector:
             paused.add_metric([job_type], 1.0 if job_type in figures.paused else 0.0)
         yield paused
         yield from self._waiting(types)
+        yield from self._partitions(types)
         yield from self._counters(types)
         for name, family, doc in (
             (rollup.WAIT, "queuelog_job_wait_seconds", "From due to claimed."),
@@ -109,6 +117,28 @@ class JobCollector:
             age.add_metric([job_type], oldest)
         yield count
         yield age
+
+    def _partitions(self, types: list[str]) -> Iterator[Metric]:
+        """The busiest partitions of each type by name, the others summed: at most
+        ``BUSIEST + 1`` series per type and figure, however many partitions there are."""
+        due = GaugeMetricFamily(
+            "queuelog_partition_jobs_due",
+            "Due jobs (pending, claimable, run_at passed) of the type's busiest partitions "
+            'among its oldest due jobs; partition="(other)" sums the other partitions.',
+            labels=["type", "partition"],
+        )
+        running = GaugeMetricFamily(
+            "queuelog_partition_jobs_running",
+            "Running jobs of the type's busiest partitions; "
+            'partition="(other)" sums the other partitions.',
+            labels=["type", "partition"],
+        )
+        for job_type in types:
+            figures = self.figures.partitions.get(job_type, PartitionFigures())
+            _busiest(due, job_type, figures.due)
+            _busiest(running, job_type, figures.running)
+        yield due
+        yield running
 
     def _counters(self, types: list[str]) -> Iterator[Metric]:
         totals = self.figures.totals
@@ -139,6 +169,12 @@ class JobCollector:
                 [job_type], buckets, sum_value=totals.get((name, job_type, "sum"), 0.0)
             )
         return histogram
+
+
+def _busiest(family: GaugeMetricFamily, job_type: str, figure: Busiest) -> None:
+    for partition, n in figure.named:
+        family.add_metric([job_type, NO_PARTITION if partition is None else partition], n)
+    family.add_metric([job_type, OTHER_PARTITIONS], figure.rest)
 
 
 def http_registry() -> CollectorRegistry:

@@ -13,7 +13,7 @@ from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.queue.rules import type_limits
 from app.queue.rules.policy import Action
-from app.queue.usecases import job_types
+from app.queue.usecases import job_types, partition_figures
 from app.queue.usecases.job_types import TypeChange, TypeView
 from app.queue.vocabulary.errors import NotFound, QueueError
 from app.queue.vocabulary.timeutil import utcnow
@@ -50,10 +50,19 @@ def _form(view: TypeView) -> TypeLimitsForm:
 def _page(failed: tuple[str, TypeLimitsForm] | None = None, status: int = 200) -> tuple[str, int]:
     with db.read() as conn:
         views = job_types.list_types(conn, current_actor(), queue_settings())
+        names = [view.type for view in views]
+        partitions = partition_figures.busiest(conn, names, utcnow())
     forms = {view.type: _form(view) for view in views}
     if failed is not None:
         forms[failed[0]] = failed[1]
-    return render_template("types/index.html", types=views, forms=forms), status
+    page = render_template(
+        "types/index.html",
+        types=views,
+        forms=forms,
+        partitions=partitions,
+        due_sample=partition_figures.DUE_SAMPLE,
+    )
+    return page, status
 
 
 @bp.get("/")

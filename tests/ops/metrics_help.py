@@ -10,6 +10,8 @@ FAMILIES = {
     "queuelog_type_paused": ("gauge", {"type"}),
     "queuelog_jobs_waiting": ("gauge", {"type"}),
     "queuelog_oldest_waiting_job_age_seconds": ("gauge", {"type"}),
+    "queuelog_partition_jobs_due": ("gauge", {"type", "partition"}),
+    "queuelog_partition_jobs_running": ("gauge", {"type", "partition"}),
     "queuelog_jobs_enqueued": ("counter", {"type"}),
     "queuelog_jobs_finished": ("counter", {"type", "outcome"}),
     "queuelog_job_wait_seconds": ("histogram", {"type"}),
