@@ -13,9 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from app.queue.rules import sanitize_detectors, sanitize_shapes
 from app.queue.rules.sanitize_detectors import keyword_spans, plugin_spans
 from app.queue.rules.sanitize_fold import fold
+from app.queue.rules.sanitize_names import HINTS
 from app.queue.rules.sanitize_notations import named_values
+from app.queue.rules.sanitize_screen import screen_of
 from app.queue.rules.sanitize_shapes import (
     absolute_paths,
     armoured_blocks,
@@ -29,6 +32,12 @@ TRUNCATED = "…[truncated]"
 # Characters read beyond the byte cap: what a long secret's redaction may bring into the kept
 # part. Text further on could reach the answer only after a longer secret; it is cut.
 LOOKAHEAD = 16_384
+# What the rules below need to find anything: the named notations read only the lines that hold
+# one of HINTS, the keyword detector those that hold a keyword, both in lower case.
+SCREEN = screen_of(
+    on_text=(*sanitize_shapes.TRIGGERS, *sanitize_detectors.TRIGGERS),
+    on_lowered=(HINTS, *sanitize_detectors.LOWERED_TRIGGERS),
+)
 
 
 def sanitize_error(text: str, max_bytes: int = 4096) -> str:
@@ -82,6 +91,8 @@ def _redact(text: str) -> str:
 def _spans(text: str) -> list[tuple[int, int, str]]:
     """Where ``text``'s secrets and paths are (in ``text`` itself), each with its marker."""
     folded = fold(text)
+    if SCREEN.finds_nothing(folded.text):
+        return []  # proven: no rule's pattern could match
     secrets = _merged(
         [
             *armoured_blocks(folded.text),
