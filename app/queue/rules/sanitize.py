@@ -55,7 +55,13 @@ def sanitize_lines(lines: Sequence[str], max_bytes: int) -> list[str]:
     text (the patterns' cost is mostly per call): a secret that spans lines is redacted in each
     line it touches, and no line is merged with another or lost. Lines that hold a newline, or
     are too long to be read whole, are sanitized one by one."""
-    cleaned = [_clean_characters(line) for line in lines]
+    joined = "\n".join(lines)
+    if lines and "\x1b" not in joined and not any("\n" in line for line in lines):
+        # Cleaning keeps every newline, and only an escape sequence could span one: the lines
+        # cleaned as one text are the lines cleaned one by one, at a tenth of the calls.
+        cleaned = _clean_characters(joined).split("\n")
+    else:
+        cleaned = [_clean_characters(line) for line in lines]
     if any("\n" in line or len(line) > max_bytes + LOOKAHEAD for line in cleaned):
         return [sanitize_error(line, max_bytes) for line in lines]
     spans = _spans("\n".join(cleaned))
