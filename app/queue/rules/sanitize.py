@@ -32,11 +32,10 @@ TRUNCATED = "…[truncated]"
 # Characters read beyond the byte cap: what a long secret's redaction may bring into the kept
 # part. Text further on could reach the answer only after a longer secret; it is cut.
 LOOKAHEAD = 16_384
-# What the rules below need to find anything: the named notations read only the lines that hold
-# one of HINTS, the keyword detector those that hold a keyword, both in lower case.
+# What the rules below need to find anything: the named notations and the keyword detector read
+# only the lines whose lower case holds one of HINTS (every detect-secrets keyword holds one).
 SCREEN = screen_of(
-    on_text=(*sanitize_shapes.TRIGGERS, *sanitize_detectors.TRIGGERS),
-    on_lowered=(HINTS, *sanitize_detectors.LOWERED_TRIGGERS),
+    on_text=(*sanitize_shapes.TRIGGERS, *sanitize_detectors.TRIGGERS), on_lowered=(HINTS,)
 )
 
 

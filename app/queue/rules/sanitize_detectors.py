@@ -98,10 +98,9 @@ _PATTERNS: tuple[re.Pattern[str], ...] = tuple(
 # the whole secret goes, not a prefix.
 _TOKEN_TAIL = re.compile(r"(?:[\w\-+/]|\.(?=[\w-])){0,8192}+=*+")
 _KEYWORD = re.compile("|".join(DENYLIST))  # lower case, as lines_with reads
-# What starts every span found here (``sanitize_screen``): a plugin's match in the text, or a
-# keyword in its lower case (the keyword detector reads only the lines that hold one).
+# What starts every span the plugins find (``sanitize_screen``); the keyword detector reads only
+# the lines whose lower case holds one of its keywords, each of which holds one of HINTS.
 TRIGGERS = _PATTERNS
-LOWERED_TRIGGERS = (_KEYWORD,)
 # The keyword detector's patterns backtrack within a line: longer lines are left to
 # sanitize_notations, which reads every line.
 _KEYWORD_LINE_LIMIT = 512

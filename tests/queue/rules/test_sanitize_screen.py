@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from detect_secrets.plugins.keyword import DENYLIST
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,8 @@ from tests.queue.rules.sanitize_corpus import CORPUS
 from tests.queue.rules.test_sanitize import EARLIER, FOURTH_PASS, SECRETS, THIRD_PASS
 
 ON_TEXT = (*sanitize_shapes.TRIGGERS, *sanitize_detectors.TRIGGERS)
-ON_LOWERED = (sanitize_names.HINTS, *sanitize_detectors.LOWERED_TRIGGERS)
+# Read on the lower case: HINTS by the screen, the keyword detector's keywords as HINTS hold them.
+ON_LOWERED = (sanitize_names.HINTS, sanitize_detectors._KEYWORD)
 # The rules' other patterns, and why the screen need not read them: each is read only on what
 # a screened pattern found, or finds no secret.
 READ_AFTER = {
@@ -73,7 +75,7 @@ def test_every_pattern_of_the_rules_is_screened_or_read_only_after_one() -> None
         sanitize_names,
         sanitize_fold,
     )
-    screened = {id(pattern) for pattern in (*ON_TEXT, *ON_LOWERED)}
+    screened = {id(pattern) for pattern in (*ON_TEXT, *ON_LOWERED)}  # the keywords: below
     for module in modules:
         for name, pattern in _patterns(module).items():
             if id(pattern) not in screened and not name.endswith("]"):
@@ -81,8 +83,20 @@ def test_every_pattern_of_the_rules_is_screened_or_read_only_after_one() -> None
 
 
 def test_the_screen_reads_the_rules_patterns() -> None:
-    assert len(SCREEN.on_text) == len(ON_TEXT)
-    assert len(SCREEN.on_lowered) == len(ON_LOWERED)
+    assert SCREEN.on_text == tuple(need_of(pattern) for pattern in ON_TEXT)
+    assert SCREEN.on_lowered == (need_of(sanitize_names.HINTS),)
+
+
+def test_every_keyword_of_the_keyword_detector_holds_a_hint() -> None:
+    # Each keyword is letters with optional underscores ("api_?key"): every spelling is listed.
+    for keyword in DENYLIST:
+        assert re.fullmatch(r"(?:[a-zñ]|_\?)+", keyword), keyword
+        spellings = {""}
+        for piece in re.findall(r"_\?|[a-zñ]", keyword):
+            endings = ("", "_") if piece == "_?" else (piece,)
+            spellings = {start + end for start in spellings for end in endings}
+        for spelling in spellings:
+            assert sanitize_names.HINTS.search(spelling), spelling
 
 
 def test_a_pattern_needs_its_literals_and_its_unspaced_stretch() -> None:
