@@ -1,6 +1,6 @@
 """What attempt logs cost the server (``make bench SECTION=logs``).
 
-A producer enqueues jobs at a steady rate (``BENCH_LOGS_RATE`` jobs a second, default 200, one
+A producer enqueues jobs at a steady rate (``BENCH_LOGS_RATE`` jobs a second, default 500, one
 batch every tenth of a second) and ``queuelog_client.Worker`` (8 slots) runs them; in one run
 each handler writes 10 lines with ``ctx.log`` (carried by each job's outcome item: these
 short jobs send no ``POST /jobs/{id}/logs``, and the figure counts any that is sent), in the
@@ -71,7 +71,7 @@ def _run(server: Gunicorn, tokens: dict[str, str], rate: int, logs: bool) -> tup
 
 def run(folder: Path) -> None:
     """Print the server's CPU per job with and without attempt logs, and their ratio."""
-    rate = int(os.environ.get("BENCH_LOGS_RATE", "200"))
+    rate = int(os.environ.get("BENCH_LOGS_RATE", "500"))
     database = prepare_database(folder / "db", USERS)
     figures: dict[bool, list[float]] = {False: [], True: []}
     with running(Gunicorn(database, folder, workers=2)) as server:

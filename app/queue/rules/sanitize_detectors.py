@@ -98,6 +98,9 @@ _PATTERNS: tuple[re.Pattern[str], ...] = tuple(
 # the whole secret goes, not a prefix.
 _TOKEN_TAIL = re.compile(r"(?:[\w\-+/]|\.(?=[\w-])){0,8192}+=*+")
 _KEYWORD = re.compile("|".join(DENYLIST))  # lower case, as lines_with reads
+# What starts every span the plugins find (``sanitize_screen``); the keyword detector reads only
+# the lines whose lower case holds one of its keywords, each of which holds one of HINTS.
+TRIGGERS = _PATTERNS
 # The keyword detector's patterns backtrack within a line: longer lines are left to
 # sanitize_notations, which reads every line.
 _KEYWORD_LINE_LIMIT = 512

@@ -125,6 +125,14 @@ _PATHS = (
 )
 
 
+# The patterns whose matches start every span this module finds (the others read on from there):
+# a text in which none of them can match holds none of these secrets (``sanitize_screen``).
+# Paths first: most texts that hold anything hold one, and the screen stops at the first need met.
+TRIGGERS = (
+    *_PATHS, _URL_TAIL, _ARMOUR_BEGIN, _PUTTY, _TOKENS, _PREFIXED_SECRETS, _BARE_AWS_SECRET
+)  # fmt: skip
+
+
 def absolute_paths(text: str) -> Iterator[Span]:
     """Absolute file paths, which tell where and as whom the worker runs."""
     for pattern in _PATHS:

@@ -8,7 +8,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import NamedTuple
 
-from sqlalchemy import Connection, delete, func, select, tuple_, update
+from sqlalchemy import Connection, delete, func, select, update
 
 from app.queue.sql import dialects
 from app.queue.sql import rows as rows_sql
@@ -43,16 +43,30 @@ class NewRow(NamedTuple):
     dropped: int
 
 
+_ATTEMPT: Columns = (("job_id", Kind.BIGINT), ("attempt", Kind.INTEGER))
+
+
+@lru_cache(maxsize=4)
+def _sizes(dialect: Dialect) -> Prepared:
+    # A sum per item, each found by its range of the (job_id, attempt, id) index: an IN over
+    # row values of the table, or a join, lets the planner walk the whole index instead.
+    item = dialect.items(_ATTEMPT)
+    size = (
+        select(func.sum(job_logs.c.size))
+        .where(job_logs.c.job_id == item.c.job_id, job_logs.c.attempt == item.c.attempt)
+        .scalar_subquery()
+    )
+    return Prepared(select(item.c.job_id, item.c.attempt, size))
+
+
 def attempt_sizes(conn: Connection, attempts: Collection[tuple[int, int]]) -> dict[Key, int]:
     """The UTF-8 size of the lines each attempt (``(job id, attempt)``) keeps; an attempt
     without lines is absent (one range of the index each)."""
-    pair = tuple_(job_logs.c.job_id, job_logs.c.attempt)
-    query = (
-        select(job_logs.c.job_id, job_logs.c.attempt, func.sum(job_logs.c.size))
-        .where(pair.in_(sorted(attempts)))
-        .group_by(job_logs.c.job_id, job_logs.c.attempt)
-    )
-    return {(job_id, attempt): int(size) for job_id, attempt, size in conn.execute(query)}
+    if not attempts:
+        return {}
+    items = parameter(_ATTEMPT, [{"job_id": j, "attempt": a} for j, a in sorted(attempts)])
+    rows = _sizes(dialects.of(conn)).rows(conn, {"items": items})
+    return {(int(job_id), int(attempt)): int(size) for job_id, attempt, size in rows if size}
 
 
 _NEW_ROW: Columns = (

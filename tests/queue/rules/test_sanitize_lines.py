@@ -58,3 +58,19 @@ def test_a_secret_spanning_lines_goes_from_each_line_it_touches(block: str) -> N
 def test_a_line_with_a_newline_or_too_long_is_sanitized_alone() -> None:
     lines = ["password=hunter22\nnext", "ok", "x" * 40_000 + " password=hunter22"]
     assert sanitize_lines(lines, LINE) == [sanitize_error(line, LINE) for line in lines]
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["nul \x00 here", "bidi \u202eevil\u2066", "c1 \x85\x9b and \x7f", "lone \ud800 half"],
+        ["zero\u200bwidth", "", "tab\tkept", "\ufeffbom"],
+    ],
+)
+def test_lines_are_cleaned_each_as_if_alone(lines: list[str]) -> None:
+    assert sanitize_lines(lines, LINE) == [sanitize_error(line, LINE) for line in lines]
+
+
+def test_an_escape_sequence_left_open_ends_with_its_line() -> None:
+    lines = ["title \x1b]0;evil", "kept words", "colour \x1b[31", "kept too"]
+    assert sanitize_lines(lines, LINE) == ["title ", "kept words", "colour ", "kept too"]
