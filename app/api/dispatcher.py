@@ -54,6 +54,9 @@ EXTENSION_KEY = "queuelog.dispatcher"
 _AFTER_DUE = timedelta(milliseconds=5)
 # How long closing waits for a claim under way (its transaction is short).
 _CLOSE_WITHIN = 10.0
+# The longest single sleep until a due instant: a job may be due in the year 9999, further than
+# the platform's clock can time a wait; the thread wakes, finds it not yet due and sleeps again.
+_LONGEST_SLEEP = 3600.0
 Filter = tuple[str, ...] | None  # a waiter's types (None: any type)
 
 WAITS = Counter("queuelog_claim_waits", "Claims that found nothing due and waited.")
@@ -246,7 +249,9 @@ class Dispatcher:
             if any(self._wanted(w) for w in self._waiters):
                 self._anything = False  # this round looks for everything that is owed
                 return now
-            timeout = None if self._timer is None else (self._timer - now).total_seconds()
+            timeout = None
+            if self._timer is not None:
+                timeout = min((self._timer - now).total_seconds(), _LONGEST_SLEEP)
             if not db.announcer(self._app).wake.listening():
                 timeout = min(timeout or FALLBACK_POLL_SECONDS, FALLBACK_POLL_SECONDS)
                 self._forget_all()

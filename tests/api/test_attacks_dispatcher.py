@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from prometheus_client import REGISTRY
 
 from app.api.admission import Admission
 from tests.api.conftest import LiveServer, job_row
 from tests.api.test_flow_longpoll import patch
+from tests.api.waiting import asleep, waits
 from tests.builders import Api, make_api
 
 
@@ -24,10 +24,6 @@ from tests.builders import Api, make_api
 def app_config() -> dict[str, Any]:
     """Two waits per token, four per process (half of eight handlers); a short backoff."""
     return {"LONG_POLL_PER_TOKEN": 2, "SERVER_THREADS": 8, "BACKOFF_BASE_SECONDS": 1}
-
-
-def _waits() -> float:
-    return REGISTRY.get_sample_value("queuelog_claim_waits_total") or 0.0
 
 
 def _finish_claim(app: Flask, token: str | None, **claim: Any) -> Callable[[], Any]:
@@ -54,14 +50,6 @@ def _finish_claim(app: Flask, token: str | None, **claim: Any) -> Callable[[], A
     return result
 
 
-def _asleep(before: float, count: int) -> None:
-    """Wait until ``count`` more claims wait in the dispatcher than ``before``."""
-    deadline = time.monotonic() + 10
-    while _waits() - before < count and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.1)
-
-
 def _admission(app: Flask) -> Admission:
     return app.extensions["queuelog.admission"]  # type: ignore[no-any-return]
 
@@ -70,9 +58,9 @@ def test_a_waiter_on_a_paused_type_gets_nothing_and_the_job_stays_pending(
     app: Flask, admin: Api, producer: Api, worker: Api
 ) -> None:
     patch(admin, "email.send", paused=True)
-    before = _waits()
+    before = waits()
     waiting = _finish_claim(app, worker.token, max_jobs=1, types=["email.send"], wait_seconds=1.5)
-    _asleep(before, 1)
+    asleep(before, 1)
     job = producer.enqueue()
     status, body, _, _ = waiting()
     assert status == 200 and body["jobs"] == []
@@ -82,11 +70,11 @@ def test_a_waiter_on_a_paused_type_gets_nothing_and_the_job_stays_pending(
 def test_a_waiter_filtered_on_other_types_leaves_the_job_to_the_others(
     app: Flask, producer: Api, worker: Api, other_worker: Api
 ) -> None:
-    before = _waits()
+    before = waits()
     narrow = _finish_claim(app, worker.token, max_jobs=5, types=["report.build"], wait_seconds=2)
-    _asleep(before, 1)
+    asleep(before, 1)
     wide = _finish_claim(app, other_worker.token, max_jobs=5, wait_seconds=10)
-    _asleep(before, 2)
+    asleep(before, 2)
     job = producer.enqueue("email.send")
     status, body, _, _ = wide()
     assert status == 200 and [j["id"] for j in body["jobs"]] == [job["id"]]
@@ -99,9 +87,9 @@ def test_waiters_beyond_the_tokens_share_answer_at_once_and_one_job_goes_once(
 ) -> None:
     """Six waits of one token: four answer at once (200, no jobs, Retry-After), two wait; the
     one job that comes goes to one of them; every count is released afterwards."""
-    before = _waits()
+    before = waits()
     calls = [_finish_claim(app, worker.token, max_jobs=3, wait_seconds=6) for _ in range(6)]
-    _asleep(before, 2)
+    asleep(before, 2)
     job = producer.enqueue()
     answers = [call() for call in calls]
     assert {status for status, *_ in answers} == {200}
@@ -116,9 +104,9 @@ def test_the_process_bound_holds_across_tokens(app: Flask, worker: Api) -> None:
     tokens = [worker.token] + [
         make_api(app, app.test_client(), f"w{i}", "worker").token for i in range(3)
     ]
-    before = _waits()
+    before = waits()
     calls = [_finish_claim(app, token, max_jobs=1, wait_seconds=2) for token in tokens]
-    _asleep(before, 4)
+    asleep(before, 4)
     late = _finish_claim(app, worker.token, max_jobs=1, wait_seconds=2)()
     assert late[0] == 200 and late[1]["jobs"] == [] and late[2] == "1" and late[3] < 1.5
     assert all(call()[2] is None for call in calls)
@@ -145,10 +133,10 @@ def test_a_waiter_whose_client_hung_up_holds_the_job_one_lease_at_most(
     production server can, see ``tests/reliability/test_serving.py``) lets the dispatcher hand
     the next job to that waiter, whose answer goes nowhere. The job is not lost: once the
     lease the gone worker asked for ends, it is recovered and another worker gets it."""
-    before = _waits()
+    before = waits()
     claim = {"max_jobs": 1, "wait_seconds": 5, "lease_seconds": 1}
     _send_and_hang_up(live_server, worker.token or "", {"results": [], "claim": claim})
-    _asleep(before, 1)
+    asleep(before, 1)
     job = producer.enqueue()
     deadline = time.monotonic() + 3
     while job_row(app, job["id"])["status"] == "pending" and time.monotonic() < deadline:
@@ -160,3 +148,20 @@ def test_a_waiter_whose_client_hung_up_holds_the_job_one_lease_at_most(
         time.sleep(0.2)
         got = other_worker.claim()
     assert got is not None and got["id"] == job["id"] and got["attempt"] == 2
+
+
+def test_a_job_due_in_the_far_future_leaves_the_dispatcher_serving(
+    app: Flask, producer: Api, worker: Api
+) -> None:
+    """Found by the fuzzer: a job due in the year 9999 made the dispatcher wait until then, a
+    wait longer than the platform's clock can hold (OverflowError), and its thread died: no
+    waiting claim was served after it."""
+    producer.enqueue(run_at="9999-12-31T23:59:59Z")
+    before = waits()
+    assert _finish_claim(app, worker.token, max_jobs=1, wait_seconds=1)()[1]["jobs"] == []
+    waiting = _finish_claim(app, worker.token, max_jobs=1, wait_seconds=10)
+    asleep(before, 2)
+    job = producer.enqueue()
+    status, body, _, took = waiting()
+    assert status == 200 and [j["id"] for j in body["jobs"]] == [job["id"]]
+    assert took < 8

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from prometheus_client import REGISTRY
 
 from app.accounts import service as accounts
 from app.infra import db
 from app.queue.vocabulary.timeutil import utcnow
 from devservers.accounts import AS_OPERATOR
 from tests.api.conftest import assert_problem, job_row, snapshot
+from tests.api.waiting import asleep, waits
 from tests.builders import Api, make_api
 
 
@@ -46,21 +46,14 @@ def _held(producer: Api, worker: Api) -> dict[str, Any]:
     return held
 
 
-def _waits() -> float:
-    return REGISTRY.get_sample_value("queuelog_claim_waits_total") or 0.0
-
-
 def _in_background(call: Callable[[], Any]) -> Callable[[], Any]:
     """Start ``call`` on a thread once the dispatcher counts one more waiter; the result joins
     it (the call's answer)."""
     answer: list[Any] = []
-    before = _waits()
+    before = waits()
     thread = threading.Thread(target=lambda: answer.append(call()))
     thread.start()
-    deadline = time.monotonic() + 10
-    while _waits() <= before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.1)  # registered with the dispatcher, asleep
+    asleep(before, 1)
 
     def result() -> Any:
         thread.join(20)

@@ -12,6 +12,7 @@ from flask import Flask
 
 from app.infra import db
 from tests.api.conftest import assert_problem, event_rows, snapshot
+from tests.api.waiting import asleep, waits
 from tests.builders import Api
 
 
@@ -155,11 +156,12 @@ def app_config() -> dict[str, Any]:
 
 
 def test_beyond_the_long_poll_admission_the_jobs_are_empty_at_once(app: Flask, worker: Api) -> None:
+    before = waits()
     holder = threading.Thread(
         target=lambda: Api(app.test_client(), worker.token).claim(wait_seconds=2)
     )
     holder.start()
-    time.sleep(0.3)  # the token's one wait is taken
+    asleep(before, 1)  # the token's one wait is taken
     started = time.monotonic()
     response = _finish(worker, [], max_jobs=1, wait_seconds=10)
     assert time.monotonic() - started < 1.5

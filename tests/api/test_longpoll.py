@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from prometheus_client import REGISTRY
 from sqlalchemy import event
 
 from app.infra import db
 from tests.api.conftest import assert_problem
+from tests.api.waiting import asleep, waits
 from tests.builders import Api
 
 
@@ -59,12 +59,9 @@ def test_nothing_due_answers_204_after_the_wait(worker: Api) -> None:
 def test_an_enqueue_wakes_a_waiting_claim_which_holds_no_connection(
     app: Flask, producer: Api, worker: Api
 ) -> None:
-    waits = _waits()
+    before = waits()
     result = _waiting_claim(app, worker, wait_seconds=20)
-    deadline = time.monotonic() + 10
-    while _waits() == waits and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.1)  # asleep in the dispatcher's wait
+    asleep(before, 1)
     assert db.engine(app).pool.checkedout() == 0  # asleep without a connection or transaction
     job = producer.enqueue()
     enqueued = time.monotonic()
@@ -118,28 +115,18 @@ def _claims_run(app: Flask) -> Callable[[], int]:
     return lambda: counted[0]
 
 
-def _waits() -> float:
-    return REGISTRY.get_sample_value("queuelog_claim_waits_total") or 0.0
-
-
 def test_a_ring_costs_one_claim_however_many_wait(app: Flask, producer: Api, worker: Api) -> None:
     """Eight claims wait; a job that becomes due costs one claim statement (the dispatcher's,
     for the oldest waiter), not one per waiter; the waiters that knew nothing was due did not
     look before sleeping."""
     run = _claims_run(app)
-    waits_before = _waits()
+    waits_before = waits()
     waiting = [_waiting_claim(app, worker, wait_seconds=20)]
 
-    def asleep(count: int) -> None:
-        deadline = time.monotonic() + 10
-        while _waits() - waits_before < count and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.2)  # the last one asleep too
-
-    asleep(1)
+    asleep(waits_before, 1, settle=0.2)
     looked_first = run()
     waiting += [_waiting_claim(app, worker, wait_seconds=20) for _ in range(7)]
-    asleep(8)
+    asleep(waits_before, 8, settle=0.2)
     assert run() == looked_first  # the first found nothing: the others knew, and did not look
 
     def claims() -> int:

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from prometheus_client import REGISTRY
 from sqlalchemy import event, select, update
 
 from app.accounts import service as accounts
@@ -23,6 +22,7 @@ from app.queue.vocabulary.timeutil import utcnow
 from app.storage.schema import api_tokens, jobs
 from devservers.accounts import AS_OPERATOR
 from tests.api.conftest import assert_problem, snapshot
+from tests.api.waiting import waits
 from tests.builders import PASSWORD, Api, make_api, make_user
 
 
@@ -152,11 +152,6 @@ def test_a_signed_in_browser_session_is_never_loaded_for_the_api(
     assert loads == []
 
 
-def _waits() -> float:
-    """How many claims of this process found nothing and waited for the dispatcher so far."""
-    return REGISTRY.get_sample_value("queuelog_claim_waits_total") or 0.0
-
-
 def test_a_long_poll_checks_the_token_again_on_each_try(app: Flask, client: FlaskClient) -> None:
     waiter = make_api(app, client, "waiter", "worker")
     producer = make_api(app, app.test_client(), "maker", "producer")
@@ -166,11 +161,11 @@ def test_a_long_poll_checks_the_token_again_on_each_try(app: Flask, client: Flas
             Api(app.test_client(), waiter.token).post("/jobs/claim", {"wait_seconds": 10})
         )
     )
-    waits = _waits()
+    before = waits()
     polling.start()
     try:
         deadline = time.monotonic() + 10
-        while _waits() == waits:  # the claim found nothing and waits: its next try is
+        while waits() == before:  # the claim found nothing and waits: its next try is
             assert time.monotonic() < deadline  # the dispatcher's, which must check again
             time.sleep(0.01)
         with app.app_context(), db.transaction() as conn:

@@ -1,0 +1,24 @@
+"""Waiting for the dispatcher: how many claims of this process found nothing and waited, and a
+wait until more of them are asleep (a test that enqueues before its claim sleeps tests nothing;
+a fixed sleep is too short on a busy machine)."""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import REGISTRY
+
+
+def waits() -> float:
+    """How many claims of this process found nothing and waited for the dispatcher so far."""
+    return REGISTRY.get_sample_value("queuelog_claim_waits_total") or 0.0
+
+
+def asleep(before: float, count: int, *, settle: float = 0.1) -> None:
+    """Wait until ``count`` more claims wait in the dispatcher than ``before``, then ``settle``
+    seconds for the last one to be asleep in its wait."""
+    deadline = time.monotonic() + 10
+    while waits() - before < count:
+        assert time.monotonic() < deadline, f"{count} claims did not wait within 10 s"
+        time.sleep(0.01)
+    time.sleep(settle)
