@@ -85,7 +85,7 @@ def test_the_limits_form_sets_and_clears_overrides(team: Team) -> None:
     assert "Max running 3 configured" in facts and "Rate limit no limit" in facts
     assert type_changes(team)[0] == {
         "actor": "boss", "target": "type:report.build", "max_running": None, "rate_limit": None,
-        "max_run_seconds": None,
+        "max_run_seconds": None, "partition_max_running": None, "partition_rate_limit": None,
     }  # fmt: skip
 
 

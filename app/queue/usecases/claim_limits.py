@@ -22,12 +22,9 @@ from app.queue.rules.type_limits import TypeLimits
 from app.queue.sql import counts as counts_sql
 from app.queue.sql import type_limits as type_limits_sql
 from app.queue.sql.edges import TypeLeases
+from app.queue.usecases.partition_limits import RECHECK, PartitionClaims
 from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.limits import Window
-
-# A long-poll held back by max_running looks again this often: a finished job frees a slot
-# without ringing anyone (ringing every waiter on every completion would cost more).
-RECHECK = timedelta(seconds=0.5)
 
 
 @dataclass(frozen=True)
@@ -99,7 +96,12 @@ def claim_within_limits(
     def claim_step(
         limit: int, types: tuple[str, ...] | None, except_types: tuple[str, ...] = ()
     ) -> list[Job]:
-        return edges.claim(
+        picked = None
+        if partitioned.turns:  # the head within the partitions' room
+            picked = partitioned.pick(
+                conn, want=limit, now=now, types=types, except_types=except_types
+            )
+        batch = edges.claim(
             conn,
             worker=worker,
             now=now,
@@ -110,14 +112,19 @@ def claim_within_limits(
             except_types=except_types,
             run_limits=run_limits,
             fair=fair,
+            picked=picked,
         )
+        partitioned.note(batch)
+        return batch
 
     limits, run_limits, fair = _limits_now(conn, settings)
     if types is not None:
         limits = {name: limit for name, limit in limits.items() if name in types}
+    partitioned = PartitionClaims({})
     if not limits:  # the common case
         return claim_step(limit, types), None
     turns = _take_turns(conn, limits)
+    partitioned = PartitionClaims.read(conn, limits, now)
     paused = {name for name, limit in limits.items() if limit.paused}
     caps = {name: turn.allowance(now) for name, turn in turns.items()}
     blocked = paused | {name for name, cap in caps.items() if cap == 0}
@@ -140,8 +147,11 @@ def claim_within_limits(
         if len(batch) < step:
             break
     _count_claims(conn, turns, Counter(job.type for job in claimed), now)
-    held_back = None if claimed else _held_back_until(conn, turns, blocked - paused, now)
-    return claimed, held_back
+    partitioned.count(conn, now)
+    if claimed:
+        return claimed, None
+    held = (_held_back_until(conn, turns, blocked - paused, now), partitioned.held_until(now))
+    return claimed, min((at for at in held if at is not None), default=None)
 
 
 def _count_claims(
