@@ -51,7 +51,7 @@ def test_pause_resume_and_limits(admin: Client, producer: Client, worker: Client
     assert (per_partition.partition_max_running, per_partition.partition_rate_limit) == (1, None)
     producer.enqueue_many([{"type": "email.send", "partition": p} for p in "aab"])
     claimed = worker.claim(max_jobs=10, types=["email.send"])
-    assert sorted(job.partition for job in claimed) == ["a", "b"]
+    assert len(claimed) == 2 and {job.partition for job in claimed} == {"a", "b"}
 
 
 def test_type_errors_are_typed(admin: Client, producer: Client) -> None:

@@ -12,6 +12,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from devservers.servers import Client, Database, Gunicorn, prepare_database
+from tests.reliability.forks import started, stopping
 
 pytestmark = [pytest.mark.slow, pytest.mark.pg]
 
@@ -39,21 +41,19 @@ def backend() -> str:
 
 
 @pytest.fixture
-def database(database_url: str, tmp_path: Path) -> Database:
-    return prepare_database(tmp_path / "db", USERS, url=database_url)
-
-
-@pytest.fixture
-def servers(database: Database, tmp_path: Path) -> Iterator[list[Gunicorn]]:
-    started = []
+def served(database_url: str, tmp_path: Path) -> Iterator[tuple[Database, list[Gunicorn]]]:
+    """The database with its users, and two gunicorn servers on it."""
+    database = prepare_database(tmp_path / "db", USERS, url=database_url)
+    logs = [tmp_path / name for name in ("a", "b")]
+    for log in logs:
+        log.mkdir()
+    servers = [Gunicorn(database, log, workers=2, JOB_TYPE_SETTINGS=SETTINGS) for log in logs]
     try:
-        for name in ("a", "b"):
-            (tmp_path / name).mkdir()
-            server = Gunicorn(database, tmp_path / name, workers=2, JOB_TYPE_SETTINGS=SETTINGS)
-            started.append(server.start())
-        yield started
+        for server in servers:
+            server.start()
+        yield database, servers
     finally:
-        for server in started:
+        for server in servers:
             server.stop()
 
 
@@ -146,14 +146,15 @@ def _claims_per_second(engine: Engine) -> Counter[tuple[str, int]]:
     )
     with engine.connect() as conn:
         return Counter(
-            (part, math.floor(at.replace(tzinfo=None).timestamp()))
+            (part, math.floor(at.replace(tzinfo=UTC).timestamp()))
             for part, at in conn.execute(query)
         )
 
 
 def test_partition_max_running_holds_across_processes_and_servers(
-    servers: list[Gunicorn], database: Database
+    served: tuple[Database, list[Gunicorn]],
 ) -> None:
+    database, servers = served
     hosts = [server.host for server in servers]
     total = _seed(hosts[0], database.tokens["producer"])
     engine = create_engine(database.url)
@@ -168,30 +169,21 @@ def test_partition_max_running_holds_across_processes_and_servers(
         )
         for i in range(WORKERS)
     ]
-    started = time.monotonic()
-    for process in processes:
-        process.start()
-    seen, samples = 0, 0
-    try:
-        left = total
-        while left and time.monotonic() - started < DEADLINE:
+    started_at, seen, samples, left = time.monotonic(), 0, 0, total
+    with started(processes, DEADLINE), stopping(stop):
+        while left and time.monotonic() - started_at < DEADLINE:
             peak, left = _sample(engine)
             seen, samples = max(seen, peak), samples + 1
             time.sleep(0.005)
         stop.set()
         reports = [results.get(timeout=DEADLINE) for _ in processes]
-    finally:
-        stop.set()
-        for process in processes:
-            process.join(DEADLINE)
-            if process.is_alive():
-                process.kill()  # by its own handle
+    elapsed = time.monotonic() - started_at
     peaks, windows = _replayed_peaks(engine), _claims_per_second(engine)
     engine.dispose()
     assert [error for _, error in reports if error] == []
     done = [job_id for ids, _ in reports for job_id in ids]
     print(
-        f"\n{WORKERS} workers, 2 servers: {len(done)} jobs in {time.monotonic() - started:.1f} s; "
+        f"\n{WORKERS} workers, 2 servers: {len(done)} jobs in {elapsed:.1f} s; "
         f"report.build at most {seen} running in a partition in {samples} samples, replayed "
         f"peaks {peaks}; webhook.deliver at most {max(windows.values())} claims a second in a "
         f"partition (limit {RATE})"

@@ -61,22 +61,18 @@ MaxRunSeconds = Annotated[
     ),
 ]
 
+# The per-type rules, described for each partition (the last description is the one shown).
 PartitionMaxRunning = Annotated[
-    int,
-    Field(ge=1, le=MAX_RUNNING_LIMIT),
-    says(MAX_RUNNING_RULE),
+    MaxRunning,
     Field(
         description="At most this many jobs of the type run at once in each partition (the "
         "jobs without a partition are one partition); null: the configuration."
     ),
 ]
 PartitionRateLimit = Annotated[
-    str,
-    Field(pattern=RATE_LIMIT_PATTERN),
-    says(RATE_LIMIT_RULE),
+    RateLimitText,
     Field(
-        description='At most N claims per fixed window in each partition ("10/minute"); '
-        "null: the configuration."
+        description="At most N claims per fixed window in each partition; null: the configuration."
     ),
 ]
 

@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from app.queue.usecases import claiming
 from app.queue.vocabulary.jobs import Job
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
-from tests.queue.rules.test_type_limits import change, complete, enqueue_each
+from tests.queue.rules.test_type_limits import change, claim_many, complete, enqueue_each
 from tests.queue.sql.test_statement_counts import counted
 
 LIMITS = {
@@ -33,13 +32,6 @@ def app_config() -> dict[str, Any]:
 @pytest.fixture
 def queue(app: Flask) -> Queue:
     return make_queue(app)
-
-
-def claim_many(queue: Queue, max_jobs: int, now: Any = T0, **options: Any) -> list[Job]:
-    with queue.tx() as conn:
-        return claiming.claim_many(
-            conn, queue.worker, now=now, settings=queue.settings, max_jobs=max_jobs, **options
-        ).jobs
 
 
 def parts(jobs: list[Job]) -> Counter[str | None]:
