@@ -4,7 +4,8 @@ never beyond its ``max_running`` or its ``rate_limit``, however many claims run 
 Claims of a limited type count after taking its turn: the claim locks the type's
 ``type_claim_windows`` row first (where writers run at once; where they write one at a time the
 transaction is already alone), so the running count and the window it reads cannot change
-until it commits. With nothing limited or paused a claim is the plain claim plus one
+until it commits. A type's limits per partition are counted under the same turn
+(``partition_limits``). With nothing limited or paused a claim is the plain claim plus one
 driver-level read of the (small) overrides table.
 """
 
@@ -16,7 +17,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
-from app.queue.rules import edges, type_limits
+from app.queue.rules import type_limits
 from app.queue.rules.settings import QueueSettings
 from app.queue.rules.type_limits import TypeLimits
 from app.queue.sql import counts as counts_sql
@@ -96,28 +97,13 @@ def claim_within_limits(
     def claim_step(
         limit: int, types: tuple[str, ...] | None, except_types: tuple[str, ...] = ()
     ) -> list[Job]:
-        picked = None
-        if partitioned.turns:  # the head within the partitions' room
-            picked = partitioned.pick(
-                conn, want=limit, now=now, types=types, except_types=except_types
-            )
-        batch = edges.claim(
-            conn,
-            worker=worker,
-            now=now,
-            lease_seconds=lease_seconds,
-            limit=limit,
-            types=types,
-            type_leases=type_leases,
-            except_types=except_types,
-            run_limits=run_limits,
-            fair=fair,
-            picked=picked,
+        return partitioned.claim(
+            conn, limit=limit, types=types, except_types=except_types, **options
         )
-        partitioned.note(batch)
-        return batch
 
     limits, run_limits, fair = _limits_now(conn, settings)
+    options = {"worker": worker, "now": now, "lease_seconds": lease_seconds, "fair": fair}
+    options |= {"type_leases": type_leases, "run_limits": run_limits}
     if types is not None:
         limits = {name: limit for name, limit in limits.items() if name in types}
     partitioned = PartitionClaims({})
@@ -146,18 +132,25 @@ def claim_within_limits(
                     blocked.add(job.type)
         if len(batch) < step:
             break
-    _count_claims(conn, turns, Counter(job.type for job in claimed), now)
-    partitioned.count(conn, now)
-    if claimed:
-        return claimed, None
-    held = (_held_back_until(conn, turns, blocked - paused, now), partitioned.held_until(now))
-    return claimed, min((at for at in held if at is not None), default=None)
+    _count_claims(conn, turns, partitioned, claimed, now)
+    held_back = None if claimed else _held_back_until(conn, turns, blocked - paused, now)
+    return claimed, None if claimed else _earliest(held_back, partitioned.held_until(now))
+
+
+def _earliest(*times: datetime | None) -> datetime | None:
+    return min((at for at in times if at is not None), default=None)
 
 
 def _count_claims(
-    conn: Connection, turns: dict[str, TypeTurn], taken: Counter[str], now: datetime
+    conn: Connection,
+    turns: dict[str, TypeTurn],
+    partitioned: PartitionClaims,
+    claimed: list[Job],
+    now: datetime,
 ) -> None:
-    """Add this claim's jobs to the rate windows of their types."""
+    """Add this claim's jobs to the rate windows of their types and partitions."""
+    partitioned.count(conn, now)
+    taken = Counter(job.type for job in claimed)
     for name, turn in turns.items():
         rate = turn.limits.rate_limit
         if rate is not None and taken[name]:

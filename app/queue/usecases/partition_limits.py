@@ -15,10 +15,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection
 
-from app.queue.rules import type_limits
+from app.queue.rules import edges, type_limits
 from app.queue.rules.type_limits import TypeLimits
 from app.queue.sql import partition_limits as partition_limits_sql
 from app.queue.sql import partitions as partitions_sql
@@ -126,6 +127,29 @@ class PartitionClaims:
             if len(picked) >= want or len(head) < scan or scan >= SCAN_LIMIT:
                 return picked
             scan = min(scan * 4, SCAN_LIMIT)  # partitions without room filled the head
+
+    def claim(
+        self,
+        conn: Connection,
+        *,
+        limit: int,
+        types: tuple[str, ...] | None,
+        except_types: tuple[str, ...],
+        **options: Any,
+    ) -> list[Job]:
+        """``edges.claim`` of up to ``limit`` jobs (``options``: its other arguments), of the
+        jobs picked within their partitions' room when a type has partition limits; the jobs
+        count against that room for the rest of this claim."""
+        picked = None
+        if self.turns:
+            picked = self.pick(
+                conn, want=limit, now=options["now"], types=types, except_types=except_types
+            )
+        claimed = edges.claim(
+            conn, limit=limit, types=types, except_types=except_types, picked=picked, **options
+        )
+        self.note(claimed)
+        return claimed
 
     def _within_room(self, conn: Connection, head: Sequence[int], now: datetime) -> list[int]:
         keys = partition_limits_sql.keys_of(conn, head)
