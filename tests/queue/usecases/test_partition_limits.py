@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from flask import Flask
 
+from app.queue.usecases import claiming
 from app.queue.vocabulary.jobs import Job
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.harness import T0, Queue, make_queue
@@ -93,3 +94,27 @@ def test_a_partitioned_job_due_to_the_microsecond_is_claimed(queue: Queue, backe
     job = queue.enqueue(type="email.send", partition="a")  # due at T0, a whole second
     claimed = queue.claim(now=T0)
     assert claimed is not None and claimed.id == job.id
+
+
+def test_many_full_partitions_ahead_do_not_hide_one_with_room(queue: Queue, backend: str) -> None:
+    for n in range(8):  # eight partitions, each with its window full and a backlog
+        enqueue_each(queue, 3, "webhook.deliver", partition=f"p{n}")
+    assert len(claim_many(queue, 100)) == 16
+    # the turn stands at p7: p0 to p6, all full, come before p6z in the walk
+    fresh = queue.enqueue(type="webhook.deliver", partition="p6z")
+    assert [job.id for job in claim_many(queue, 1)] == [fresh.id]
+
+
+def test_a_claim_held_back_by_a_full_window_says_when_it_opens(queue: Queue, backend: str) -> None:
+    minute = T0.replace(second=0)
+    enqueue_each(queue, 3, "webhook.deliver", partition="a")
+    assert len(claim_many(queue, 5, now=minute + timedelta(seconds=10))) == 2
+    with queue.tx() as conn:
+        taken = claiming.claim_many(
+            conn,
+            queue.worker,
+            now=minute + timedelta(seconds=20),
+            settings=queue.settings,
+            max_jobs=5,
+        )
+    assert taken.jobs == [] and taken.held_back_until == minute + timedelta(seconds=60)
