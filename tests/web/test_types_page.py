@@ -154,3 +154,15 @@ def test_posts_without_the_csrf_token_change_nothing(team: Team, app: Flask) -> 
     data = {"type-0-max_running": "1"}
     assert boss.client.post("/ui/types/email.send/limits", data=data).status_code == 400
     assert type_changes(team) == []
+
+
+def test_the_job_page_says_its_partition_holds_it(team: Team) -> None:
+    boss = team.person("boss")
+    fields = {"type-0-partition_max_running": "1"}
+    assert boss.post("/ui/types/email.send/limits", fields).status_code == 302
+    team.producer.enqueue("email.send", partition="acme")
+    held = team.producer.enqueue("email.send", partition="acme")
+    assert team.worker.claim() is not None
+    page = soup(team.person("prod").get(f"/ui/jobs/{held['id']}"))
+    reason = page.select_one(".reasons li.reason-partition_limit")
+    assert reason is not None and "running in partition acme" in reason.get_text()
