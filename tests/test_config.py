@@ -88,6 +88,11 @@ def test_settings_that_would_break_the_queue_are_refused(
         ({"rate_limit": "10 per minute"}, r'rate_limit must be "N/second", "N/minute" or "N/hour"'),
         ({"rate_limit": "0/second"}, r"rate_limit must be"),
         ({"paused": "yes"}, r"paused must be true or false"),
+        ({"partition_max_running": 0}, r"\.partition_max_running must be an integer from 1"),
+        ({"partition_max_running": 10**7}, r"partition_max_running must be an integer"),
+        ({"partition_max_running": True}, r"partition_max_running must be an integer"),
+        ({"partition_rate_limit": "5/day"}, r'\.partition_rate_limit must be "N/second"'),
+        ({"partition_rate_limit": 5}, r"partition_rate_limit must be"),
         ({"max_runing": 4}, r"unknown setting\(s\) max_runing; the known ones are lease_seconds"),
         ("fast", r"JOB_TYPE_SETTINGS\['report.build'\] must be an object of settings"),
     ],
@@ -106,6 +111,16 @@ def test_flow_settings_become_the_types_defaults(tmp_path: Path) -> None:
     app = _app(tmp_path, SECRET_KEY=TEST_SECRET, JOB_TYPE_SETTINGS={"report.build": flow})
     limits = app.extensions[EXTENSION_KEY].flow["report.build"]
     assert (limits.max_running, str(limits.rate_limit), limits.paused) == (4, "100/minute", True)
+
+
+def test_partition_limits_alone_make_a_type_limited(tmp_path: Path) -> None:
+    from app.infra.queue_settings import EXTENSION_KEY
+
+    flow = {"partition_max_running": 2, "partition_rate_limit": "10/minute"}
+    app = _app(tmp_path, SECRET_KEY=TEST_SECRET, JOB_TYPE_SETTINGS={"report.build": flow})
+    limits = app.extensions[EXTENSION_KEY].flow["report.build"]
+    assert (limits.partition_max_running, str(limits.partition_rate_limit)) == (2, "10/minute")
+    assert limits.limited and limits.partitioned and limits.max_running is None
 
 
 def test_the_servers_thread_count_is_the_apps(

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0027"  # the newest migration: bump it with each new one
+HEAD = "0028"  # the newest migration: bump it with each new one
 
 
 def alembic_config() -> Config:

@@ -1,11 +1,12 @@
 """The tables kept per job type: admins' flow-control overrides, the rate-limit windows that
-limited claims serialize on, and when workers last asked for each type. On the schema's
-``metadata``, beside the tables of ``app.storage.schema``."""
+limited claims serialize on (and count per partition in), and when workers last asked for each
+type. On the schema's ``metadata``, beside the tables of ``app.storage.schema``."""
 
 from __future__ import annotations
 
 from sqlalchemy import Boolean, CheckConstraint, Column, Integer, String, Table, text
 
+from app.queue.vocabulary import job_fields
 from app.storage.schema import metadata
 from app.storage.sqltypes import UTCDateTime
 
@@ -21,7 +22,13 @@ type_overrides = Table(
     Column("max_run_seconds", Integer, nullable=True),
     Column("updated_by", String(64), nullable=True),
     Column("updated_at", UTCDateTime(), nullable=False),
+    Column("partition_max_running", Integer, nullable=True),
+    Column("partition_rate_limit", String(32), nullable=True),
     CheckConstraint("max_running IS NULL OR max_running >= 1", name="max_running"),
+    CheckConstraint(
+        "partition_max_running IS NULL OR partition_max_running >= 1",
+        name="partition_max_running",
+    ),
 )
 
 # Claims per type in the current rate-limit window; the row is also what concurrent claims of
@@ -32,6 +39,18 @@ type_claim_windows = Table(
     Column("type", String(200), primary_key=True),
     Column("window_started_at", UTCDateTime(), nullable=False),
     Column("claims", Integer, nullable=False, server_default=text("0")),
+)
+
+# Claims per partition of a type in the current window of its ``partition_rate_limit``
+# (``partition``: "" for the jobs without one). Claims of the type count here while holding its
+# ``type_claim_windows`` row; rows of windows that ended are deleted as claims count.
+partition_claim_windows = Table(
+    "partition_claim_windows",
+    metadata,
+    Column("type", String(200), primary_key=True),
+    Column("partition", String(job_fields.PARTITION.length), primary_key=True),
+    Column("window_started_at", UTCDateTime(), nullable=False),
+    Column("claims", Integer, nullable=False),
 )
 
 # When a worker last asked for jobs of each type, whether its claim found one or not (a claim

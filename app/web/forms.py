@@ -220,3 +220,5 @@ class TypeLimitsForm(FlaskForm):
     max_running = StringField("Max running", validators=[Length(max=20)])
     rate_limit = StringField("Rate limit", validators=[Length(max=32)])
     max_run_seconds = StringField("Max run time (seconds)", validators=[Length(max=20)])
+    partition_max_running = StringField("Max running per partition", validators=[Length(max=20)])
+    partition_rate_limit = StringField("Rate limit per partition", validators=[Length(max=32)])

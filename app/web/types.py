@@ -34,7 +34,13 @@ def _prefix(name: str) -> str:
     return f"type-{job_types_.index(name)}"
 
 
-_LIMIT_FIELDS = ("max_running", "rate_limit", "max_run_seconds")
+_LIMIT_FIELDS = (
+    "max_running",
+    "rate_limit",
+    "max_run_seconds",
+    "partition_max_running",
+    "partition_rate_limit",
+)
 
 
 def _form(view: TypeView) -> TypeLimitsForm:
@@ -122,7 +128,7 @@ def limits(job_type: str) -> Response | tuple[str, int]:
         return _page((job_type, form), 422)
     typed = {name: (getattr(form, name).data or "").strip() for name in _LIMIT_FIELDS}
     fields: dict[str, Any] = {
-        name: (text if name == "rate_limit" else _number(text)) if text else None
+        name: (text if name.endswith("rate_limit") else _number(text)) if text else None
         for name, text in typed.items()
     }
     try:

@@ -206,17 +206,21 @@ class Client:
         rate_limit: str | None = KEEP,
         paused: bool | None = KEEP,
         max_run_seconds: int | None = KEEP,
+        partition_max_running: int | None = KEEP,
+        partition_rate_limit: str | None = KEEP,
     ) -> JobType:
         """Override a job type's limits (``PATCH /types/{type}``): each value given replaces
         the server's configuration, ``None`` clears the override (the configured value applies
-        again), a value left out keeps its override. ``rate_limit`` is like ``"10/minute"``."""
+        again), a value left out keeps its override. ``rate_limit`` is like ``"10/minute"``;
+        the ``partition_`` limits apply in each partition of the type on its own."""
         changes = {
             "max_running": max_running, "rate_limit": rate_limit, "paused": paused,
-            "max_run_seconds": max_run_seconds,
+            "max_run_seconds": max_run_seconds, "partition_max_running": partition_max_running,
+            "partition_rate_limit": partition_rate_limit,
         }  # fmt: skip
         body = {name: value for name, value in changes.items() if value is not KEEP}
         if not body:
-            raise TypeError("give at least one of max_running, rate_limit, paused, max_run_seconds")
+            raise TypeError(f"give at least one of {', '.join(changes)}")
         path = f"/types/{quote(job_type, safe='')}"
         response = self.transport.request("PATCH", path, json=body, idempotent=True)
         return JobType.from_json(response.json())

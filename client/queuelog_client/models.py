@@ -133,6 +133,8 @@ class JobType(_FromJson):
     rate_limit: str | None
     paused: bool
     max_run_seconds: int | None
+    partition_max_running: int | None
+    partition_rate_limit: str | None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -47,6 +47,11 @@ def test_pause_resume_and_limits(admin: Client, producer: Client, worker: Client
     kept = admin.set_limits("report.build", max_running=None)  # the rate limit stays
     assert (kept.max_running, kept.rate_limit) == (3, "100/minute")
     assert len(worker.claim(max_jobs=10, types=["report.build"])) == 2
+    per_partition = admin.set_limits("email.send", partition_max_running=1)
+    assert (per_partition.partition_max_running, per_partition.partition_rate_limit) == (1, None)
+    producer.enqueue_many([{"type": "email.send", "partition": p} for p in "aab"])
+    claimed = worker.claim(max_jobs=10, types=["email.send"])
+    assert len(claimed) == 2 and {job.partition for job in claimed} == {"a", "b"}
 
 
 def test_type_errors_are_typed(admin: Client, producer: Client) -> None:

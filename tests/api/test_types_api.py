@@ -18,6 +18,7 @@ from tests.builders import Api
 
 CONFIGURED = {"report.build": {"max_running": 4, "rate_limit": "100/minute", "lease_seconds": 60}}
 NO_JOBS = {"pending": 0, "running": 0, "completed": 0, "failed": 0, "cancelled": 0}
+NO_PARTITION_LIMITS = {"partition_max_running": None, "partition_rate_limit": None}
 
 
 @pytest.fixture
@@ -46,12 +47,15 @@ def test_types_list_every_configured_type_with_counts_and_effective_limits(
     assert body == {
         "types": [
             {"type": "email.send", "counts": NO_JOBS | {"pending": 1}}
-            | {"max_running": None, "rate_limit": None, "paused": False, "max_run_seconds": None},
+            | {"max_running": None, "rate_limit": None, "paused": False, "max_run_seconds": None}
+            | NO_PARTITION_LIMITS,
             {"type": "report.build", "counts": NO_JOBS | {"pending": 1, "running": 1}}
             | {"max_running": 4, "rate_limit": "100/minute", "paused": False}
-            | {"max_run_seconds": None},
+            | {"max_run_seconds": None}
+            | NO_PARTITION_LIMITS,
             {"type": "webhook.deliver", "counts": NO_JOBS}
-            | {"max_running": None, "rate_limit": None, "paused": False, "max_run_seconds": None},
+            | {"max_running": None, "rate_limit": None, "paused": False, "max_run_seconds": None}
+            | NO_PARTITION_LIMITS,
         ]
     }
 
@@ -63,7 +67,7 @@ def test_patch_overrides_and_null_restores_the_configuration(admin: Api) -> None
     assert changed.get_json() | {"counts": None} == {
         "type": "report.build", "counts": None,
         "max_running": 1, "rate_limit": "100/minute", "paused": True, "max_run_seconds": None,
-    }  # fmt: skip
+    } | NO_PARTITION_LIMITS  # fmt: skip
     again = patch(admin, "report.build", {"rate_limit": "5/second"}).get_json()
     assert (again["max_running"], again["rate_limit"], again["paused"]) == (1, "5/second", True)
     cleared = patch(admin, "report.build", {"max_running": None, "paused": None}).get_json()

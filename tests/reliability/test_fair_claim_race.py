@@ -25,6 +25,7 @@ from app.storage.schema import job_events, jobs
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_job, make_user
 from tests.conftest import base_config
+from tests.reliability.forks import started
 
 pytestmark = pytest.mark.slow
 
@@ -87,16 +88,9 @@ def test_every_partitioned_job_is_claimed_once(app: Flask, database_url: str) ->
         context.Process(target=_worker, args=(database_url, actor, barrier, results))
         for actor in actors
     ]
-    for process in processes:
-        process.start()
-    try:
+    with started(processes, DEADLINE):
         barrier.wait(DEADLINE)
         outcomes = [results.get(timeout=DEADLINE + 10) for _ in processes]
-    finally:
-        for process in processes:
-            process.join(DEADLINE)
-            if process.is_alive():
-                process.kill()  # by its own handle
     assert [error for _, error in outcomes if error] == []
     claimed = [job_id for ids, _ in outcomes for job_id in ids]
     total = PARTITIONS * PER_PARTITION + UNPARTITIONED

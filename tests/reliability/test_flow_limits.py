@@ -32,6 +32,7 @@ from app.storage.schema import job_events, jobs
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_job, make_user
 from tests.conftest import JOB_TYPES, base_config
+from tests.reliability.forks import started, stopping
 
 pytestmark = pytest.mark.slow
 
@@ -168,12 +169,10 @@ def test_limits_hold_while_eight_processes_claim(
         context.Process(target=_worker, args=(database_url, actor, clock, barrier, stop, results))
         for actor in actors
     ]
-    for process in processes:
-        process.start()
     samples, peak_seen = 0, 0
     report_running = (jobs.c.status == "running", jobs.c.type == "report.build")
     left = (jobs.c.status.in_(["pending", "running"]), jobs.c.type != "sms.send")
-    try:
+    with started(processes, DEADLINE), stopping(stop):
         barrier.wait(DEADLINE)
         deadline = time.monotonic() + DEADLINE
         while time.monotonic() < deadline:  # an outside reader, all along the run
@@ -185,12 +184,6 @@ def test_limits_hold_while_eight_processes_claim(
             time.sleep(0.005)  # leave the cores to the workers between looks
         stop.set()
         reports = [results.get(timeout=DEADLINE) for _ in processes]
-    finally:
-        stop.set()
-        for process in processes:
-            process.join(DEADLINE)
-            if process.is_alive():
-                process.kill()  # by its own handle
     assert [error for *_, error in reports if error] == []
     assert _count(app, *left) == 0, "the run ended before the queue drained"
 

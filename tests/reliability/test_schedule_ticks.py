@@ -24,6 +24,7 @@ from app.storage.schema import job_events, jobs
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_user
 from tests.conftest import base_config
+from tests.reliability.forks import started
 
 pytestmark = pytest.mark.slow
 
@@ -78,15 +79,8 @@ def test_processes_ticking_together_enqueue_one_job_per_slot(
         context.Process(target=_ticker, args=(database_url, barrier, results, i))
         for i in range(PROCESSES)
     ]
-    for process in processes:
-        process.start()
-    try:
+    with started(processes, TIMEOUT):
         reports = [results.get(timeout=TIMEOUT * 2) for _ in processes]
-    finally:
-        for process in processes:
-            process.join(TIMEOUT)
-            if process.is_alive():
-                process.kill()  # by its own handle
     assert [error for _, _, error in reports if error] == []
 
     end = START + (STEPS - 1) * STEP + timedelta(milliseconds=3 * (PROCESSES - 1))

@@ -19,6 +19,7 @@ people = test_browser.people  # the browser tests' fixtures: fresh users, a watc
 watched = test_browser.watched
 expected_console = test_browser.expected_console
 CLEARED = {"max_running": None, "rate_limit": None, "paused": None}
+CLEARED |= {"partition_max_running": None, "partition_rate_limit": None}
 
 
 @pytest.fixture
@@ -55,14 +56,18 @@ def test_pause_resume_and_set_limits(
         "article.job-type", has=watched.get_by_role("heading", name="report.build")
     )
     report.get_by_text("Edit limits").click()
-    report.get_by_label("Rate limit").fill("ten a minute")
+    report.get_by_label("Rate limit", exact=True).fill("ten a minute")
     report.get_by_role("button", name="Save limits").click()
     expect(report.locator(".field-error")).to_contain_text('must be "N/second"')
-    report.get_by_label("Max running").fill("2")
-    report.get_by_label("Rate limit").fill("10/minute")
+    report.get_by_label("Max running", exact=True).fill("2")
+    report.get_by_label("Rate limit", exact=True).fill("10/minute")
+    report.get_by_label("Max running per partition").fill("1")
+    report.get_by_label("Rate limit per partition").fill("3/second")
     report.get_by_role("button", name="Save limits").click()
     expect(watched.get_by_text("Limits of report.build saved.")).to_be_visible()
     expect(report.locator(".facts")).to_contain_text("2 override")
     expect(report.locator(".facts")).to_contain_text("10/minute override")
+    expect(report.locator(".facts")).to_contain_text("1 override")
+    expect(report.locator(".facts")).to_contain_text("3/second override")
     overflow = watched.evaluate("document.documentElement.scrollWidth > window.innerWidth")
     assert not overflow, "the page scrolls sideways"

@@ -85,8 +85,26 @@ def test_the_limits_form_sets_and_clears_overrides(team: Team) -> None:
     assert "Max running 3 configured" in facts and "Rate limit no limit" in facts
     assert type_changes(team)[0] == {
         "actor": "boss", "target": "type:report.build", "max_running": None, "rate_limit": None,
-        "max_run_seconds": None,
+        "max_run_seconds": None, "partition_max_running": None, "partition_rate_limit": None,
     }  # fmt: skip
+
+
+def test_the_limits_form_sets_and_clears_the_partition_limits(team: Team) -> None:
+    boss = team.person("boss")
+    fields = {"type-1-partition_max_running": "2", "type-1-partition_rate_limit": " 5/minute "}
+    assert boss.post("/ui/types/report.build/limits", fields).status_code == 302
+    facts = card(team, 1).select_one(".facts").get_text(" ", strip=True)
+    assert "Max running per partition 2 override · configured: no limit" in facts
+    assert "Rate limit per partition 5/minute override · configured: no limit" in facts
+    form = card(team, 1).select_one("form[action='/ui/types/report.build/limits']")
+    assert form.find(id="type-1-partition_max_running")["value"] == "2"
+    assert form.find(id="type-1-partition_rate_limit")["value"] == "5/minute"
+    (change,) = type_changes(team)
+    assert (change["partition_max_running"], change["partition_rate_limit"]) == (2, "5/minute")
+    boss.post("/ui/types/report.build/limits", {"type-1-partition_max_running": ""})
+    facts = card(team, 1).select_one(".facts").get_text(" ", strip=True)
+    assert "Max running per partition no limit" in facts
+    assert "Rate limit per partition no limit" in facts
 
 
 BAD_LIMITS = [
@@ -96,6 +114,9 @@ BAD_LIMITS = [
     ({"type-0-rate_limit": "10 per minute"}, "rate_limit"),
     ({"type-0-max_run_seconds": "0"}, "max_run_seconds"),
     ({"type-0-max_run_seconds": "1h"}, "max_run_seconds"),
+    ({"type-0-partition_max_running": "0"}, "partition_max_running"),
+    ({"type-0-partition_max_running": "two"}, "partition_max_running"),
+    ({"type-0-partition_rate_limit": "3/day"}, "partition_rate_limit"),
 ]
 
 
@@ -133,3 +154,15 @@ def test_posts_without_the_csrf_token_change_nothing(team: Team, app: Flask) -> 
     data = {"type-0-max_running": "1"}
     assert boss.client.post("/ui/types/email.send/limits", data=data).status_code == 400
     assert type_changes(team) == []
+
+
+def test_the_job_page_says_its_partition_holds_it(team: Team) -> None:
+    boss = team.person("boss")
+    fields = {"type-0-partition_max_running": "1"}
+    assert boss.post("/ui/types/email.send/limits", fields).status_code == 302
+    team.producer.enqueue("email.send", partition="acme")
+    held = team.producer.enqueue("email.send", partition="acme")
+    assert team.worker.claim() is not None
+    page = soup(team.person("prod").get(f"/ui/jobs/{held['id']}"))
+    reason = page.select_one(".reasons li.reason-partition_limit")
+    assert reason is not None and "running in partition acme" in reason.get_text()

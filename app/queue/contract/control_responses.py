@@ -12,6 +12,7 @@ from app.queue.contract.fields import PriorityLabel, StatusLabel
 from app.queue.contract.job_responses import Instant, ResponseModel
 
 Count = Annotated[int, Field(ge=0)]
+RateText = Annotated[str, Field(pattern=r"^[0-9]+/(second|minute|hour)$")]
 
 
 class TypeOut(ResponseModel):
@@ -21,9 +22,11 @@ class TypeOut(ResponseModel):
     type: str
     counts: dict[StatusLabel, Count]
     max_running: Annotated[int, Field(ge=1)] | None
-    rate_limit: Annotated[str, Field(pattern=r"^[0-9]+/(second|minute|hour)$")] | None
+    rate_limit: RateText | None
     paused: bool
     max_run_seconds: Annotated[int, Field(ge=1)] | None
+    partition_max_running: Annotated[int, Field(ge=1)] | None
+    partition_rate_limit: RateText | None
 
 
 class TypeList(ResponseModel):

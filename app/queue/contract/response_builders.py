@@ -44,6 +44,7 @@ from app.queue.contract.job_responses import (
     TraceOut,
 )
 from app.queue.rules import cron, uniqueness
+from app.queue.rules.type_limits import RateLimit
 from app.queue.rules.workflows import GroupView
 from app.queue.usecases import schedules
 from app.queue.usecases.bulk import Preview
@@ -291,6 +292,10 @@ def group_out(group: GroupView) -> GroupOut:
     )
 
 
+def _text(rate: RateLimit | None) -> str | None:
+    return None if rate is None else str(rate)
+
+
 def type_out(view: TypeView) -> TypeOut:
     """A job type: its jobs per status and the limits claims obey now."""
     limits = view.limits
@@ -299,9 +304,11 @@ def type_out(view: TypeView) -> TypeOut:
             "type": view.type,
             "counts": view.counts,
             "max_running": limits.max_running,
-            "rate_limit": None if limits.rate_limit is None else str(limits.rate_limit),
+            "rate_limit": _text(limits.rate_limit),
             "paused": limits.paused,
             "max_run_seconds": limits.max_run_seconds,
+            "partition_max_running": limits.partition_max_running,
+            "partition_rate_limit": _text(limits.partition_rate_limit),
         }
     )
 

@@ -91,11 +91,13 @@ def claim(
     except_types: tuple[str, ...] = (),
     run_limits: edges_sql.TypeLeases = (),
     fair: bool = False,
+    picked: list[int] | None = None,
 ) -> list[Job]:
     """pending -> running: up to ``limit`` due jobs from the head of the queue (of ``types``
     when given, else of any type but ``except_types``), for ``worker``, in claim order (in the
-    partitions' turns when ``fair``: partitioned jobs are claimable), each with its deadline
-    when its type has a run limit; empty when nothing is due."""
+    partitions' turns when ``fair``: partitioned jobs are claimable; of the ``picked`` jobs
+    only, in their order, when given), each with its deadline when its type has a run limit;
+    empty when nothing is due."""
     edge = EDGES[Edge.CLAIM]
     return edges_sql.claim_due(
         conn,
@@ -110,6 +112,7 @@ def claim(
         except_types=except_types,
         run_limits=run_limits,
         fair=fair,
+        picked=picked,
     )
 
 

@@ -19,7 +19,15 @@ MAX_RATE_COUNT = 999_999_999
 RATE_LIMIT_PATTERN = r"^[1-9][0-9]{0,8}/(second|minute|hour)$"
 _RATE = re.compile(RATE_LIMIT_PATTERN)
 MAX_RUN_SECONDS_LIMIT = 31_536_000  # a year
-FLOW_KEYS = ("max_running", "rate_limit", "paused", "max_run_seconds")
+UNLIMITED = 1 << 62  # the room under no limit: more than any claim asks for
+FLOW_KEYS = (
+    "max_running",
+    "rate_limit",
+    "paused",
+    "max_run_seconds",
+    "partition_max_running",
+    "partition_rate_limit",
+)
 NO_LIMIT = ", or null for no limit"  # how the API clears an override (a form leaves it empty)
 MAX_RUNNING_RULE = f"must be an integer from 1 to {MAX_RUNNING_LIMIT:,}{NO_LIMIT}"
 MAX_RUN_SECONDS_RULE = f"must be an integer from 1 to {MAX_RUN_SECONDS_LIMIT:,} (seconds){NO_LIMIT}"
@@ -62,17 +70,27 @@ class RateLimit:
 @dataclass(frozen=True)
 class TypeLimits:
     """The flow settings of one job type; None is no limit. ``max_run_seconds`` bounds each
-    attempt's run (the claim sets its deadline), not what claims hand out."""
+    attempt's run (the claim sets its deadline), not what claims hand out. The ``partition_``
+    limits apply in each partition of the type on its own (the jobs without a partition are
+    one partition too)."""
 
     max_running: int | None = None
     rate_limit: RateLimit | None = None
     paused: bool = False
     max_run_seconds: int | None = None
+    partition_max_running: int | None = None
+    partition_rate_limit: RateLimit | None = None
+
+    @property
+    def partitioned(self) -> bool:
+        """Whether a claim must count per partition before it hands out a job of this type."""
+        return self.partition_max_running is not None or self.partition_rate_limit is not None
 
     @property
     def limited(self) -> bool:
-        """Whether a claim must count before it hands out a job of this type."""
-        return self.max_running is not None or self.rate_limit is not None
+        """Whether a claim must count (take the type's turn) before it hands out a job of
+        this type."""
+        return self.max_running is not None or self.rate_limit is not None or self.partitioned
 
     @property
     def free(self) -> bool:
@@ -91,29 +109,42 @@ class Overriding(Protocol):
     def paused(self) -> bool | None: ...
     @property
     def max_run_seconds(self) -> int | None: ...
+    @property
+    def partition_max_running(self) -> int | None: ...
+    @property
+    def partition_rate_limit(self) -> str | None: ...
 
 
 def config_limits(entry: Mapping[str, Any]) -> TypeLimits:
     """The flow keys of one ``JOB_TYPE_SETTINGS`` entry; ValueError names the key and the rule."""
-    max_running = entry.get("max_running")
-    if max_running is not None and not _running_limit(max_running):
-        raise ValueError(f"max_running {MAX_RUNNING_RULE}")
-    rate_limit = entry.get("rate_limit")
-    try:
-        rate = None if rate_limit is None else RateLimit.parse(rate_limit)
-    except ValueError as exc:
-        raise ValueError(f"rate_limit {exc}") from None
+    max_running, partition_running = (
+        _config_running(entry, key) for key in ("max_running", "partition_max_running")
+    )
+    rate, partition_rate = (
+        _config_rate(entry, key) for key in ("rate_limit", "partition_rate_limit")
+    )
     paused = entry.get("paused", False)
     if type(paused) is not bool:
         raise ValueError("paused must be true or false")
     run = entry.get("max_run_seconds")
     if run is not None and not (type(run) is int and 1 <= run <= MAX_RUN_SECONDS_LIMIT):
         raise ValueError(f"max_run_seconds {MAX_RUN_SECONDS_RULE}")
-    return TypeLimits(max_running, rate, paused, run)
+    return TypeLimits(max_running, rate, paused, run, partition_running, partition_rate)
 
 
-def _running_limit(value: object) -> bool:
-    return type(value) is int and 1 <= value <= MAX_RUNNING_LIMIT
+def _config_running(entry: Mapping[str, Any], key: str) -> int | None:
+    value = entry.get(key)
+    if value is not None and not (type(value) is int and 1 <= value <= MAX_RUNNING_LIMIT):
+        raise ValueError(f"{key} {MAX_RUNNING_RULE}")
+    return value
+
+
+def _config_rate(entry: Mapping[str, Any], key: str) -> RateLimit | None:
+    value = entry.get(key)
+    try:
+        return None if value is None else RateLimit.parse(value)
+    except ValueError as exc:
+        raise ValueError(f"{key} {exc}") from None
 
 
 def effective(configured: TypeLimits, override: Overriding | None) -> TypeLimits:
@@ -129,6 +160,11 @@ def effective(configured: TypeLimits, override: Overriding | None) -> TypeLimits
         limits = replace(limits, paused=override.paused)
     if override.max_run_seconds is not None:
         limits = replace(limits, max_run_seconds=override.max_run_seconds)
+    if override.partition_max_running is not None:
+        limits = replace(limits, partition_max_running=override.partition_max_running)
+    if override.partition_rate_limit is not None:
+        rate = RateLimit.parse(override.partition_rate_limit)
+        limits = replace(limits, partition_rate_limit=rate)
     return limits
 
 
@@ -175,10 +211,18 @@ def window_claims(rate: RateLimit, stored: Window | None, now: datetime) -> int:
 
 
 def allowance(limits: TypeLimits, *, running: int, claims_in_window: int) -> int:
-    """How many jobs of a limited type a claim may still hand out (never below 0)."""
-    room = []
-    if limits.max_running is not None:
-        room.append(limits.max_running - running)
-    if limits.rate_limit is not None:
-        room.append(limits.rate_limit.count - claims_in_window)
-    return max(0, min(room))
+    """How many jobs of a limited type a claim may still hand out (never below 0; a type
+    limited only per partition: as many as it asks for)."""
+    return room(limits.max_running, limits.rate_limit, running, claims_in_window)
+
+
+def room(
+    max_running: int | None, rate: RateLimit | None, running: int, claims_in_window: int
+) -> int:
+    """How many more jobs fit under ``max_running`` and ``rate`` (None: no such limit)."""
+    found = [UNLIMITED]
+    if max_running is not None:
+        found.append(max_running - running)
+    if rate is not None:
+        found.append(rate.count - claims_in_window)
+    return max(0, min(found))

@@ -225,14 +225,16 @@ def claim_due(
     except_types: tuple[str, ...] = (),
     run_limits: TypeLeases = (),
     fair: bool = False,
+    picked: list[int] | None = None,
 ) -> list[Job]:
     """Move up to ``limit`` jobs from the head of the queue (of ``types`` when given, else of
     any type but ``except_types``) to running for ``worker`` in one compare-and-set statement,
     each with its own attempt and lease and its ``kind`` event. The lease is ``lease_seconds``,
     or the type's entry in ``type_leases``; the attempt's deadline is ``now`` plus the type's
     entry in ``run_limits`` (none for other types). ``fair``: partitioned jobs are claimable,
-    so the head is taken in the partitions' turns (``partitions.fair_head``). The jobs come
-    back in claim order."""
+    so the head is taken in the partitions' turns (``partitions.fair_head``); ``picked``: the
+    head is these jobs, in this order, those still claimable (a claim under partition limits
+    picked them). The jobs come back in claim order."""
     params: dict[str, Any] = {
         "worker": worker,
         "now": now,
@@ -255,11 +257,12 @@ def claim_due(
     timed = tuple(name for name, _ in run_limits)
     dialect = dialects.of(conn)
     turn: dict[int, int] = {}
-    if fair:
+    if fair and picked is None:
         # a few more than wanted: those another claim holds now are passed over
         picked = partitions_sql.fair_head(
             conn, want=limit + SPARE, now=now, type_filter=type_filter, listed=listed
         )
+    if picked is not None:
         if not picked:
             return []
         turn = {job_id: index for index, job_id in enumerate(picked)}
@@ -271,7 +274,7 @@ def claim_due(
     claimed = [job_of(row) for row in statement.rows(conn, params)]
     # RETURNING has no order
     claimed.sort(key=lambda job: (-job.priority, turn.get(job.id, 0), job.run_at, job.id))
-    if fair:  # each priority's turn moves to the partition of its last job
+    if turn:  # each priority's turn moves to the partition of its last job
         served = {job.priority: job.partition or NULL_PARTITION for job in claimed}
         partitions_sql.move_cursors(conn, served, now)
     if not dialect.records_moves:

@@ -16,12 +16,19 @@ from app.queue.sql import dialects
 from app.queue.sql.dialects import Dialect
 from app.queue.sql.prepared import Prepared
 from app.storage.schema_partitions import NULL_PARTITION, partition_turns
+from app.storage.sqltypes import UTCDateTime
 
 # A claim's type condition, as in ``edges``: any type, only the listed ones, or any but them.
 _TYPES = {"any": "", "only": " AND type IN ({listed})", "except": " AND type NOT IN ({listed})"}
 # The terms of ix_jobs_claim_partition (literal, so its partial index serves them).
 _NAMED = "status = 'pending' AND waiting_for IS NULL AND partition IS NOT NULL"
 _UNNAMED = "status = 'pending' AND waiting_for IS NULL AND partition IS NULL"
+
+
+def _timed(sql: list[str]) -> Prepared:
+    """The statement, its ``:now`` bound as the columns store time (SQLite compares text: a
+    bare datetime would be bound in another format, and a job due to the microsecond missed)."""
+    return Prepared(text(" ".join(sql)).bindparams(bindparam("now", type_=UTCDateTime())))
 
 
 def _types(type_filter: str, count: int) -> str:
@@ -46,7 +53,7 @@ def _walk(dialect: Dialect, bounded: bool, type_filter: str, count: int) -> Prep
     sql += ["AND partition > walk.part ORDER BY partition LIMIT 1), seen + 1 FROM walk"]
     sql += ["WHERE walk.part IS NOT NULL AND seen < :scan) SELECT part, (", *head]
     sql += [") FROM walk WHERE part IS NOT NULL"]
-    return Prepared(text(" ".join(sql)))
+    return _timed(sql)
 
 
 @lru_cache(maxsize=32)
@@ -57,7 +64,7 @@ def _unnamed(dialect: Dialect, type_filter: str, count: int) -> Prepared:
     sql = ["SELECT id FROM", jobs, "WHERE", _UNNAMED, "AND priority = :priority"]
     sql += ["AND run_at <= :now", _types(type_filter, count)]
     sql += ["ORDER BY run_at, id LIMIT :limit OFFSET :offset"]
-    return Prepared(text(" ".join(sql)))
+    return _timed(sql)
 
 
 @lru_cache(maxsize=32)
@@ -67,7 +74,7 @@ def _one(dialect: Dialect, type_filter: str, count: int) -> Prepared:
     sql = ["SELECT id FROM", jobs, "WHERE", _NAMED, "AND priority = :priority"]
     sql += ["AND partition = :part AND run_at <= :now", _types(type_filter, count)]
     sql += ["ORDER BY run_at, id LIMIT :limit OFFSET :offset"]
-    return Prepared(text(" ".join(sql)))
+    return _timed(sql)
 
 
 class Turns:
@@ -171,7 +178,7 @@ def _top(dialect: Dialect, type_filter: str, count: int) -> Prepared:
     sql = ["SELECT priority FROM", jobs, "WHERE status = 'pending' AND waiting_for IS NULL"]
     sql += ["AND priority < :below AND run_at <= :now", _types(type_filter, count)]
     sql += ["ORDER BY priority DESC, run_at, id LIMIT 1"]
-    return Prepared(text(" ".join(sql)))
+    return _timed(sql)
 
 
 def fair_head(

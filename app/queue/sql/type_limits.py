@@ -38,8 +38,9 @@ def claim_overrides_sql(dialect: Dialect) -> str:
     jobs_table = "jobs" + dialect.index_hint("ix_jobs_claim_partition")
     return " ".join(
         [
-            "SELECT type, max_running, rate_limit, paused, max_run_seconds FROM type_overrides",
-            "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM",
+            "SELECT type, max_running, rate_limit, paused, max_run_seconds,",
+            "partition_max_running, partition_rate_limit FROM type_overrides",
+            "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM",
             jobs_table,
             "WHERE status = 'pending' AND waiting_for IS NULL AND partition IS NOT NULL)",
         ]
@@ -57,8 +58,8 @@ def claim_overrides(conn: Connection) -> tuple[dict[str, Overridden], bool]:
     finally:
         cursor.close()
     overrides = {
-        job_type: Overridden(max_running, rate_limit, None if paused is None else bool(paused), run)
-        for job_type, max_running, rate_limit, paused, run in rows
+        job_type: Overridden(running, rate, None if paused is None else bool(paused), *rest)
+        for job_type, running, rate, paused, *rest in rows
         if job_type is not None
     }
     return overrides, len(overrides) < len(rows)

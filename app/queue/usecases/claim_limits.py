@@ -4,7 +4,8 @@ never beyond its ``max_running`` or its ``rate_limit``, however many claims run 
 Claims of a limited type count after taking its turn: the claim locks the type's
 ``type_claim_windows`` row first (where writers run at once; where they write one at a time the
 transaction is already alone), so the running count and the window it reads cannot change
-until it commits. With nothing limited or paused a claim is the plain claim plus one
+until it commits. A type's limits per partition are counted under the same turn
+(``partition_limits``). With nothing limited or paused a claim is the plain claim plus one
 driver-level read of the (small) overrides table.
 """
 
@@ -16,18 +17,15 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
-from app.queue.rules import edges, type_limits
+from app.queue.rules import type_limits
 from app.queue.rules.settings import QueueSettings
 from app.queue.rules.type_limits import TypeLimits
 from app.queue.sql import counts as counts_sql
 from app.queue.sql import type_limits as type_limits_sql
 from app.queue.sql.edges import TypeLeases
+from app.queue.usecases.partition_limits import RECHECK, PartitionClaims
 from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.limits import Window
-
-# A long-poll held back by max_running looks again this often: a finished job frees a slot
-# without ringing anyone (ringing every waiter on every completion would cost more).
-RECHECK = timedelta(seconds=0.5)
 
 
 @dataclass(frozen=True)
@@ -99,25 +97,20 @@ def claim_within_limits(
     def claim_step(
         limit: int, types: tuple[str, ...] | None, except_types: tuple[str, ...] = ()
     ) -> list[Job]:
-        return edges.claim(
-            conn,
-            worker=worker,
-            now=now,
-            lease_seconds=lease_seconds,
-            limit=limit,
-            types=types,
-            type_leases=type_leases,
-            except_types=except_types,
-            run_limits=run_limits,
-            fair=fair,
+        return partitioned.claim(
+            conn, limit=limit, types=types, except_types=except_types, **options
         )
 
     limits, run_limits, fair = _limits_now(conn, settings)
+    options = {"worker": worker, "now": now, "lease_seconds": lease_seconds, "fair": fair}
+    options |= {"type_leases": type_leases, "run_limits": run_limits}
     if types is not None:
         limits = {name: limit for name, limit in limits.items() if name in types}
+    partitioned = PartitionClaims({})
     if not limits:  # the common case
         return claim_step(limit, types), None
     turns = _take_turns(conn, limits)
+    partitioned = PartitionClaims.read(conn, limits, now)
     paused = {name for name, limit in limits.items() if limit.paused}
     caps = {name: turn.allowance(now) for name, turn in turns.items()}
     blocked = paused | {name for name, cap in caps.items() if cap == 0}
@@ -139,15 +132,25 @@ def claim_within_limits(
                     blocked.add(job.type)
         if len(batch) < step:
             break
-    _count_claims(conn, turns, Counter(job.type for job in claimed), now)
+    _count_claims(conn, turns, partitioned, claimed, now)
     held_back = None if claimed else _held_back_until(conn, turns, blocked - paused, now)
-    return claimed, held_back
+    return claimed, None if claimed else _earliest(held_back, partitioned.held_until(now))
+
+
+def _earliest(*times: datetime | None) -> datetime | None:
+    return min((at for at in times if at is not None), default=None)
 
 
 def _count_claims(
-    conn: Connection, turns: dict[str, TypeTurn], taken: Counter[str], now: datetime
+    conn: Connection,
+    turns: dict[str, TypeTurn],
+    partitioned: PartitionClaims,
+    claimed: list[Job],
+    now: datetime,
 ) -> None:
-    """Add this claim's jobs to the rate windows of their types."""
+    """Add this claim's jobs to the rate windows of their types and partitions."""
+    partitioned.count(conn, now)
+    taken = Counter(job.type for job in claimed)
     for name, turn in turns.items():
         rate = turn.limits.rate_limit
         if rate is not None and taken[name]:

@@ -25,6 +25,7 @@ from app.queue.sql import jobs as jobs_sql
 from app.queue.sql import type_limits as type_limits_sql
 from app.queue.usecases import reading, type_polls
 from app.queue.usecases.claim_limits import TypeTurn
+from app.queue.usecases.partition_explain import partition_held
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.limits import Override
@@ -92,7 +93,8 @@ class Context:
     @property
     def held_back(self) -> bool:
         """Whether a claim would skip this due job because of its type's flow limits."""
-        return self.limits.paused or (self.limits.limited and self.turn.allowance(self.now) == 0)
+        held = self.limits.paused or partition_limit(self) is not None
+        return held or (self.limits.limited and self.turn.allowance(self.now) == 0)
 
 
 def _when(at: datetime, now: datetime) -> str:
@@ -208,6 +210,13 @@ def type_rate_limited(ctx: Context) -> Reason | None:
             "window_ends_at": iso(ends),
         },
     )
+
+
+def partition_limit(ctx: Context) -> Reason | None:
+    """A due job whose partition of its type runs or claimed what its partition limits allow."""
+    held = ctx.due and not ctx.limits.paused
+    found = partition_held(ctx.conn, ctx.job, ctx.limits, ctx.now) if held else None
+    return None if found is None else Reason("partition_limit", *found)
 
 
 def behind_in_queue(ctx: Context) -> Reason | None:
@@ -346,6 +355,7 @@ REASONS: tuple[Callable[[Context], Reason | None], ...] = (
     type_paused,
     type_at_max_running,
     type_rate_limited,
+    partition_limit,
     behind_in_queue,
     no_worker_polling,
     running,
@@ -356,7 +366,13 @@ REASONS: tuple[Callable[[Context], Reason | None], ...] = (
 
 
 # What may hold a pending job besides time (what ``held_beyond_time`` asks).
-NOT_TIME = (waiting_for_dependencies, type_paused, type_at_max_running, type_rate_limited)
+NOT_TIME = (
+    waiting_for_dependencies,
+    type_paused,
+    type_at_max_running,
+    type_rate_limited,
+    partition_limit,
+)
 
 
 def held_beyond_time(

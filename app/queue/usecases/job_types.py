@@ -21,6 +21,7 @@ from app.queue.contract.request_model import RequestModel, refuse, says
 from app.queue.rules import type_limits
 from app.queue.rules.settings import QueueSettings
 from app.queue.rules.type_limits import (
+    FLOW_KEYS,
     MAX_RUN_SECONDS_LIMIT,
     MAX_RUN_SECONDS_RULE,
     MAX_RUNNING_LIMIT,
@@ -60,6 +61,21 @@ MaxRunSeconds = Annotated[
     ),
 ]
 
+# The per-type rules, described for each partition (the last description is the one shown).
+PartitionMaxRunning = Annotated[
+    MaxRunning,
+    Field(
+        description="At most this many jobs of the type run at once in each partition (the "
+        "jobs without a partition are one partition); null: the configuration."
+    ),
+]
+PartitionRateLimit = Annotated[
+    RateLimitText,
+    Field(
+        description="At most N claims per fixed window in each partition; null: the configuration."
+    ),
+]
+
 
 class TypeChange(RequestModel):
     """``PATCH /types/{type}``: the overrides to set; ``null`` clears one, so the configured
@@ -71,14 +87,13 @@ class TypeChange(RequestModel):
     rate_limit: RateLimitText | None = None
     paused: Annotated[Flag | None, Field(description="Claims skip a paused type.")] = None
     max_run_seconds: MaxRunSeconds | None = None
+    partition_max_running: PartitionMaxRunning | None = None
+    partition_rate_limit: PartitionRateLimit | None = None
 
     @model_validator(mode="after")
     def _something(self) -> TypeChange:
         if not self.model_fields_set:
-            raise refuse(
-                "give at least one of max_running, rate_limit, paused, max_run_seconds",
-                field="body",
-            )
+            raise refuse(f"give at least one of {', '.join(FLOW_KEYS)}", field="body")
         return self
 
     def overrides(self) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The rows of per-type flow control: what admins set over the configuration, and the claims
-counted in a rate limit's window."""
+counted in a rate limit's window (a type's, or one partition's of a type)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ class Overridden(NamedTuple):
     rate_limit: str | None
     paused: bool | None
     max_run_seconds: int | None
+    partition_max_running: int | None
+    partition_rate_limit: str | None
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,8 @@ class Override:
     rate_limit: str | None
     paused: bool | None
     max_run_seconds: int | None
+    partition_max_running: int | None
+    partition_rate_limit: str | None
     updated_by: str | None
     updated_at: datetime
 
@@ -39,8 +43,8 @@ class Override:
 
 @dataclass(frozen=True)
 class Window:
-    """One row of ``type_claim_windows``: the claims counted in the window that started at
-    ``started_at``."""
+    """One row of ``type_claim_windows`` (or ``partition_claim_windows``): the claims counted
+    in the window that started at ``started_at``."""
 
     started_at: datetime
     claims: int
