@@ -142,14 +142,6 @@ class Turns:
         return [row[0] for row in statement.rows(self.conn, params)]
 
 
-_CURSORS = Prepared(select(partition_turns.c.priority, partition_turns.c.partition))
-
-
-def cursors(conn: Connection) -> dict[int, str]:
-    """Where each priority's turn stands: the partition its last fair claim served last."""
-    return {int(priority): partition for priority, partition in _CURSORS.rows(conn)}
-
-
 @lru_cache(maxsize=4)
 def _move(dialect: Dialect) -> Prepared:
     """The turn's UPDATE of one priority, unless another claim's transaction holds its row
@@ -173,9 +165,12 @@ def move_cursors(conn: Connection, served: Mapping[int, str], now: datetime) -> 
 
 @lru_cache(maxsize=32)
 def _top(dialect: Dialect, type_filter: str, count: int) -> Prepared:
-    """The highest priority below ``:below`` with a due job: one probe of the claim index."""
+    """The highest priority below ``:below`` with a due job (one probe of the claim index) and
+    where its turn stands: the partition its last fair claim served last (NULL: none yet)."""
     jobs = "jobs" + dialect.index_hint("ix_jobs_claim")
-    sql = ["SELECT priority FROM", jobs, "WHERE status = 'pending' AND waiting_for IS NULL"]
+    sql = ["SELECT priority, (SELECT partition FROM partition_turns AS turn"]
+    sql += ["WHERE turn.priority = jobs.priority) FROM", jobs]
+    sql += ["WHERE status = 'pending' AND waiting_for IS NULL"]
     sql += ["AND priority < :below AND run_at <= :now", _types(type_filter, count)]
     sql += ["ORDER BY priority DESC, run_at, id LIMIT 1"]
     return _timed(sql)
@@ -188,7 +183,6 @@ def fair_head(
     priority first; within a priority, partitions in turn from where the last claim left off
     (``move_cursors``), one job each per round; FIFO within a partition. Nothing is locked:
     the claim's UPDATE takes those no other claim holds."""
-    at = cursors(conn)
     params = {"now": now} | {f"type_{i}": name for i, name in enumerate(listed)}
     top = _top(dialects.of(conn), type_filter, len(listed))
     picked: list[int] = []
@@ -197,11 +191,11 @@ def fair_head(
         row = top.row(conn, params | {"below": below})
         if row is None:
             break
-        below = int(row[0])
+        below, turn = int(row[0]), row[1]
         turns = Turns(
             conn,
             priority=below,
-            cursor=at.get(below, NULL_PARTITION),
+            cursor=NULL_PARTITION if turn is None else turn,
             now=now,
             type_filter=type_filter,
             listed=listed,
