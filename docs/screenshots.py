@@ -252,7 +252,7 @@ def main(wanted: list[str]) -> None:
                 "UI_POLL_SECONDS": 60,
                 "JOB_TYPE_SETTINGS": {
                     "report.build": {"max_running": 4, "max_run_seconds": 1800},
-                    "email.send": {"max_run_seconds": 600},
+                    "email.send": {"max_run_seconds": 600, "partition_max_running": 2},
                 },
             }
         )
