@@ -1,9 +1,10 @@
 """End to end: queuelog through its Python SDK (``make serve``'s server) next to huey.
 
 Three scenarios per system, 4 worker processes each: bulk (enqueue N in batches, drain),
-trickle (4 producer threads, one enqueue per job), pickup latency (one job every 50 ms into an
-idle queue, enqueue to a worker holding it). Queuelog's workers run ``queuelog_client.Worker``
-(``WORKER_LOOP``, one swappable function), so the figures are the ones SDK users get.
+trickle (4 producer threads sharing one client, one enqueue per job), pickup latency (one job
+every 50 ms into an idle queue, enqueue to a worker holding it). Queuelog's workers run
+``queuelog_client.Worker`` (``WORKER_LOOP``, one swappable function), so the figures are the
+ones SDK users get.
 
 Both systems run side by side; in each round every scenario runs on one right after the other
 (the order alternating), each time after draining a small warm-up batch, so neither is measured
@@ -128,7 +129,8 @@ class Queuelog:
         self.workers = [context.Process(target=WORKER_LOOP, args=work) for _ in range(WORKERS)]
         for process in self.workers:
             process.start()
-        self.local = threading.local()
+        self.lock = threading.Lock()
+        self.client: Any = None
         self._held: dict[Any, float] = {}
         self._url = self.database.url
         self.watch: Any = None  # the PostgreSQL connection that counts completed jobs
@@ -143,12 +145,15 @@ class Queuelog:
         self.requests.print()
 
     def _client(self) -> Any:
+        """One client shared by the producer threads, as a web app's request threads share one
+        (the client's docs): their enqueue calls coalesce while a request is in flight."""
         from queuelog_client import Client
 
-        if not hasattr(self.local, "client"):
-            token = self.database.tokens["producer"]
-            self.local.client = Client(f"http://{self.server.host}", token)
-        return self.local.client
+        with self.lock:
+            if self.client is None:
+                token = self.database.tokens["producer"]
+                self.client = Client(f"http://{self.server.host}", token)
+            return self.client
 
     def enqueue(self, tag: int) -> Any:
         payload = {"pickup": True} if tag < 0 else {}
