@@ -8,18 +8,19 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, bindparam, text
 
 from app.queue.sql import dialects
 from app.queue.sql.dialects import Dialect
+from app.storage.sqltypes import UTCDateTime
 
 BUSIEST = 5  # partitions named per type and figure; the rest are summed
 # The due figures of a type count its oldest DUE_SAMPLE due jobs: a range of the pending-by-type
 # index and a row read each, however large the backlog. The running figures count the type's
 # jobs among RUNNING_SAMPLE running jobs of all types (as many as the workers hold: in practice
 # every running job), read from the lease index.
-DUE_SAMPLE = 2_000
-RUNNING_SAMPLE = 10_000
+DUE_SAMPLE = 500
+RUNNING_SAMPLE = 2_000
 
 # A sample of partitions (``part``, NULL: none), counted: its BUSIEST largest partitions (ties
 # by name, the partition null first), each with ``named`` 1, then the whole sample's size with
@@ -42,17 +43,19 @@ def _due(dialect: Dialect) -> Any:
     jobs = "jobs" + dialect.index_hint("ix_jobs_pending_type")
     where = "status = 'pending' AND waiting_for IS NULL AND type = :type AND run_at <= :now"
     sample = ["WITH sample AS (SELECT partition AS part FROM", jobs, "WHERE", where]
-    return text(" ".join([*sample, "ORDER BY run_at LIMIT :sample)", _COUNTED]))
+    statement = text(" ".join([*sample, "ORDER BY run_at LIMIT :sample)", _COUNTED]))
+    # :now bound as the columns store time (SQLite compares the text)
+    return statement.bindparams(bindparam("now", type_=UTCDateTime()))
 
 
 @lru_cache(maxsize=4)
 def _running(dialect: Dialect) -> Any:
-    """The type's jobs among ``:sample`` running jobs of every type (the lease index holds
-    running jobs only; the LIMIT bounds the read, not the matches), counted by partition."""
+    """``:sample`` running jobs of every type (the lease index holds running jobs only; the
+    LIMIT bounds the read), counted by type and partition: one read for all the types."""
     jobs = "jobs" + dialect.index_hint("ix_jobs_lease")
     running = ["SELECT type, partition FROM", jobs, "WHERE status = 'running' LIMIT :sample"]
-    sample = ["WITH sample AS (SELECT partition AS part FROM (", *running, ") AS running"]
-    return text(" ".join([*sample, "WHERE type = :type)", _COUNTED]))
+    sql = ["SELECT type, partition, count(*) FROM (", *running, ") AS running"]
+    return text(" ".join([*sql, "GROUP BY type, partition"]))
 
 
 def due(conn: Connection, job_type: str, now: datetime) -> Counted:
@@ -62,11 +65,20 @@ def due(conn: Connection, job_type: str, now: datetime) -> Counted:
     return _counted(conn.execute(_due(dialects.of(conn)), params))
 
 
-def running(conn: Connection, job_type: str) -> Counted:
-    """The running jobs of ``job_type`` (among ``RUNNING_SAMPLE`` of every type): the
-    ``BUSIEST`` partitions and how many were counted in all."""
-    params = {"type": job_type, "sample": RUNNING_SAMPLE, "busiest": BUSIEST}
-    return _counted(conn.execute(_running(dialects.of(conn)), params))
+def running(conn: Connection) -> dict[str, Counted]:
+    """The running jobs of each type among ``RUNNING_SAMPLE`` of every type: its ``BUSIEST``
+    partitions and how many were counted in all (types with none running are left out)."""
+    by_type: dict[str, list[tuple[str | None, int]]] = {}
+    params = {"sample": RUNNING_SAMPLE}
+    for job_type, part, n in conn.execute(_running(dialects.of(conn)), params):
+        by_type.setdefault(job_type, []).append((part, int(n)))
+    return {
+        job_type: (
+            sorted(parts, key=lambda p: (-p[1], p[0] or ""))[:BUSIEST],
+            sum(n for _, n in parts),
+        )
+        for job_type, parts in by_type.items()
+    }
 
 
 def _counted(result: Any) -> Counted:

@@ -52,11 +52,12 @@ def busiest(
     conn: Connection, job_types: Iterable[str], now: datetime
 ) -> dict[str, PartitionFigures]:
     """Each of ``job_types``' busiest partitions by due and by running jobs (types with
-    neither get empty figures): two bounded reads per type."""
+    neither get empty figures): a bounded read per type, and one of the running jobs."""
+    running = partition_figures_sql.running(conn)
     return {
         job_type: PartitionFigures(
             _busiest(partition_figures_sql.due(conn, job_type, now)),
-            _busiest(partition_figures_sql.running(conn, job_type)),
+            _busiest(running.get(job_type, ([], 0))),
         )
         for job_type in job_types
     }
