@@ -16,7 +16,6 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-import psycopg
 from flask import Flask
 from sqlalchemy import Connection, text
 
@@ -84,9 +83,7 @@ def run(base: Path) -> None:
     measure(f"sqlite:///{base / 'figures'}.sqlite3", "SQLite", size)
     if os.environ.get("BENCH_PARTITIONS_PG") != "1":
         return
-    from devservers.postgres import postgres_server
+    from devservers.postgres import create_database, postgres_server
 
     with postgres_server(durable=True) as server:
-        with psycopg.connect(f"{server.replace('+psycopg', '')}/postgres", autocommit=True) as conn:
-            conn.execute("CREATE DATABASE figures")
-        measure(f"{server}/figures", "PostgreSQL", size)
+        measure(create_database(server, "figures"), "PostgreSQL", size)

@@ -23,7 +23,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from flask import Flask
 from sqlalchemy import bindparam, text
 
@@ -142,10 +141,8 @@ def run(base: Path) -> None:
     measure(sqlite, "SQLite")  # type: ignore[arg-type]
     if os.environ.get("BENCH_PARTITIONS_PG") != "1":
         return
-    from devservers.postgres import postgres_server
+    from devservers.postgres import create_database, postgres_server
 
     with postgres_server(durable=True) as server:
-        with psycopg.connect(f"{server.replace('+psycopg', '')}/postgres", autocommit=True) as conn:
-            for name in names:
-                conn.execute(f"CREATE DATABASE {name}")
-        measure(tuple(f"{server}/{name}" for name in names), "PostgreSQL")  # type: ignore[arg-type]
+        urls = tuple(create_database(server, name) for name in names)
+        measure(urls, "PostgreSQL")  # type: ignore[arg-type]

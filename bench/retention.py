@@ -18,7 +18,6 @@ from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from sqlalchemy import insert, select
 
 from app import create_app
@@ -186,9 +185,7 @@ def run(base: Path) -> None:
     measure(f"sqlite:///{base / 'retention.sqlite3'}", "SQLite (synchronous=FULL)", old)
     if os.environ.get("BENCH_RETENTION_PG") != "1":
         return
-    from devservers.postgres import postgres_server
+    from devservers.postgres import create_database, postgres_server
 
     with postgres_server(durable=True) as server:
-        with psycopg.connect(f"{server.replace('+psycopg', '')}/postgres", autocommit=True) as conn:
-            conn.execute("CREATE DATABASE retention")
-        measure(f"{server}/retention", "PostgreSQL", old)
+        measure(create_database(server, "retention"), "PostgreSQL", old)

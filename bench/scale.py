@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import psycopg
 from flask import Flask
 
 from app import create_app
@@ -42,7 +41,7 @@ from bench import scale_load as load
 from bench.http_calls import wait_ready
 from devservers.accounts import AS_OPERATOR
 from devservers.keepalive import KeepAlive
-from devservers.postgres import PostgresMissing, postgres_server
+from devservers.postgres import PostgresMissing, create_database, postgres_server
 from devservers.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -304,8 +303,6 @@ def run_scale(base: Path) -> None:
             print(f"  PostgreSQL skipped: {exc}")
             return
         for size in sizes:
-            dsn = f"{server.replace('+psycopg', '')}/postgres"
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute(f"CREATE DATABASE scale_{size}")
-            queues[size] = load_queue("postgresql", f"{server}/scale_{size}", size)
+            url = create_database(server, f"scale_{size}")
+            queues[size] = load_queue("postgresql", url, size)
         report("PostgreSQL", *measure(queues))
