@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from sqlalchemy import func, select
 
 from app import create_app
 from app.infra import db
@@ -26,6 +25,7 @@ from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import make_job, make_user
 from tests.conftest import base_config
 from tests.reliability.forks import started
+from tests.reliability.test_flow_limits import count_rows
 
 pytestmark = pytest.mark.slow
 
@@ -62,11 +62,6 @@ def _worker(url: str, actor: Actor, barrier: Any, results: Any) -> None:
         db.engine(app).dispose()
 
 
-def _count(app: Flask, *conditions: Any) -> int:
-    with db.read(app) as conn:
-        return int(conn.execute(select(func.count()).where(*conditions)).scalar_one())
-
-
 def test_every_partitioned_job_is_claimed_once(app: Flask, database_url: str) -> None:
     producer = make_user(app, "fair-producer", "producer").actor()
     settings = QueueSettings.from_config(app.config)
@@ -95,5 +90,5 @@ def test_every_partitioned_job_is_claimed_once(app: Flask, database_url: str) ->
     claimed = [job_id for ids, _ in outcomes for job_id in ids]
     total = PARTITIONS * PER_PARTITION + UNPARTITIONED
     assert len(claimed) == len(set(claimed)) == total
-    assert _count(app, jobs.c.status == "completed") == total
-    assert _count(app, job_events.c.kind == "claimed") == total
+    assert count_rows(app, jobs.c.status == "completed") == total
+    assert count_rows(app, job_events.c.kind == "claimed") == total

@@ -102,7 +102,8 @@ def _worker(url: str, actor: Actor, clock: Clock, barrier: Any, stop: Any, resul
         db.engine(app).dispose()
 
 
-def _count(app: Flask, *conditions: Any) -> int:
+def count_rows(app: Flask, *conditions: Any) -> int:
+    """How many rows match ``conditions``, read on a connection of its own."""
     with db.read(app) as conn:
         return int(conn.execute(select(func.count()).where(*conditions)).scalar_one())
 
@@ -176,16 +177,16 @@ def test_limits_hold_while_eight_processes_claim(
         barrier.wait(DEADLINE)
         deadline = time.monotonic() + DEADLINE
         while time.monotonic() < deadline:  # an outside reader, all along the run
-            peak_seen = max(peak_seen, _count(app, *report_running))
+            peak_seen = max(peak_seen, count_rows(app, *report_running))
             samples += 1
-            assert _count(app, jobs.c.status == "running", jobs.c.type == "sms.send") == 0
-            if _count(app, *left) == 0:
+            assert count_rows(app, jobs.c.status == "running", jobs.c.type == "sms.send") == 0
+            if count_rows(app, *left) == 0:
                 break
             time.sleep(0.005)  # leave the cores to the workers between looks
         stop.set()
         reports = [results.get(timeout=DEADLINE) for _ in processes]
     assert [error for *_, error in reports if error] == []
-    assert _count(app, *left) == 0, "the run ended before the queue drained"
+    assert count_rows(app, *left) == 0, "the run ended before the queue drained"
 
     claims = sum(claimed for _, claimed, _ in reports)
     replayed = _replayed_peak(app, "report.build")
@@ -202,5 +203,7 @@ def test_limits_hold_while_eight_processes_claim(
     assert sum(windows.values()) == JOBS["webhook.deliver"]
     assert len(windows) >= math.ceil(JOBS["webhook.deliver"] / RATE)
     assert claims == sum(JOBS.values()) - JOBS["sms.send"]  # each job claimed exactly once
-    assert _count(app, jobs.c.type == "sms.send", jobs.c.status == "pending") == JOBS["sms.send"]
-    assert _count(app, jobs.c.status == "completed") == claims
+    assert (
+        count_rows(app, jobs.c.type == "sms.send", jobs.c.status == "pending") == JOBS["sms.send"]
+    )
+    assert count_rows(app, jobs.c.status == "completed") == claims
