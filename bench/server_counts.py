@@ -24,7 +24,7 @@ REQUESTS = "queuelog_http_requests"
 LOOKS = "queuelog_claim_looks"  # labels source: "request" or "dispatcher"; found: "yes" or "no"
 RUNNER = {"/jobs/claim": "claims", "/jobs/finish": "finishes", "/jobs/heartbeat": "heartbeats"}
 PRODUCER = ("/jobs", "/jobs/batch")  # the label is the route alone: no list is read in a run
-Key = tuple[str, ...]  # ("http", route, status) or ("looks", found)
+Key = tuple[str, ...]  # ("http", route, status) or ("looks", found, source)
 
 
 def parse(exposition: str) -> Counter[Key]:
@@ -37,7 +37,8 @@ def parse(exposition: str) -> Counter[Key]:
             if family.name == REQUESTS:
                 counts["http", sample.labels["route"], sample.labels["status"]] += int(sample.value)
             elif family.name == LOOKS:
-                counts["looks", sample.labels["found"]] += int(sample.value)
+                labels = sample.labels
+                counts["looks", labels["found"], labels["source"]] += int(sample.value)
     return counts
 
 
@@ -74,7 +75,14 @@ class Tally:
             if key[0] == "http" and key[1] in (*RUNNER, *PRODUCER) and int(key[2]) >= 400
         )
         looked = any(key[0] == "looks" for key in self.counts)
-        empty = f"{self.per_job(('looks', 'no')):.2f}" if looked else "n/a"
+        by_request = self.per_job(("looks", "no", "request"))
+        by_dispatcher = self.per_job(("looks", "no", "dispatcher"))
+        empty = (
+            f"{by_request + by_dispatcher:.2f} (requests {by_request:.2f}, dispatcher"
+            f" {by_dispatcher:.2f})"
+            if looked
+            else "n/a"
+        )
         return (
             f"  queuelog's requests per job, {scenario} ({self.jobs} jobs, the server's counters): "
             f"runner {sum(runner.values()):.2f} = claims {runner['claims']:.2f} "

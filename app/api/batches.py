@@ -169,7 +169,7 @@ def finish() -> Response:
     if wanted is not None and not outcomes:
         # Nothing to report: a plain claim, without a transaction when nothing is due.
         return _finish_answer([], [], claims.claim(wanted))
-    seen = claims.knowledge() if wanted is not None and wanted.wait_seconds else 0
+    seen = claims.knowledge() if wanted is not None and wanted.wait_seconds else None
     found = None
     with db.transaction() as conn:
         done = reports.finish(conn, g.actor, outcomes, now=utcnow(), settings=queue_settings())
@@ -180,7 +180,9 @@ def finish() -> Response:
         elif wanted is not None:
             claims.note_poll(conn, wanted)
         announce(effects)
-    if wanted is not None and not (found and found.jobs) and wanted.wait_seconds:
+    if wanted is not None and found is not None:
+        claims.looked(wanted, found, seen)
+    if wanted is not None and not (found and found.jobs) and seen is not None:
         found = claims.wait(wanted, seen, found)
     return _finish_answer(outcomes, done.value, found)
 

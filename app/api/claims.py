@@ -21,7 +21,7 @@ from sqlalchemy import Connection
 
 from app.api import auth
 from app.api.admission import admission
-from app.api.dispatcher import LOOKS, Waiter, dispatcher_of, wants
+from app.api.dispatcher import LOOKS, Seen, Waiter, dispatcher_of, wants
 from app.infra import db
 from app.infra.queue_settings import poll_notes, queue_settings
 from app.infra.secretbox import current_box
@@ -48,9 +48,15 @@ class Claim(NamedTuple):
     parents: Mapping[int, list[ParentResult]] = MappingProxyType({})
 
 
-def knowledge() -> int:
+def knowledge() -> Seen:
     """Where the dispatcher's knowledge stands: read before deciding whether to look."""
     return dispatcher_of(current_app._get_current_object()).seen()  # type: ignore[attr-defined]
+
+
+def looked(wanted: Wanted, found: Claim, seen: Seen | None) -> None:
+    """A look's transaction committed: the dispatcher need not look for the jobs it took."""
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    dispatcher_of(app).took(wanted.types, wanted.max_jobs, found.jobs, seen)
 
 
 def worth_a_look(wanted: Wanted, effects: Effects) -> bool:
@@ -89,7 +95,7 @@ def look(conn: Connection, actor: Actor, wanted: Wanted) -> Claim:
     return Claim([], {}, next_due=min(instants) if instants else None)
 
 
-def wait(wanted: Wanted, seen: int, looked: Claim | None) -> Claim:
+def wait(wanted: Wanted, seen: Seen, looked: Claim | None) -> Claim:
     """Wait up to ``wanted.wait_seconds`` for the dispatcher to claim for the caller, holding
     no transaction; only when admitted (``app.api.admission``), else refused at once.
     ``looked``: the caller's own look, which found nothing (None: it skipped it)."""
@@ -122,17 +128,18 @@ def _client_gone() -> threading.Event | None:
 def claim(wanted: Wanted) -> Claim:
     """``POST /jobs/claim``: a look in a transaction of its own (skipped when nothing is due
     for the caller, who waits anyway), then, if the caller waits, the wait."""
-    seen = knowledge() if wanted.wait_seconds else 0
+    seen = knowledge() if wanted.wait_seconds else None
     found = None
     if worth_a_look(wanted, NOTHING):
         with db.transaction() as conn:
             found = look(conn, auth.current_actor(), wanted)
-        if found.jobs or not wanted.wait_seconds:
+        looked(wanted, found, seen)
+        if found.jobs or seen is None:
             return found
     elif poll_notes().stale(wanted.types or queue_settings().job_types, utcnow()):
         with db.transaction() as conn:
             note_poll(conn, wanted)
-    return wait(wanted, seen, found) if wanted.wait_seconds else Claim([], {})
+    return wait(wanted, seen, found) if seen is not None else Claim([], {})
 
 
 def note_poll(conn: Connection, wanted: Wanted) -> None:

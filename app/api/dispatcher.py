@@ -11,7 +11,10 @@ So a job that becomes due costs about one claim statement, not one per waiter or
   of a narrower one) are not served until something new comes: a process looks once per ring;
 - what it learned ("nothing due for this filter") stays true until the next ring or the next
   instant the clock makes a job claimable, so a new claim skips a look that would find nothing;
-- the other processes are told only of what this one's waiters could not take;
+- the other processes are told only of what this one's waiters could not take, and where the
+  database's way can name a process that has waiters, that one claims and the others keep
+  what they know (trusting it for ``_TRUST`` at most: it passes on what it cannot take, but
+  it may die first);
 - a waiter whose client has hung up (where the server can tell, ``app.serving``) is served no
   more: a job claimed for it would reach nobody and stay running until its lease ended.
 
@@ -28,6 +31,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from flask import Flask
 from prometheus_client import Counter
@@ -57,7 +61,19 @@ _CLOSE_WITHIN = 10.0
 # The longest single sleep until a due instant: a job may be due in the year 9999, further than
 # the platform's clock can time a wait; the thread wakes, finds it not yet due and sleeps again.
 _LONGEST_SLEEP = 3600.0
+# How long jobs another process was named to claim are taken as its to claim: then this one's
+# waiters look again, in case it died before claiming them.
+_TRUST = timedelta(seconds=5)
 Filter = tuple[str, ...] | None  # a waiter's types (None: any type)
+
+
+class Seen(NamedTuple):
+    """Where a process's knowledge stood: how many times everything became unknown, and how
+    many times jobs were announced."""
+
+    cleared: int
+    rings: int
+
 
 WAITS = Counter("queuelog_claim_waits", "Claims that found nothing due and waited.")
 LOOKS = Counter(
@@ -121,6 +137,7 @@ class Dispatcher:
         self._owed: collections.Counter[str] = collections.Counter()
         self._anything = False
         self._cleared = 0  # how many times everything became unknown (``_anything`` set)
+        self._rings = 0  # how many times jobs were announced (``serve``)
         self._timer: datetime | None = None  # when the clock next makes a job claimable
         self._pid = 0
         self._thread: threading.Thread | None = None
@@ -128,12 +145,12 @@ class Dispatcher:
 
     # Called by requests.
 
-    def seen(self) -> int:
+    def seen(self) -> Seen:
         """Where this process's knowledge stands (listening from now on, so no ring is
-        missed): read it before looking, then ``learned`` and ``wait`` with it."""
+        missed): read it before looking, then ``took``, ``learned`` and ``wait`` with it."""
         self._start()
         with self._cond:
-            return self._cleared
+            return self._seen()
 
     def nothing_due(self, types: Filter) -> bool:
         """Whether a look for ``types`` would find nothing: the last look of a filter covering
@@ -141,21 +158,29 @@ class Dispatcher:
         with self._cond:
             return self._known_empty(types)
 
-    def learned(self, types: Filter, next_due: datetime | None, seen: int) -> None:
+    def took(self, types: Filter, max_jobs: int, jobs: Sequence[Job], seen: Seen | None) -> None:
+        """A request's own look for ``types`` (of ``max_jobs``, ``seen`` before it, None when
+        not read) claimed ``jobs``, now committed: the dispatcher need not look for them."""
+        with self._cond:
+            self._accounted(types, max_jobs, jobs, seen)
+
+    def learned(self, types: Filter, next_due: datetime | None, seen: Seen) -> None:
         """A request's look found nothing for ``types``: remember it (and when the clock next
         makes a job claimable), unless everything became unknown since ``seen``."""
         with self._cond:
-            if self._cleared != seen:
+            if self._cleared != seen.cleared:
                 return
-            self._empty.append(types)
+            self._know_empty(types)
             if next_due is not None:
                 self._set_timer(next_due)
 
     def wait(self, waiter: Waiter) -> Waiter:
         """Wait until ``waiter`` is served or its deadline passes."""
         WAITS.inc()
+        wake = db.announcer(self._app).wake
         with self._cond:
             self._waiters.append(waiter)
+            wake.waiting(True)
             self._cond.notify()
         waiter.settled.wait(max(waiter.deadline - time.monotonic(), 0))
         with self._cond:
@@ -163,6 +188,7 @@ class Dispatcher:
                 self._cond.wait()
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
+            wake.waiting(bool(self._waiters))
         if waiter.refused is not None:
             raise waiter.refused
         return waiter
@@ -175,6 +201,10 @@ class Dispatcher:
                 w.max_jobs for w in self._waiters if wants(w.types, due) and not w.abandoned()
             )
 
+    def elsewhere(self, effects: Effects) -> None:
+        with self._cond:
+            self._set_timer(utcnow() + _TRUST)
+
     def serve(self, effects: Effects) -> None:
         with self._cond:
             if effects.next_at is not None:
@@ -182,6 +212,7 @@ class Dispatcher:
             if effects.any_due:
                 self._forget_all()
             self._owed.update(effects.due)
+            self._rings += 1
             self._cond.notify()
 
     def close(self) -> None:
@@ -201,6 +232,32 @@ class Dispatcher:
             return False
         owed = [t for t, n in self._owed.items() if n > 0]
         return not (owed and wants(types, owed))
+
+    def _seen(self) -> Seen:
+        return Seen(self._cleared, self._rings)
+
+    def _accounted(
+        self, types: Filter, max_jobs: int, jobs: Sequence[Job], seen: Seen | None
+    ) -> bool:
+        """A claim for ``types`` (of ``max_jobs``, ``seen`` before it) got ``jobs``: they are
+        owed no more; and if it got fewer than it asked for, nothing more was due for its
+        filter, which is known unless jobs were announced since it began. Whether it did."""
+        for job in jobs:
+            if self._owed[job.type] > 0:
+                self._owed[job.type] -= 1
+        if len(jobs) >= max_jobs:
+            return False
+        if seen == self._seen():
+            self._know_empty(types)
+            for job_type in list(self._owed):
+                if types is None or job_type in types:
+                    del self._owed[job_type]
+        return True
+
+    def _know_empty(self, types: Filter) -> None:
+        """Nothing is due for ``types`` (kept once: a narrower filter is known by the wider)."""
+        if not any(_covers(f, types) for f in self._empty):
+            self._empty.append(types)
 
     def _forget_all(self) -> None:
         self._anything, self._empty, self._cleared = True, [], self._cleared + 1
@@ -270,18 +327,12 @@ class Dispatcher:
                 if waiter not in self._waiters or not self._wanted(waiter):
                     continue
                 waiter.serving = True
+                seen = self._seen()
             claimed = self._claim(waiter)
             if claimed is None:
                 continue
             with self._cond:
-                for job in claimed.jobs:
-                    if self._owed[job.type] > 0:
-                        self._owed[job.type] -= 1
-                if len(claimed.jobs) < waiter.max_jobs:  # nothing more is due for its filter
-                    self._empty.append(waiter.types)
-                    for job_type in list(self._owed):
-                        if waiter.types is None or job_type in waiter.types:
-                            del self._owed[job_type]
+                if self._accounted(waiter.types, waiter.max_jobs, claimed.jobs, seen):
                     found_nothing = True
             if claimed.held_back_until is not None:
                 held_back = min(held_back or claimed.held_back_until, claimed.held_back_until)

@@ -6,7 +6,8 @@ A use case that moves jobs returns what that means to waiters (``Effects``); the
 the transaction hands it to ``announce`` inside the block. When the transaction commits, this
 process's waiting claims are served directly and the requests waiting for an outcome woken
 (``Announcer``); the other processes are told only what this one cannot serve itself, by the
-database's own way (``app.storage.wakeup``).
+database's own way (``app.storage.wakeup``), which names one of the processes that have waiters
+to claim the jobs where it can.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from app.queue.vocabulary.effects import NOTHING, Effects
 from app.storage import databases
 from app.storage.databases.write_groups import WriterTurns
 from app.storage.outcomes import Outcomes
+from app.storage.wakeup import Addressee
 
 # Runs first in each transaction of a request, with whether it may write (the JSON API
 # authenticates its caller so, in the transaction of the work).
@@ -51,6 +53,9 @@ class Waiters(Protocol):
     def serve(self, effects: Effects) -> None:
         """Jobs became claimable (or will, at ``effects.next_at``): hand them out."""
 
+    def elsewhere(self, effects: Effects) -> None:
+        """Jobs became claimable that another process was named to claim."""
+
     def close(self) -> None:
         """Stop serving (tests and shutdown)."""
 
@@ -62,6 +67,9 @@ class _NoWaiters:
         return 0
 
     def serve(self, effects: Effects) -> None:
+        return None
+
+    def elsewhere(self, effects: Effects) -> None:
         return None
 
     def close(self) -> None:
@@ -103,8 +111,16 @@ class Announcer:
 
     def _heard(self, message: str) -> None:
         body = self.wake.received(message)
-        if body is not None:
-            self.waiters.serve(decode(body))
+        if body is None:
+            return
+        effects = decode(body)
+        addressee = self.wake.addressee(message)
+        if addressee is Addressee.ANOTHER:
+            self.waiters.elsewhere(effects)
+            return
+        if addressee is Addressee.THIS_ONE and (left := self.for_others(effects)):
+            self.wake.after_commit(self.wake.addressed(encode(left)))  # to everyone
+        self.waiters.serve(effects)
 
     def for_others(self, effects: Effects) -> Effects:
         """What the other processes must hear of ``effects``: the jobs this process's waiters
@@ -113,10 +129,17 @@ class Announcer:
         due = effects.due if len(effects.due) > self.waiters.capacity(effects.due) else ()
         return Effects(due=due, next_at=effects.next_at, any_due=effects.any_due)
 
+    def _addressed(self, others: Effects) -> str:
+        """The message telling the others ``others``: jobs made due and nothing else are for
+        one waiting process to claim (where the way can name one), which passes on to everyone
+        what its own waiters cannot take."""
+        to_one = not (others.next_at or others.any_due)
+        return self.wake.addressed(encode(others), to_one=to_one)
+
     def before_commit(self, conn: Connection, effects: Effects) -> tuple[str, str]:
         """Send what must go inside the transaction; the messages, for ``after_commit``."""
         others = self.for_others(effects)
-        wake = self.wake.addressed(encode(others)) if others else ""
+        wake = self._addressed(others) if others else ""
         if wake:
             self.wake.in_transaction(conn, wake)
         done = self.outcomes.before_commit(conn, effects.finished) if effects.finished else ""

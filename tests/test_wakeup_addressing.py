@@ -1,0 +1,113 @@
+"""Wake-ups ``to_one``: on datagrams (real unix sockets in a folder) the message names one listener
+that has requests waiting and every other listener hears that another acts on it; with no one
+waiting, or on a way that cannot tell (NOTIFY, in process), everyone acts on it."""
+
+from __future__ import annotations
+
+import queue
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.storage.databases.datagrams import SocketWakeup
+from app.storage.wakeup import Addressee, Wakeup
+
+
+class Listener:
+    """A SocketWakeup on the folder that keeps what it hears."""
+
+    def __init__(self, folder: Path) -> None:
+        self.heard: queue.Queue[str] = queue.Queue()
+        self.wake = SocketWakeup(folder, self.heard.put)
+        self.wake.listening()
+
+    def next(self) -> tuple[Addressee, str | None]:
+        message = self.heard.get(timeout=5)
+        return self.wake.addressee(message), self.wake.received(message)
+
+    def quiet(self) -> bool:
+        try:
+            self.heard.get(timeout=0.2)
+        except queue.Empty:
+            return True
+        return False
+
+
+@pytest.fixture
+def listeners(tmp_path: Path) -> Iterator[list[Listener]]:
+    started = [Listener(tmp_path / "wake") for _ in range(4)]
+    yield started
+    for listener in started:
+        listener.wake.close()
+
+
+def send(sender: Listener, body: str, to_one: bool) -> None:
+    sender.wake.after_commit(sender.wake.addressed(body, to_one=to_one))
+
+
+def test_a_message_to_one_names_a_waiting_listener(listeners: list[Listener]) -> None:
+    sender, waiting, idle, also_waiting = listeners
+    waiting.wake.waiting(True)
+    also_waiting.wake.waiting(True)
+    for _ in range(20):
+        send(sender, "jobs", to_one=True)
+        heard = {
+            name: listener.next()
+            for name, listener in (("waiting", waiting), ("idle", idle), ("also", also_waiting))
+        }
+        assert {body for _, body in heard.values()} == {"jobs"}
+        named = [name for name, (addressee, _) in heard.items() if addressee is Addressee.THIS_ONE]
+        assert len(named) == 1 and named[0] in ("waiting", "also")
+        assert heard["idle"][0] is Addressee.ANOTHER
+    assert sender.quiet()  # never its own
+
+
+def test_everyone_acts_when_no_one_waits_or_the_message_is_for_all(
+    listeners: list[Listener],
+) -> None:
+    sender, first, second, third = listeners
+    first.wake.waiting(True)
+    first.wake.waiting(False)  # no longer: its marker is gone
+    send(sender, "jobs", to_one=True)
+    assert [listener.next() for listener in (first, second, third)] == [
+        (Addressee.EVERYONE, "jobs")
+    ] * 3
+    second.wake.waiting(True)
+    send(sender, "timer", to_one=False)
+    assert [listener.next() for listener in (first, second, third)] == [
+        (Addressee.EVERYONE, "timer")
+    ] * 3
+
+
+def test_a_dead_waiting_listener_is_removed_and_another_named(
+    listeners: list[Listener], tmp_path: Path
+) -> None:
+    sender, alive, idle, _ = listeners
+    folder = tmp_path / "wake"
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # bound, then closed unread
+    dead.bind(str(folder / "1-dead"))
+    dead.close()
+    (folder / "1-dead.waiting").touch()
+    alive.wake.waiting(True)
+    for _ in range(5):
+        send(sender, "jobs", to_one=True)
+        assert alive.next() == (Addressee.THIS_ONE, "jobs")
+        assert idle.next() == (Addressee.ANOTHER, "jobs")
+    assert not (folder / "1-dead").exists() and not (folder / "1-dead.waiting").exists()
+
+
+def test_a_closed_listener_leaves_no_marker(listeners: list[Listener], tmp_path: Path) -> None:
+    listeners[1].wake.waiting(True)
+    assert any(p.name.endswith(".waiting") for p in (tmp_path / "wake").iterdir())
+    listeners[1].wake.close()
+    assert not any(p.name.endswith(".waiting") for p in (tmp_path / "wake").iterdir())
+
+
+def test_a_way_that_cannot_name_one_tells_everyone() -> None:
+    sender, hearer = Wakeup(), Wakeup()
+    message = sender.addressed("jobs", to_one=True)
+    assert hearer.addressee(message) is Addressee.EVERYONE
+    assert hearer.received(message) == "jobs"
+    assert sender.received(message) is None  # its own
