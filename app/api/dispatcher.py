@@ -11,10 +11,9 @@ So a job that becomes due costs about one claim statement, not one per waiter or
   of a narrower one) are not served until something new comes: a process looks once per ring;
 - what it learned ("nothing due for this filter") stays true until the next ring or the next
   instant the clock makes a job claimable, so a new claim skips a look that would find nothing;
-- the other processes are told only of what this one's waiters could not take, and where the
-  database's way can name a process that has waiters, that one claims and the others keep
-  what they know (trusting it for ``_TRUST`` at most: it passes on what it cannot take, but
-  it may die first);
+- the other processes are told only of what this one's waiters could not take; where the way
+  can name one that has waiters, that one claims (passing on what it cannot take) and the
+  others keep what they know, for ``_TRUST`` at most (it may die first);
 - a waiter whose client has hung up (where the server can tell, ``app.serving``) is served no
   more: a job claimed for it would reach nobody and stay running until its lease ended.
 
@@ -204,6 +203,7 @@ class Dispatcher:
     def elsewhere(self, effects: Effects) -> None:
         with self._cond:
             self._set_timer(utcnow() + _TRUST)
+            self._cond.notify()  # the thread's sleep may end sooner now
 
     def serve(self, effects: Effects) -> None:
         with self._cond:

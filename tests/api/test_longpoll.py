@@ -11,10 +11,15 @@ import pytest
 from flask import Flask
 from sqlalchemy import event
 
+from app import create_app
 from app.infra import db
+from app.queue.vocabulary.effects import Effects
+from app.storage.transactions import encode
+from app.storage.wakeup import Wakeup, naming
 from tests.api.conftest import assert_problem
 from tests.api.waiting import asleep, waits
 from tests.builders import Api
+from tests.conftest import base_config
 
 
 @pytest.fixture
@@ -143,3 +148,43 @@ def test_a_ring_costs_one_claim_however_many_wait(app: Flask, producer: Api, wor
     claimed = sorted(result()[0]["id"] for result in waiting)
     assert claimed == sorted([first["id"]] + [job["id"] for job in more["jobs"]])
     assert claims() == 8
+
+
+def _silent_producer(app: Flask, database_url: str, producer: Api) -> Api:
+    """A producer on a second app server of the same database that tells no one of its
+    commits (its wake-ups go nowhere): the jobs it makes due are heard of only as a test says."""
+    silent = create_app(base_config(database_url))
+    db.announcer(silent).wake = Wakeup()
+    app.extensions.setdefault("test.silent", []).append(silent)
+    return Api(silent.test_client(), producer.token)
+
+
+def _heard(app: Flask, named: str) -> None:
+    """This app's listener hears that a job of type email.send became due, naming ``named``
+    (this app's own listener, or another) to claim it."""
+    sender = Wakeup()  # another process's name
+    body = encode(Effects(due=("email.send",)))
+    db.announcer(app).wake.hear(naming(sender.addressed(body, to_one=True), named))
+
+
+@pytest.mark.parametrize("named", ["this one", "another"])
+def test_a_process_named_to_claim_does_and_the_others_trust_it_for_a_while(
+    app: Flask, database_url: str, producer: Api, worker: Api, named: str
+) -> None:
+    silent = _silent_producer(app, database_url, producer)
+    before = waits()
+    result = _waiting_claim(app, worker, wait_seconds=20)  # its look found nothing: it knows
+    asleep(before, 1)
+    try:
+        job = silent.enqueue()
+        heard = time.monotonic()
+        wake = db.announcer(app).wake
+        _heard(app, wake.listener if named == "this one" else "someone-else")
+        claimed, at = result()
+    finally:
+        db.close(app.extensions["test.silent"].pop())
+    assert claimed is not None and claimed["id"] == job["id"]
+    if named == "this one":  # (or, where the way names no one, everyone)
+        assert at - heard < 1.0
+    else:  # another was named: this one looks only once it no longer trusts it to (it died?)
+        assert 4.0 < at - heard < 8.0
