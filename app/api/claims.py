@@ -21,7 +21,8 @@ from sqlalchemy import Connection
 
 from app.api import auth
 from app.api.admission import admission
-from app.api.dispatcher import LOOKS, Seen, Waiter, dispatcher_of, wants
+from app.api.dispatcher import LOOKS, dispatcher_of
+from app.api.waiters import Seen, Waiter, wants
 from app.infra import db
 from app.infra.queue_settings import poll_notes, queue_settings
 from app.infra.secretbox import current_box

@@ -27,10 +27,8 @@ import collections
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple
 
 from flask import Flask
 from prometheus_client import Counter
@@ -38,16 +36,16 @@ from sqlalchemy import Connection
 
 from app.accounts import service as accounts
 from app.api.auth import INVALID, Unauthorized
+from app.api.waiters import Filter, Seen, Waiter, covers, wants
 from app.infra import db
 from app.infra.queue_settings import queue_settings
 from app.infra.secretbox import current_box
 from app.queue.rules import secret_fields
 from app.queue.rules.policy import Action, require
-from app.queue.rules.secret_fields import Secrets
 from app.queue.usecases import claiming
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Effects
-from app.queue.vocabulary.jobs import Job, ParentResult
+from app.queue.vocabulary.jobs import Job
 from app.queue.vocabulary.timeutil import utcnow
 from app.storage.transactions import announce
 from app.storage.wakeup import FALLBACK_POLL_SECONDS
@@ -63,17 +61,6 @@ _LONGEST_SLEEP = 3600.0
 # How long jobs another process was named to claim are taken as its to claim: then this one's
 # waiters look again, in case it died before claiming them.
 _TRUST = timedelta(seconds=5)
-Filter = tuple[str, ...] | None  # a waiter's types (None: any type)
-
-
-class Seen(NamedTuple):
-    """Where a process's knowledge stood: how many times everything became unknown, and how
-    many times jobs were announced."""
-
-    cleared: int
-    rings: int
-
-
 WAITS = Counter("queuelog_claim_waits", "Claims that found nothing due and waited.")
 LOOKS = Counter(
     "queuelog_claim_looks",
@@ -81,41 +68,6 @@ LOOKS = Counter(
     " (source), and whether they found a job (found).",
     ["source", "found"],
 )
-
-
-@dataclass(eq=False)
-class Waiter:
-    """One waiting claim: who asks (``actor``, re-checked by ``token_hash``), for what, until
-    when (monotonic); and, once served, the jobs it got, their secrets and their parents'
-    results."""
-
-    actor: Actor
-    token_hash: str
-    types: Filter
-    max_jobs: int
-    lease_seconds: int | None
-    deadline: float
-    jobs: list[Job] = field(default_factory=list)
-    secrets: dict[int, Secrets] = field(default_factory=dict)
-    parents: dict[int, list[ParentResult]] = field(default_factory=dict)
-    refused: Exception | None = None
-    serving: bool = False  # the dispatcher is claiming for it: wait for the hand-over
-    settled: threading.Event = field(default_factory=threading.Event)
-    gone: threading.Event | None = None  # set if its client hangs up (where the server can tell)
-
-    def abandoned(self) -> bool:
-        """Whether its client has hung up: the jobs claimed for it would reach nobody, and
-        stay running until their lease ends."""
-        return self.gone is not None and self.gone.is_set()
-
-
-def _covers(wider: Filter, narrower: Filter) -> bool:
-    """Whether nothing due for ``wider`` means nothing due for ``narrower``."""
-    return wider is None or (narrower is not None and set(narrower) <= set(wider))
-
-
-def wants(types: Filter, due: Iterable[str]) -> bool:
-    return types is None or not set(types).isdisjoint(due)
 
 
 class Dispatcher:
@@ -136,7 +88,7 @@ class Dispatcher:
         self._owed: collections.Counter[str] = collections.Counter()
         self._anything = False
         self._cleared = 0  # how many times everything became unknown (``_anything`` set)
-        self._rings = 0  # how many times jobs were announced (``serve``)
+        self._announced: collections.Counter[str] = collections.Counter()  # ever, by type
         self._timer: datetime | None = None  # when the clock next makes a job claimable
         self._pid = 0
         self._thread: threading.Thread | None = None
@@ -153,9 +105,14 @@ class Dispatcher:
 
     def nothing_due(self, types: Filter) -> bool:
         """Whether a look for ``types`` would find nothing: the last look of a filter covering
-        it found nothing, and nothing it wants was announced since."""
+        it found nothing, and what it wants announced since, this process's waiters take (a
+        look would race them for those jobs, and one of the two would find nothing)."""
         with self._cond:
-            return self._known_empty(types)
+            if self._anything or not any(covers(f, types) for f in self._empty):
+                return False
+            owed = [t for t, n in self._owed.items() for _ in range(n)]
+            wanted = [t for t in owed if wants(types, (t,))]
+            return not wanted or self._capacity(owed) >= len(owed)
 
     def took(self, types: Filter, max_jobs: int, jobs: Sequence[Job], seen: Seen | None) -> None:
         """A request's own look for ``types`` (of ``max_jobs``, ``seen`` before it, None when
@@ -196,9 +153,7 @@ class Dispatcher:
 
     def capacity(self, due: Sequence[str]) -> int:
         with self._cond:
-            return sum(
-                w.max_jobs for w in self._waiters if wants(w.types, due) and not w.abandoned()
-            )
+            return self._capacity(due)
 
     def elsewhere(self, effects: Effects) -> None:
         with self._cond:
@@ -212,7 +167,7 @@ class Dispatcher:
             if effects.any_due:
                 self._forget_all()
             self._owed.update(effects.due)
-            self._rings += 1
+            self._announced.update(effects.due)
             self._cond.notify()
 
     def close(self) -> None:
@@ -227,36 +182,41 @@ class Dispatcher:
 
     # What it knows (with the lock held).
 
+    def _capacity(self, due: Sequence[str]) -> int:
+        return sum(w.max_jobs for w in self._waiters if wants(w.types, due) and not w.abandoned())
+
     def _known_empty(self, types: Filter) -> bool:
-        if self._anything or not any(_covers(f, types) for f in self._empty):
+        if self._anything or not any(covers(f, types) for f in self._empty):
             return False
         owed = [t for t, n in self._owed.items() if n > 0]
         return not (owed and wants(types, owed))
 
     def _seen(self) -> Seen:
-        return Seen(self._cleared, self._rings)
+        return Seen(self._cleared, dict(self._announced))
 
     def _accounted(
         self, types: Filter, max_jobs: int, jobs: Sequence[Job], seen: Seen | None
     ) -> bool:
         """A claim for ``types`` (of ``max_jobs``, ``seen`` before it) got ``jobs``: they are
-        owed no more; and if it got fewer than it asked for, nothing more was due for its
-        filter, which is known unless jobs were announced since it began. Whether it did."""
+        owed no more; and if it got fewer than it asked for, nothing was due for its filter
+        when it looked: only the jobs announced since it began are owed. Whether it did."""
         for job in jobs:
             if self._owed[job.type] > 0:
                 self._owed[job.type] -= 1
         if len(jobs) >= max_jobs:
             return False
-        if seen == self._seen():
+        if seen is not None and seen.cleared == self._cleared:
             self._know_empty(types)
-            for job_type in list(self._owed):
-                if types is None or job_type in types:
+            for job_type in [t for t in self._owed if types is None or t in types]:
+                since = self._announced[job_type] - seen.announced.get(job_type, 0)
+                self._owed[job_type] = min(self._owed[job_type], since)
+                if not self._owed[job_type]:
                     del self._owed[job_type]
         return True
 
     def _know_empty(self, types: Filter) -> None:
         """Nothing is due for ``types`` (kept once: a narrower filter is known by the wider)."""
-        if not any(_covers(f, types) for f in self._empty):
+        if not any(covers(f, types) for f in self._empty):
             self._empty.append(types)
 
     def _forget_all(self) -> None:
