@@ -144,7 +144,10 @@ def test_long_polls_in_every_process_are_woken_by_an_enqueue_from_another_proces
     results = waiting()
     woken = time.monotonic()
     assert [r[0] for r in results] == [200] * 6, results
-    assert woken - enqueued < 1.0, results
+    # Woken by the enqueue, not by the end of their 15 s waits: 0.02-0.05 s on SQLite and
+    # 0.15-0.3 s on PostgreSQL (six claims in turn) on a quiet machine; 1.07 s once on a test
+    # run's loaded two cores.
+    assert woken - enqueued < 3.0, results
 
 
 def test_a_long_poll_answers_204_when_nothing_comes(server: Served, database: Database) -> None:
