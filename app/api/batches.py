@@ -181,7 +181,7 @@ def finish() -> Response:
             claims.note_poll(conn, wanted)
         announce(effects)
     if wanted is not None and found is not None:
-        claims.looked(wanted, found, seen)
+        claims.report_taken(wanted, found, seen)
     if wanted is not None and not (found and found.jobs) and seen is not None:
         found = claims.wait(wanted, seen, found)
     return _finish_answer(outcomes, done.value, found)

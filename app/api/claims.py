@@ -54,7 +54,7 @@ def knowledge() -> Seen:
     return dispatcher_of(current_app._get_current_object()).seen()  # type: ignore[attr-defined]
 
 
-def looked(wanted: Wanted, found: Claim, seen: Seen | None) -> None:
+def report_taken(wanted: Wanted, found: Claim, seen: Seen | None) -> None:
     """A look's transaction committed: the dispatcher need not look for the jobs it took."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     dispatcher_of(app).took(wanted.types, wanted.max_jobs, found.jobs, seen)
@@ -134,7 +134,7 @@ def claim(wanted: Wanted) -> Claim:
     if worth_a_look(wanted, NOTHING):
         with db.transaction() as conn:
             found = look(conn, auth.current_actor(), wanted)
-        looked(wanted, found, seen)
+        report_taken(wanted, found, seen)
         if found.jobs or seen is None:
             return found
     elif poll_notes().stale(wanted.types or queue_settings().job_types, utcnow()):

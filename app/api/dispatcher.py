@@ -108,11 +108,12 @@ class Dispatcher:
         it found nothing, and what it wants announced since, this process's waiters take (a
         look would race them for those jobs, and one of the two would find nothing)."""
         with self._cond:
-            if self._anything or not any(covers(f, types) for f in self._empty):
+            if not self._covered(types):
                 return False
-            owed = [t for t, n in self._owed.items() for _ in range(n)]
-            wanted = [t for t in owed if wants(types, (t,))]
-            return not wanted or self._capacity(owed) >= len(owed)
+            owed = self._owed_types()
+            if not (owed and wants(types, owed)):
+                return True
+            return self._capacity(owed) >= self._owed.total()
 
     def took(self, types: Filter, max_jobs: int, jobs: Sequence[Job], seen: Seen | None) -> None:
         """A request's own look for ``types`` (of ``max_jobs``, ``seen`` before it, None when
@@ -185,11 +186,16 @@ class Dispatcher:
     def _capacity(self, due: Sequence[str]) -> int:
         return sum(w.max_jobs for w in self._waiters if wants(w.types, due) and not w.abandoned())
 
+    def _covered(self, types: Filter) -> bool:
+        """Whether the last look of a filter covering ``types`` found nothing."""
+        return not self._anything and any(covers(f, types) for f in self._empty)
+
+    def _owed_types(self) -> list[str]:
+        return [t for t, n in self._owed.items() if n > 0]
+
     def _known_empty(self, types: Filter) -> bool:
-        if self._anything or not any(covers(f, types) for f in self._empty):
-            return False
-        owed = [t for t, n in self._owed.items() if n > 0]
-        return not (owed and wants(types, owed))
+        owed = self._owed_types()
+        return self._covered(types) and not (owed and wants(types, owed))
 
     def _seen(self) -> Seen:
         return Seen(self._cleared, dict(self._announced))

@@ -99,8 +99,9 @@ class SocketWakeup(Wakeup):
                 random.shuffle(marked)
                 for name in marked:
                     listeners.remove(name)
-                    if self._send(sender, fd, name, naming(message, name)):
-                        message = naming(message, name)
+                    named = naming(message, name)
+                    if self._send(sender, fd, name, named):
+                        message = named
                         break
                 else:
                     message = naming(message, "")  # no one waits: everyone acts on it
