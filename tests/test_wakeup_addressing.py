@@ -1,18 +1,26 @@
 """Wake-ups ``to_one``: on datagrams (real unix sockets in a folder) the message names one listener
 that has requests waiting and every other listener hears that another acts on it; with no one
-waiting, or on a way that cannot tell (NOTIFY, in process), everyone acts on it."""
+waiting, or on a way that cannot tell (NOTIFY, in process), everyone acts on it; and a process
+named to claim passes on to everyone what its own waiters cannot take."""
 
 from __future__ import annotations
 
 import queue
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from flask import Flask
 
+from app.infra import db
+from app.queue.vocabulary.effects import Effects
 from app.storage.databases.datagrams import SocketWakeup
-from app.storage.wakeup import Addressee, Wakeup
+from app.storage.transactions import encode
+from app.storage.wakeup import Addressee, Wakeup, naming
+from tests.api.waiting import asleep, waits
+from tests.builders import Api
 
 
 class Listener:
@@ -111,3 +119,34 @@ def test_a_way_that_cannot_name_one_tells_everyone() -> None:
     assert hearer.addressee(message) is Addressee.EVERYONE
     assert hearer.received(message) == "jobs"
     assert sender.received(message) is None  # its own
+
+
+@pytest.mark.parametrize(("due", "passed_on"), [("email.send", True), ("report.build", False)])
+def test_a_named_process_passes_on_what_its_waiters_cannot_take(
+    app: Flask, worker: Api, due: str, passed_on: bool
+) -> None:
+    wake = db.announcer(app).wake
+    assert isinstance(wake, SocketWakeup)
+    before = waits()
+    own = Api(app.test_client(), worker.token)  # a waiting claim on its own client and thread
+    claim = threading.Thread(
+        target=own.claim, kwargs={"wait_seconds": 2, "types": ["report.build"]}
+    )
+    claim.start()
+    asleep(before, 1)
+    heard: queue.Queue[str] = queue.Queue()
+    other = SocketWakeup(wake.folder, heard.put)  # another server process's listener
+    other.listening()
+    try:
+        body = encode(Effects(due=(due,)))
+        wake.hear(naming(Wakeup().addressed(body, to_one=True), wake.listener))
+        if passed_on:
+            message = heard.get(timeout=5)
+            assert other.addressee(message) is Addressee.EVERYONE
+            assert other.received(message) == body
+        else:
+            with pytest.raises(queue.Empty):
+                heard.get(timeout=0.5)
+    finally:
+        other.close()
+        claim.join(10)
