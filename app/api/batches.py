@@ -183,7 +183,7 @@ def finish() -> Response:
     if wanted is not None and found is not None:
         claims.report_taken(wanted, found, seen)
     if wanted is not None and not (found and found.jobs) and seen is not None:
-        found = claims.wait(wanted, seen, found)
+        found = claims.wait(wanted)
     return _finish_answer(outcomes, done.value, found)
 
 

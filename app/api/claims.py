@@ -38,15 +38,15 @@ from app.storage.transactions import announce
 
 
 class Claim(NamedTuple):
-    """What a claim got (the jobs, and the secrets of those that have some, by job id); when it
-    found nothing, when to look again (``next_due``); whether it was refused a wait; what the
-    parents of the jobs that depend on others returned, by job id."""
+    """What a claim got (the jobs, and the secrets of those that have some, by job id); whether
+    it was refused a wait; what the parents of the jobs that depend on others returned, by job
+    id; when type limits held due jobs back, when to look again."""
 
     jobs: list[Job]
     secrets: dict[int, Secrets]
     refused_wait: bool = False
-    next_due: datetime | None = None
     parents: Mapping[int, list[ParentResult]] = MappingProxyType({})
+    held_back_until: datetime | None = None
 
 
 def knowledge() -> Seen:
@@ -57,7 +57,8 @@ def knowledge() -> Seen:
 def report_taken(wanted: Wanted, found: Claim, seen: Seen | None) -> None:
     """A look's transaction committed: the dispatcher need not look for the jobs it took."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]
-    dispatcher_of(app).took(wanted.types, wanted.max_jobs, found.jobs, seen)
+    dispatcher = dispatcher_of(app)
+    dispatcher.took(wanted.types, wanted.max_jobs, found.jobs, seen, found.held_back_until)
 
 
 def worth_a_look(wanted: Wanted, effects: Effects) -> bool:
@@ -74,13 +75,11 @@ def worth_a_look(wanted: Wanted, effects: Effects) -> bool:
 
 def look(conn: Connection, actor: Actor, wanted: Wanted) -> Claim:
     """One claim in the caller's transaction, the jobs' secrets opened in it (a failure to open
-    them rolls the claim back); what recovering expired leases did is announced. When it found
-    nothing and the caller waits, also when the clock next makes a job claimable."""
-    now = utcnow()
+    them rolls the claim back); what recovering expired leases did is announced."""
     claimed = claiming.claim_many(
         conn,
         actor,
-        now=now,
+        now=utcnow(),
         settings=queue_settings(),
         max_jobs=wanted.max_jobs,
         lease_seconds=wanted.lease_seconds,
@@ -90,16 +89,14 @@ def look(conn: Connection, actor: Actor, wanted: Wanted) -> Claim:
     secrets = secret_fields.for_holder(conn, claimed.jobs, actor.name, current_box())
     announce(claimed.effects)
     LOOKS.labels("request", "yes" if claimed.jobs else "no").inc()
-    if claimed.jobs or not wanted.wait_seconds:
-        return Claim(claimed.jobs, secrets, parents=claimed.parents)
-    instants = [t for t in (claiming.next_due_at(conn, now), claimed.held_back_until) if t]
-    return Claim([], {}, next_due=min(instants) if instants else None)
+    return Claim(
+        claimed.jobs, secrets, parents=claimed.parents, held_back_until=claimed.held_back_until
+    )
 
 
-def wait(wanted: Wanted, seen: Seen, looked: Claim | None) -> Claim:
+def wait(wanted: Wanted) -> Claim:
     """Wait up to ``wanted.wait_seconds`` for the dispatcher to claim for the caller, holding
-    no transaction; only when admitted (``app.api.admission``), else refused at once.
-    ``looked``: the caller's own look, which found nothing (None: it skipped it)."""
+    no transaction; only when admitted (``app.api.admission``), else refused at once."""
     actor = auth.current_actor()
     with admission().waiting(auth.caller_key()) as admitted:
         if not admitted:
@@ -114,8 +111,6 @@ def wait(wanted: Wanted, seen: Seen, looked: Claim | None) -> Claim:
             gone=_client_gone(),
         )
         app = current_app._get_current_object()  # type: ignore[attr-defined]
-        if looked is not None:
-            dispatcher_of(app).learned(wanted.types, looked.next_due, seen)
         served = dispatcher_of(app).wait(waiter)
         return Claim(served.jobs, served.secrets, parents=served.parents)
 
@@ -140,7 +135,7 @@ def claim(wanted: Wanted) -> Claim:
     elif poll_notes().stale(wanted.types or queue_settings().job_types, utcnow()):
         with db.transaction() as conn:
             note_poll(conn, wanted)
-    return wait(wanted, seen, found) if seen is not None else Claim([], {})
+    return wait(wanted) if seen is not None else Claim([], {})
 
 
 def note_poll(conn: Connection, wanted: Wanted) -> None:

@@ -90,6 +90,7 @@ class Dispatcher:
         self._cleared = 0  # how many times everything became unknown (``_anything`` set)
         self._announced: collections.Counter[str] = collections.Counter()  # ever, by type
         self._timer: datetime | None = None  # when the clock next makes a job claimable
+        self._due_unknown = False  # a request found nothing more due: when will something be?
         self._pid = 0
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -115,21 +116,25 @@ class Dispatcher:
                 return True
             return self._capacity(owed) >= self._owed.total()
 
-    def took(self, types: Filter, max_jobs: int, jobs: Sequence[Job], seen: Seen | None) -> None:
+    def took(
+        self,
+        types: Filter,
+        max_jobs: int,
+        jobs: Sequence[Job],
+        seen: Seen | None,
+        held_back_until: datetime | None,
+    ) -> None:
         """A request's own look for ``types`` (of ``max_jobs``, ``seen`` before it, None when
-        not read) claimed ``jobs``, now committed: the dispatcher need not look for them."""
+        not read) claimed ``jobs``, now committed: the dispatcher need not look for them.
+        If it got fewer than it asked for, nothing more is due for its filter until the clock
+        makes a job claimable: the thread learns when (a lease held elsewhere ends, a scheduled
+        job comes due), and limits that held jobs back say when to look again."""
         with self._cond:
-            self._accounted(types, max_jobs, jobs, seen)
-
-    def learned(self, types: Filter, next_due: datetime | None, seen: Seen) -> None:
-        """A request's look found nothing for ``types``: remember it (and when the clock next
-        makes a job claimable), unless everything became unknown since ``seen``."""
-        with self._cond:
-            if self._cleared != seen.cleared:
-                return
-            self._know_empty(types)
-            if next_due is not None:
-                self._set_timer(next_due)
+            if self._accounted(types, max_jobs, jobs, seen) and seen is not None:
+                self._due_unknown = True
+                if held_back_until is not None:
+                    self._set_timer(held_back_until)
+                self._cond.notify()
 
     def wait(self, waiter: Waiter) -> Waiter:
         """Wait until ``waiter`` is served or its deadline passes."""
@@ -257,8 +262,11 @@ class Dispatcher:
         while True:
             with self._cond:
                 now = self._next_round()
+                due_unknown, self._due_unknown = self._due_unknown, False
             if now is None:
                 return
+            if due_unknown:
+                self._next_due(now, None)
             self._round(now)
 
     def _next_round(self) -> datetime | None:
@@ -271,6 +279,8 @@ class Dispatcher:
                 self._forget_all()  # the clock made something due: anything may be
             if any(self._wanted(w) for w in self._waiters):
                 self._anything = False  # this round looks for everything that is owed
+                return now
+            if self._due_unknown:
                 return now
             timeout = None
             if self._timer is not None:

@@ -94,6 +94,25 @@ def test_an_expired_lease_wakes_a_waiting_claim(
     assert 0.5 <= time.monotonic() - start < 4
 
 
+def test_an_expired_lease_wakes_a_claim_waiting_after_one_that_got_fewer_than_it_asked(
+    producer: Api, worker: Api, other_worker: Api
+) -> None:
+    """A look that got fewer jobs than it asked for shows that nothing more is due for its
+    filter, but a lease held elsewhere still ends (its worker lost the claim's answer when the
+    server died, say): a claim waiting then is handed the job. (The runner's claims ask for
+    every free slot, so most get fewer jobs than they ask for.)"""
+    lost, kept = producer.enqueue(), producer.enqueue()
+    assert worker.claim(lease_seconds=1)["id"] == lost["id"]  # type: ignore[index]
+    claim = {"results": [], "claim": {"max_jobs": 5, "wait_seconds": 10}}
+    assert [j["id"] for j in other_worker.post("/jobs/finish", claim).get_json()["jobs"]] == [
+        kept["id"]
+    ]
+    start = time.monotonic()
+    again = other_worker.post("/jobs/finish", claim).get_json()["jobs"]
+    assert [(j["id"], j["attempt"]) for j in again] == [(lost["id"], 2)]
+    assert time.monotonic() - start < 5
+
+
 def test_a_retry_made_due_by_an_admin_wakes_a_waiting_claim(
     app: Flask, producer: Api, worker: Api, admin: Api
 ) -> None:
