@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import os
-import queue
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,13 +18,13 @@ from app.infra import db
 from app.storage import migrate
 from devservers.postgres import bin_dir, postgres_server
 from tests.builders import Api, make_api
+from tests.pg_databases import Databases
 
 TEST_SECRET = "test-secret-key-3rGq7vXw1-NzKp0sTyB8uHd4LmQe6Jc9aFb2WoPi5"
 # A Fernet key (the format of SECRETS_KEY): test apps encrypt TOTP secrets under it.
 TEST_SECRETS_KEY = "zF6ucAaOK_BwvsG35SO9BR6SCT4G4xRdDRqA3vxor70="
 JOB_TYPES = ["email.send", "report.build", "webhook.deliver"]
 PG_TEMPLATE = "queuelog_template"
-_pg_databases = itertools.count(1)
 
 
 def base_config(database_url: str, **overrides: Any) -> dict[str, Any]:
@@ -87,39 +84,11 @@ def postgres_template(postgres_server_url: str) -> str:
     return PG_TEMPLATE
 
 
-class _Clones:
-    """The PostgreSQL tests' databases, each a copy of the template: copied file by file (for a
-    small database faster than PostgreSQL's default of logging every block), and dropped by a
-    thread of their own while the next tests run (the server goes at the session's end)."""
-
-    def __init__(self, server_url: str) -> None:
-        self.admin = create_engine(f"{server_url}/postgres", isolation_level="AUTOCOMMIT")
-        self.dropped: queue.Queue[str | None] = queue.Queue()
-        self.dropper = threading.Thread(target=self._drop, name="drop-databases", daemon=True)
-        self.dropper.start()
-
-    def create(self, template: str) -> str:
-        name = f"test_{next(_pg_databases)}"
-        with self.admin.connect() as conn:
-            conn.execute(text(f"CREATE DATABASE {name} TEMPLATE {template} STRATEGY FILE_COPY"))
-        return name
-
-    def _drop(self) -> None:
-        while (name := self.dropped.get()) is not None:
-            with self.admin.connect() as conn:
-                conn.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
-
-    def close(self) -> None:
-        self.dropped.put(None)
-        self.dropper.join()
-        self.admin.dispose()
-
-
 @pytest.fixture(scope="session")
-def postgres_clones(postgres_server_url: str) -> Iterator[_Clones]:
-    clones = _Clones(postgres_server_url)
-    yield clones
-    clones.close()
+def postgres_databases(postgres_server_url: str, postgres_template: str) -> Iterator[Databases]:
+    databases = Databases(postgres_server_url, postgres_template)
+    yield databases
+    databases.close()
 
 
 def _admin_sql(server_url: str, statement: str) -> None:
@@ -142,10 +111,10 @@ def database_url(request: pytest.FixtureRequest, backend: str) -> Iterator[str]:
         yield f"sqlite:///{request.getfixturevalue('database_path')}"
         return
     server = request.getfixturevalue("postgres_server_url")
-    clones: _Clones = request.getfixturevalue("postgres_clones")
-    name = clones.create(request.getfixturevalue("postgres_template"))
+    databases: Databases = request.getfixturevalue("postgres_databases")
+    name = databases.take()
     yield f"{server}/{name}"
-    clones.dropped.put(name)
+    databases.give_back(name)
 
 
 @pytest.fixture
