@@ -36,7 +36,7 @@ from tests.api.conftest import assert_problem
 from tests.builders import Api
 
 SPEC = "/openapi.json"
-MAX_EXAMPLES = 12
+MAX_EXAMPLES = 8
 
 # Rules that JSON Schema cannot state: an idempotency key repeated with a different request, or
 # a body key that differs from the Idempotency-Key header, is 422; a cursor the server did not
