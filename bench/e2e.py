@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from bench.huey_peer import Huey
 from bench.references import against_reference
+from bench.scale import worker_rss_mb
 from bench.server_counts import Requests
 from devservers.servers import Database, Served, prepare_database
 
@@ -141,8 +142,11 @@ class Queuelog:
         return self.requests.counted(scenario, jobs)
 
     def print_requests(self) -> None:
-        """The requests per job of every scenario counted."""
+        """The requests per job of every scenario counted, and the server processes' memory."""
         self.requests.print()
+        assert self.server.process is not None
+        peaks = worker_rss_mb(self.server.process.pid, "VmHWM")
+        print(f"  server processes' peak resident memory: {peaks} MB (goal: <= 80 each)")
 
     def _client(self) -> Any:
         """One client shared by the producer threads, as a web app's request threads share one

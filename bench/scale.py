@@ -119,13 +119,14 @@ def serve(url: str) -> Iterator[tuple[int, list[int]]]:
         server.wait(timeout=20)
 
 
-def worker_rss_mb(master: int) -> list[int]:
-    """Resident memory of the server's worker processes, in MB."""
+def worker_rss_mb(master: int, field: str = "VmRSS") -> list[int]:
+    """Resident memory of the server's worker processes, in MB (``VmHWM``: the most each has
+    held since it started)."""
     children = Path(f"/proc/{master}/task/{master}/children")
     sizes = []
     for pid in children.read_text().split() if children.exists() else []:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 sizes.append(int(line.split()[1]) // 1024)
     return sizes
 
