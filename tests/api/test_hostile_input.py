@@ -4,14 +4,21 @@ nothing, never a 500."""
 from __future__ import annotations
 
 import base64
+import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from flask import Flask
 
+from app import create_app
+from app.infra import db
 from tests.api.conftest import assert_problem, snapshot
-from tests.builders import Api
+from tests.backends import BACKENDS
+from tests.builders import Api, make_api
+from tests.conftest import base_config
+from tests.pg_databases import Databases
 
 JSON = "application/json"
 
@@ -176,29 +183,57 @@ CASES: dict[str, Bad] = {
 }
 
 
-@pytest.fixture
-def jobs(producer: Api, worker: Api) -> dict[str, int]:
-    """A running job held by ``worker`` and a pending one owned by ``producer``."""
+@dataclass
+class Scene:
+    """A database with a running job held by ``worker`` and a pending one owned by
+    ``producer``: every case meets it as it was, since every case must change nothing."""
+
+    app: Flask
+    producer: Api
+    worker: Api
+    running: int
+    pending: int
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def scene(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Scene]:
+    """One scene per engine for the whole table (a case that changed it fails itself)."""
+    if request.param == "sqlite":
+        path = tmp_path_factory.mktemp("hostile") / "queuelog.sqlite3"
+        shutil.copy(request.getfixturevalue("migrated_template"), path)
+        name, url = None, f"sqlite:///{path}"
+    else:
+        databases: Databases = request.getfixturevalue("postgres_databases")
+        name = databases.take()
+        url = f"{request.getfixturevalue('postgres_server_url')}/{name}"
+    app = create_app(base_config(url))
+    client = app.test_client()
+    producer = make_api(app, client, "producer", "producer")
+    worker = make_api(app, client, "worker", "worker")
     running = producer.enqueue()
     assert worker.claim() is not None
     pending = producer.enqueue(idempotency_key="existing")
-    return {"running": running["id"], "pending": pending["id"]}
+    yield Scene(app, producer, worker, running["id"], pending["id"])
+    db.close(app)
+    if name is not None:
+        databases.give_back(name)
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
-def test_hostile_input_gets_a_clear_4xx_and_changes_nothing(
-    app: Flask, producer: Api, worker: Api, jobs: dict[str, int], case: Bad
-) -> None:
+def test_hostile_input_gets_a_clear_4xx_and_changes_nothing(scene: Scene, case: Bad) -> None:
+    producer, worker = scene.producer, scene.worker
     caller, method, path = {
         "enqueue": (producer, "POST", "/jobs"),
         "list": (producer, "GET", "/jobs"),
         "claim": (worker, "POST", "/jobs/claim"),
-        "complete": (worker, "POST", f"/jobs/{jobs['running']}/complete"),
-        "fail": (worker, "POST", f"/jobs/{jobs['running']}/fail"),
-        "heartbeat": (worker, "POST", f"/jobs/{jobs['running']}/heartbeat"),
-        "cancel": (producer, "POST", f"/jobs/{jobs['pending']}/cancel"),
+        "complete": (worker, "POST", f"/jobs/{scene.running}/complete"),
+        "fail": (worker, "POST", f"/jobs/{scene.running}/fail"),
+        "heartbeat": (worker, "POST", f"/jobs/{scene.running}/heartbeat"),
+        "cancel": (producer, "POST", f"/jobs/{scene.pending}/cancel"),
     }[case.route]
-    before = snapshot(app)
+    before = snapshot(scene.app)
     headers = caller.headers({"Content-Type": case.content_type} if case.content_type else {})
     response = caller.client.open(
         path, method=method, data=case.data, headers=headers, query_string=case.query
@@ -206,7 +241,7 @@ def test_hostile_input_gets_a_clear_4xx_and_changes_nothing(
     problem = assert_problem(response, case.status)
     if case.field is not None:
         assert case.field in problem["errors"], problem
-    assert snapshot(app) == before
+    assert snapshot(scene.app) == before
 
 
 @pytest.mark.parametrize(
