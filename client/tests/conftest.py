@@ -54,10 +54,12 @@ class Server:
         return counts
 
 
-def start_server(directory: Path, **config: Any) -> Generator[Server]:
-    """A migrated database with a producer, a worker and an admin, served by gunicorn."""
+def start_server(directory: Path, workers: int = 1, **config: Any) -> Generator[Server]:
+    """A migrated database with a producer, a worker and an admin, served by gunicorn: one
+    process by default, whose threads serve requests at once (a Python process costs about two
+    seconds of CPU to start; several processes are the subject of tests/reliability)."""
     database = prepare_database(directory / "db", ROLES, caps=CAPS)
-    gunicorn = Gunicorn(database, directory, workers=2, **config)
+    gunicorn = Gunicorn(database, directory, workers=workers, **config)
     try:
         yield Server(gunicorn.start(), database)
     finally:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Server, start_server, statuses, wait_until
+from conftest import LEASE, Server, start_server, statuses, wait_until
 from queuelog_client import JobContext, Worker
 from test_worker import Running
 
@@ -22,6 +23,13 @@ pytestmark = pytest.mark.slow
 WORKER_ROUTES = ("/jobs/claim", "/jobs/finish", "/jobs/heartbeat", "/jobs/<id:job_id>/release")
 STEADY_GOAL = 1.3  # requests per job in a steady stream, at most
 JOBS = 240
+
+
+@pytest.fixture
+def fresh_server(tmp_path: Path) -> Iterator[Server]:
+    """Two server processes, as a deployment has: a claim waiting in one is woken by the other's
+    commits, and the requests are counted over both."""
+    yield from start_server(tmp_path, workers=2, LEASE_SECONDS=LEASE)
 
 
 def worker_requests(server: Server) -> int:
