@@ -121,10 +121,12 @@ def serve(url: str) -> Iterator[tuple[int, list[int]]]:
 
 def worker_rss_mb(master: int, field: str = "VmRSS") -> list[int]:
     """Resident memory of the server's worker processes, in MB (``VmHWM``: the most each has
-    held since it started)."""
-    children = Path(f"/proc/{master}/task/{master}/children")
+    held since it started). Its workers are the children of any of its threads (granian starts
+    them from one of its own)."""
+    tasks = Path(f"/proc/{master}/task")
+    children = [pid for task in tasks.glob("*") for pid in (task / "children").read_text().split()]
     sizes = []
-    for pid in children.read_text().split() if children.exists() else []:
+    for pid in children:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith(f"{field}:"):
                 sizes.append(int(line.split()[1]) // 1024)
