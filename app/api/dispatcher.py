@@ -90,7 +90,8 @@ class Dispatcher:
         self._cleared = 0  # how many times everything became unknown (``_anything`` set)
         self._announced: collections.Counter[str] = collections.Counter()  # ever, by type
         self._timer: datetime | None = None  # when the clock next makes a job claimable
-        self._due_unknown = False  # a request found nothing more due: when will something be?
+        # A request found nothing more due: when will something be? (read once a claim waits)
+        self._due_unknown = False
         self._pid = 0
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -128,7 +129,8 @@ class Dispatcher:
         not read) claimed ``jobs``, now committed: the dispatcher need not look for them.
         If it got fewer than it asked for, nothing more is due for its filter until the clock
         makes a job claimable: the thread learns when (a lease held elsewhere ends, a scheduled
-        job comes due), and limits that held jobs back say when to look again."""
+        job comes due) once a claim waits, and limits that held jobs back say when to look
+        again."""
         with self._cond:
             if self._accounted(types, max_jobs, jobs, seen) and seen is not None:
                 self._due_unknown = True
@@ -262,7 +264,9 @@ class Dispatcher:
         while True:
             with self._cond:
                 now = self._next_round()
-                due_unknown, self._due_unknown = self._due_unknown, False
+                due_unknown = self._due_unknown and bool(self._waiters)
+                if due_unknown:
+                    self._due_unknown = False
             if now is None:
                 return
             if due_unknown:
@@ -280,7 +284,7 @@ class Dispatcher:
             if any(self._wanted(w) for w in self._waiters):
                 self._anything = False  # this round looks for everything that is owed
                 return now
-            if self._due_unknown:
+            if self._due_unknown and self._waiters:
                 return now
             timeout = None
             if self._timer is not None:
