@@ -110,11 +110,9 @@ def database_url(request: pytest.FixtureRequest, backend: str) -> Iterator[str]:
     if backend == "sqlite":
         yield f"sqlite:///{request.getfixturevalue('database_path')}"
         return
-    server = request.getfixturevalue("postgres_server_url")
     databases: Databases = request.getfixturevalue("postgres_databases")
-    name = databases.take()
-    yield f"{server}/{name}"
-    databases.give_back(name)
+    with databases.lent() as url:
+        yield url
 
 
 @pytest.fixture

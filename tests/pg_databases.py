@@ -17,6 +17,8 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from psycopg.sql import Literal
 from sqlalchemy import Connection, Engine, create_engine, text
@@ -89,10 +91,19 @@ class Databases:
         self.admin = create_engine(f"{server_url}/postgres", isolation_level="AUTOCOMMIT")
         self.ready: list[str] = []
         self.keepers: dict[str, Engine] = {}  # one kept connection to each database
-        self.started: _Template | None = None
+        self.cloned: _Template | None = None
         self.dropped: queue.Queue[str | None] = queue.Queue()
         self.dropper = threading.Thread(target=self._drop, name="drop-databases", daemon=True)
         self.dropper.start()
+
+    @contextmanager
+    def lent(self) -> Iterator[str]:
+        """A database for one test, or one module's tests: its URL; given back after."""
+        name = self.take()
+        try:
+            yield f"{self.server_url}/{name}"
+        finally:
+            self.give_back(name)
 
     def take(self) -> str:
         """A database in the state of a fresh clone of the template."""
@@ -104,26 +115,26 @@ class Databases:
                 text(f"CREATE DATABASE {name} TEMPLATE {self.template} STRATEGY FILE_COPY")
             )
         self.keepers[name] = create_engine(f"{self.server_url}/{name}", pool_size=1)
-        if self.started is None:
+        if self.cloned is None:
             with self.keepers[name].connect() as conn:
-                self.started = _Template(conn)
+                self.cloned = _Template(conn)
         return name
 
     def give_back(self, name: str) -> None:
         """Empty the database for the next test, or drop it if the test changed its schema."""
-        assert self.started is not None
+        assert self.cloned is not None
         with self.keepers[name].connect() as conn:
             conn.execute(_OTHER_CONNECTIONS)
             conn.commit()
             try:
-                unchanged = tuple(conn.execute(_SCHEMA).one()) == self.started.schema
+                unchanged = tuple(conn.execute(_SCHEMA).one()) == self.cloned.schema
             except ProgrammingError:  # the test dropped a table the question reads
                 unchanged = False
             conn.rollback()
             if unchanged:  # one round trip: statements without parameters
                 driver = conn.connection.driver_connection
                 assert driver is not None
-                driver.execute(self.started.restore)
+                driver.execute(self.cloned.restore)
                 driver.commit()
         if unchanged:
             self.ready.append(name)

@@ -4,6 +4,7 @@ nothing, never a 500."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -200,25 +201,23 @@ def scene(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Scene]:
     """One scene per engine for the whole table (a case that changed it fails itself)."""
-    if request.param == "sqlite":
-        path = tmp_path_factory.mktemp("hostile") / "queuelog.sqlite3"
-        shutil.copy(request.getfixturevalue("migrated_template"), path)
-        name, url = None, f"sqlite:///{path}"
-    else:
-        databases: Databases = request.getfixturevalue("postgres_databases")
-        name = databases.take()
-        url = f"{request.getfixturevalue('postgres_server_url')}/{name}"
-    app = create_app(base_config(url))
-    client = app.test_client()
-    producer = make_api(app, client, "producer", "producer")
-    worker = make_api(app, client, "worker", "worker")
-    running = producer.enqueue()
-    assert worker.claim() is not None
-    pending = producer.enqueue(idempotency_key="existing")
-    yield Scene(app, producer, worker, running["id"], pending["id"])
-    db.close(app)
-    if name is not None:
-        databases.give_back(name)
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            path = tmp_path_factory.mktemp("hostile") / "queuelog.sqlite3"
+            shutil.copy(request.getfixturevalue("migrated_template"), path)
+            url = f"sqlite:///{path}"
+        else:
+            databases: Databases = request.getfixturevalue("postgres_databases")
+            url = stack.enter_context(databases.lent())
+        app = create_app(base_config(url))
+        stack.callback(db.close, app)
+        client = app.test_client()
+        producer = make_api(app, client, "producer", "producer")
+        worker = make_api(app, client, "worker", "worker")
+        running = producer.enqueue()
+        assert worker.claim() is not None
+        pending = producer.enqueue(idempotency_key="existing")
+        yield Scene(app, producer, worker, running["id"], pending["id"])
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
