@@ -17,7 +17,7 @@ from app.queue.vocabulary.effects import Effects
 from app.storage.transactions import encode
 from app.storage.wakeup import Wakeup, naming
 from tests.api.conftest import assert_problem
-from tests.api.waiting import asleep, waits
+from tests.api.waiting import asleep, holding_no_connection, waits
 from tests.builders import Api
 from tests.conftest import base_config
 
@@ -67,7 +67,7 @@ def test_an_enqueue_wakes_a_waiting_claim_which_holds_no_connection(
     before = waits()
     result = _waiting_claim(app, worker, wait_seconds=20)
     asleep(before, 1)
-    assert db.engine(app).pool.checkedout() == 0  # asleep without a connection or transaction
+    holding_no_connection(app)  # asleep without a connection or transaction
     job = producer.enqueue()
     enqueued = time.monotonic()
     claimed, at = result()

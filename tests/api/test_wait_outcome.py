@@ -16,6 +16,7 @@ from sqlalchemy import event
 from app import create_app
 from app.infra import db
 from tests.api.conftest import assert_problem
+from tests.api.waiting import holding_no_connection
 from tests.builders import Api
 from tests.conftest import base_config
 
@@ -64,7 +65,7 @@ def test_a_finish_wakes_the_wait_which_holds_no_connection(
     assert claimed is not None
     result = _waiting_get(app, producer, job["id"], 20)
     time.sleep(0.3)
-    assert db.engine(app).pool.checkedout() == 0  # asleep without a connection
+    holding_no_connection(app)  # asleep without a connection or transaction
     worker.post(f"/jobs/{job['id']}/heartbeat", {"progress": 50})  # not finished: sleeps on
     done = worker.post(f"/jobs/{job['id']}/complete", {"result": {"ok": True}})
     finished = time.monotonic()

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import time
 
+from flask import Flask
 from prometheus_client import REGISTRY
+
+from app.infra import db
 
 
 def waits() -> float:
@@ -22,3 +25,14 @@ def asleep(before: float, count: int, *, settle: float = 0.1) -> None:
         assert time.monotonic() < deadline, f"{count} claims did not wait within 10 s"
         time.sleep(0.01)
     time.sleep(settle)
+
+
+def holding_no_connection(app: Flask) -> None:
+    """Assert that the app's pool has every connection back within 5 s while a claim sleeps:
+    a sleeping claim holding one would keep it out for its whole wait, but the dispatcher's
+    thread may be reading when the next job is due right then (a few milliseconds, longer on
+    a busy machine)."""
+    deadline = time.monotonic() + 5
+    while db.engine(app).pool.checkedout():
+        assert time.monotonic() < deadline, "a connection stayed out while the claim slept"
+        time.sleep(0.01)
