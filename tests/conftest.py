@@ -192,3 +192,31 @@ def _reuse_url_builders() -> None:
 
 
 _reuse_url_builders()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Deal the slow tests out so that every test process starts with its share of them.
+
+    ``make test`` runs pytest-xdist's worksteal: each of the N processes is handed a contiguous
+    Nth of the collection, and an idle one later takes the back half of the longest queue left.
+    In collection order the slow tests (servers, workers, installs: a minute or two each at
+    worst) bunch in a few of those parts, so one process still had minutes of them to run when
+    the others were done. Dealt round-robin to the front of each part, they run first on every
+    process, and the fast tests, which the stealing balances finely, fill in the end. Each part
+    keeps the fast tests in collection order (module-scoped fixtures stay together)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers < 2:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    fast = [item for item in items if not item.get_closest_marker("slow")]
+    ordered: list[pytest.Item] = []
+    left, taken = len(items), 0
+    for part in range(workers):
+        size = left // (workers - part)  # the part worksteal hands this process first
+        left -= size
+        head = slow[part::workers]
+        tail = fast[taken : taken + max(size - len(head), 0)]
+        taken += len(tail)
+        ordered += head + tail
+    items[:] = ordered + fast[taken:]

@@ -255,6 +255,7 @@ def _flask(
     )
 
 
+@pytest.mark.slow
 def test_cli_in_a_real_process(tmp_path: Path) -> None:
     """The commands as a shell runs them: settings from the environment, warnings as errors,
     their output and exit codes (what each command does is tested in process above)."""

@@ -148,12 +148,14 @@ FUZZ_SETTINGS = settings(
 )
 
 
+@pytest.mark.slow
 @FUZZ_SETTINGS
 @schemathesis.pytest.from_fixture("admin_schema").parametrize()
 def test_admin_requests_follow_the_contract(case: schemathesis.Case, admin: Api) -> None:
     case.call_and_validate(headers=admin.headers())
 
 
+@pytest.mark.slow
 @FUZZ_SETTINGS
 @schemathesis.pytest.from_fixture("producer_schema").parametrize()
 def test_producer_requests_follow_the_contract(case: schemathesis.Case, producer: Api) -> None:

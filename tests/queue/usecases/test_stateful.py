@@ -494,6 +494,7 @@ def users_template(migrated_template: Path, tmp_path: Path) -> tuple[Path, dict[
     return path, actors
 
 
+@pytest.mark.slow
 def test_queue_state_machine(users_template: tuple[Path, dict[str, Actor]], tmp_path: Path) -> None:
     template, actors = users_template
     QueueMachine.examples = QueueMachine.steps = 0
