@@ -216,20 +216,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     Nth of the collection, and an idle one later takes the back half of the longest queue left.
     In collection order the slow tests (servers, workers, installs: a minute or two each at
     worst) bunch in a few of those parts, so one process still had minutes of them to run when
-    the others were done. Dealt round-robin to the front of each part, they run first on every
-    process, and the fast tests, which the stealing balances finely, fill in the end. Each part
-    keeps the fast tests in collection order (module-scoped fixtures stay together)."""
+    the others were done. Dealt to the front of the parts, a module's slow tests together (its
+    module-scoped server starts once) and the biggest modules first to the part with the fewest,
+    they run first on every process, and the fast tests, which the stealing balances finely,
+    fill in the end. The fast tests keep their collection order (module fixtures stay shared)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers < 2:
         return
-    slow = [item for item in items if item.get_closest_marker("slow")]
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        if item.get_closest_marker("slow"):
+            modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    heads: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for module in sorted(modules.values(), key=len, reverse=True):
+        min(heads, key=len).extend(module)
     fast = [item for item in items if not item.get_closest_marker("slow")]
     ordered: list[pytest.Item] = []
     left, taken = len(items), 0
-    for part in range(workers):
+    for part, head in enumerate(heads):
         size = left // (workers - part)  # the part worksteal hands this process first
         left -= size
-        head = slow[part::workers]
         tail = fast[taken : taken + max(size - len(head), 0)]
         taken += len(tail)
         ordered += head + tail

@@ -1,6 +1,6 @@
-"""What a newcomer met on the pages, in Debian's Chromium at 1280 and 375 px: explanations that
-tell the truth, formats that agree, messages that stay, and nothing cut off or scrolling
-sideways."""
+"""What a newcomer met on the pages, in Debian's Chromium: explanations that tell the truth,
+formats that agree and messages that stay (at 375 px), and nothing cut off or scrolling sideways
+(at 1280 and 375 px)."""
 
 from __future__ import annotations
 
@@ -34,13 +34,21 @@ def width(request: pytest.FixtureRequest, watched: Page) -> int:
     return int(request.param)
 
 
+@pytest.fixture
+def phone(watched: Page) -> int:
+    """The narrow window alone, for what the width does not change (the pages' HTML is the same
+    at every width: a message, an error's wording, a heading): the tests of layout take both."""
+    watched.set_viewport_size({"width": 375, "height": 900})
+    return 375
+
+
 def no_sideways_scroll(page: Page, width: int) -> None:
     """The document is no wider than the window."""
     assert page.evaluate("document.documentElement.scrollWidth") <= width
 
 
 def test_the_dashboard_says_a_paused_types_jobs_are_paused(
-    watched: Page, live_site: LiveSite, people: dict[str, Any], admin_api: Any, width: int
+    watched: Page, live_site: LiveSite, people: dict[str, Any], admin_api: Any, phone: int
 ) -> None:
     for _ in range(2):
         people["producer_api"].enqueue("webhook.deliver")
@@ -53,11 +61,11 @@ def test_the_dashboard_says_a_paused_types_jobs_are_paused(
     expect(why).to_contain_text("2 are of a paused type (webhook.deliver)")
     expect(why).not_to_contain_text("run time")
     expect(watched.locator("main")).not_to_contain_text("None due yet")
-    no_sideways_scroll(watched, width)
+    no_sideways_scroll(watched, phone)
 
 
 def test_the_run_time_field_accepts_what_its_hint_shows_and_its_error_says_the_same(
-    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+    watched: Page, live_site: LiveSite, people: dict[str, Any], phone: int
 ) -> None:
     sign_in(watched, live_site, people["producer"], "/ui/jobs/new")
     hint = watched.locator("#run_at-hint")
@@ -68,7 +76,7 @@ def test_the_run_time_field_accepts_what_its_hint_shows_and_its_error_says_the_s
     error = watched.locator("#run_at-error")
     expect(error).to_have_text("must be a 24-hour UTC time like 2030-01-02 15:04")
     expect(watched.locator("main")).not_to_contain_text("ISO 8601")
-    no_sideways_scroll(watched, width)
+    no_sideways_scroll(watched, phone)
     watched.get_by_label("Run at (UTC, optional)").fill("2030-01-02 15:04")
     watched.get_by_role("button", name="Enqueue").click()
     expect(watched.locator(".flash")).to_contain_text("enqueued")
@@ -76,7 +84,7 @@ def test_the_run_time_field_accepts_what_its_hint_shows_and_its_error_says_the_s
 
 
 def test_a_type_limits_error_asks_for_what_a_form_can_type(
-    watched: Page, live_site: LiveSite, people: dict[str, Any], admin_api: Any, width: int
+    watched: Page, live_site: LiveSite, people: dict[str, Any], admin_api: Any, phone: int
 ) -> None:
     sign_in(watched, live_site, people["admin"], "/ui/types/")
     card = watched.locator(
@@ -91,14 +99,14 @@ def test_a_type_limits_error_asks_for_what_a_form_can_type(
     expect(errors.first).to_have_text("must be an integer from 1 to 1,000,000")
     for text in errors.all_text_contents():
         assert "null" not in text, text
-    no_sideways_scroll(watched, width)
+    no_sideways_scroll(watched, phone)
 
 
 def test_an_actions_message_stays_while_the_job_refreshes(
     watched: Page,
     live_site: LiveSite,
     people: dict[str, Any],
-    width: int,
+    phone: int,
     request: pytest.FixtureRequest,
 ) -> None:
     worker, admin = people["worker_api"], people["admin_api"]
@@ -114,11 +122,11 @@ def test_an_actions_message_stays_while_the_job_refreshes(
         with watched.expect_response(lambda r: r.url.endswith(f"/ui/jobs/{job['id']}")):
             pass
         expect(message).to_have_text(f"Job {job['id']} is queued again.")
-    no_sideways_scroll(watched, width)
+    no_sideways_scroll(watched, phone)
 
 
 def test_a_cancel_replaces_the_enqueued_message(
-    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+    watched: Page, live_site: LiveSite, people: dict[str, Any], phone: int
 ) -> None:
     sign_in(watched, live_site, people["producer"], "/ui/jobs/new")
     watched.get_by_label("Run at (UTC, optional)").fill("2099-01-01 00:00")
@@ -129,7 +137,7 @@ def test_a_cancel_replaces_the_enqueued_message(
     expect(messages).to_have_count(1)
     expect(messages).to_contain_text("cancelled")
     expect(watched.locator(".job-status .badge")).to_have_text("cancelled")
-    no_sideways_scroll(watched, width)
+    no_sideways_scroll(watched, phone)
 
 
 PLACEHOLDER_FITS = """(input) => {
@@ -213,7 +221,7 @@ def test_a_rate_limit_is_never_broken_mid_word(
 
 
 def test_the_job_pages_heading_says_something_true_of_its_status(
-    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+    watched: Page, live_site: LiveSite, people: dict[str, Any], phone: int
 ) -> None:
     producer, worker = people["producer_api"], people["worker_api"]
     jobs = {"pending": producer.enqueue(run_at="2099-01-01T00:00:00Z")}
@@ -237,11 +245,11 @@ def test_the_job_pages_heading_says_something_true_of_its_status(
         watched.goto(f"{live_site.url}/ui/jobs/{job['id']}")
         expect(watched.locator("#why-h")).to_have_text(headings[status])
     worker.post(f"/jobs/{jobs['running']['id']}/complete", {})  # the site is shared
-    no_sideways_scroll(watched, width)
+    no_sideways_scroll(watched, phone)
 
 
 def test_audit_dates_are_typed_as_utc_days(
-    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+    watched: Page, live_site: LiveSite, people: dict[str, Any], phone: int
 ) -> None:
     sign_in(watched, live_site, people["admin"], "/ui/admin/audit")
     since = watched.get_by_label("From (UTC)")
@@ -256,13 +264,13 @@ def test_audit_dates_are_typed_as_utc_days(
     watched.get_by_role("button", name="Filter").click()
     expect(watched).to_have_url(re.compile(rf"/ui/admin/audit\?.*since={today}"))
     expect(watched.locator("table.audit")).to_contain_text(people["admin"])
-    no_sideways_scroll(watched, width)
+    no_sideways_scroll(watched, phone)
 
 
 def test_the_users_page_offers_a_cap_to_producers_and_says_who_signs_in(
-    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+    watched: Page, live_site: LiveSite, people: dict[str, Any], phone: int
 ) -> None:
-    monitor = f"scraper{width}"
+    monitor = f"scraper{phone}"
     make_user(live_site.app, monitor, "monitor")
     sign_in(watched, live_site, people["admin"], "/ui/admin/users")
     expect(watched.locator("#who-signs-in")).to_contain_text(
@@ -273,11 +281,11 @@ def test_the_users_page_offers_a_cap_to_producers_and_says_who_signs_in(
         expect(row.get_by_label(f"Priority cap of {name}")).to_have_count(capped)
     row = watched.locator("table.users tr", has=watched.get_by_role("rowheader", name=monitor))
     expect(row).to_contain_text("API token only: no sign-in")
-    no_sideways_scroll(watched, width)
+    no_sideways_scroll(watched, phone)
 
 
 def test_a_new_token_names_its_user_and_copies(
-    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+    watched: Page, live_site: LiveSite, people: dict[str, Any], phone: int
 ) -> None:
     watched.context.grant_permissions(["clipboard-read", "clipboard-write"])
     sign_in(watched, live_site, people["admin"], "/ui/admin/tokens")
@@ -291,7 +299,7 @@ def test_a_new_token_names_its_user_and_copies(
     watched.get_by_role("button", name="Copy").click()
     expect(watched.locator("#new-token-copied")).to_have_text("Copied to the clipboard.")
     assert watched.evaluate("navigator.clipboard.readText()") == token
-    no_sideways_scroll(watched, width)
+    no_sideways_scroll(watched, phone)
 
 
 def test_schedule_cards_share_the_width(
@@ -315,7 +323,7 @@ def test_schedule_cards_share_the_width(
 
 
 def test_a_types_counts_open_the_jobs_list_filtered(
-    watched: Page, live_site: LiveSite, people: dict[str, Any], width: int
+    watched: Page, live_site: LiveSite, people: dict[str, Any], phone: int
 ) -> None:
     people["producer_api"].enqueue("report.build", run_at="2099-01-01T00:00:00Z")
     sign_in(watched, live_site, people["admin"], "/ui/types/")
@@ -324,7 +332,7 @@ def test_a_types_counts_open_the_jobs_list_filtered(
     expect(watched).to_have_url(f"{live_site.url}/ui/jobs?type=report.build&status=pending")
     expect(watched.get_by_label("Type")).to_have_value("report.build")
     expect(watched.locator("#jobs-total")).to_contain_text("match")
-    no_sideways_scroll(watched, width)
+    no_sideways_scroll(watched, phone)
 
 
 ONE_ROW = """(selector) => {
