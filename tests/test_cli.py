@@ -270,8 +270,6 @@ def test_cli_in_a_real_process(tmp_path: Path) -> None:
     assert setup.returncode == 0, setup.stderr
     assert "username: admin" in setup.stdout
     password = setup.stdout.split("password:")[1].split()[0]
-    again = _flask(env, "setup")
-    assert again.returncode == 0 and "password" not in again.stdout
     created = _flask(env, "user", "create", "wendy", "--role", "worker")
     assert created.returncode == 0, created.stderr
     prod = _flask(
@@ -290,12 +288,6 @@ def test_cli_in_a_real_process(tmp_path: Path) -> None:
     assert worker_token.returncode == producer_token.returncode == 0
     worker_raw = worker_token.stdout.rstrip("\n").splitlines()[-1]
     producer_raw = producer_token.stdout.rstrip("\n").splitlines()[-1]
-    listing = _flask(env, "user", "list")
-    assert listing.stdout.splitlines() == [
-        "admin\tadmin\tcritical\tactive",
-        "pat\tproducer\tmedium\tactive",
-        "wendy\tworker\tmedium\tactive",
-    ]
     tokens = _flask(env, "token", "list")
     assert worker_raw not in tokens.stdout and len(tokens.stdout.splitlines()) == 2
 

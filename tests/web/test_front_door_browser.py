@@ -43,7 +43,9 @@ def phone(watched: Page) -> int:
 
 
 def no_sideways_scroll(page: Page, width: int) -> None:
-    """The document is no wider than the window."""
+    """The document is no wider than the window, once the page has loaded (an action that
+    navigates may have left a page whose stylesheets do not apply yet)."""
+    page.wait_for_load_state()
     assert page.evaluate("document.documentElement.scrollWidth") <= width
 
 

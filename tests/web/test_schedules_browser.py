@@ -47,6 +47,7 @@ def test_create_run_and_disable_a_schedule(
     card.get_by_role("button", name="Disable").click()
     expect(card.locator(".badge")).to_have_text("disabled")
     expect(card.get_by_text("None while disabled.")).to_be_visible()
+    watched.wait_for_load_state()  # the disable navigated (HX-Redirect): its stylesheets apply
     overflow = watched.evaluate("document.documentElement.scrollWidth > window.innerWidth")
     assert not overflow, "the page scrolls sideways"
 
