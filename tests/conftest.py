@@ -223,14 +223,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers < 2:
         return
-    modules: dict[str, list[pytest.Item]] = {}
+    slow: dict[str, list[pytest.Item]] = {}  # by module
+    fast: list[pytest.Item] = []
     for item in items:
         if item.get_closest_marker("slow"):
-            modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+            slow.setdefault(item.nodeid.split("::")[0], []).append(item)
+        else:
+            fast.append(item)
     heads: list[list[pytest.Item]] = [[] for _ in range(workers)]
-    for module in sorted(modules.values(), key=len, reverse=True):
+    for module in sorted(slow.values(), key=len, reverse=True):
         min(heads, key=len).extend(module)
-    fast = [item for item in items if not item.get_closest_marker("slow")]
     ordered: list[pytest.Item] = []
     left, taken = len(items), 0
     for part, head in enumerate(heads):
