@@ -240,6 +240,11 @@ class Dispatcher:
         at = instant + _AFTER_DUE
         self._timer = at if self._timer is None else min(self._timer, at)
 
+    def _next_due_wanted(self) -> bool:
+        """Whether the thread should read the next due instant: a request found nothing more
+        due, and a claim waits for it (without one, nobody needs it yet)."""
+        return self._due_unknown and bool(self._waiters)
+
     def _wanted(self, waiter: Waiter) -> bool:
         """Whether a look for ``waiter`` may find something it would receive."""
         if waiter.settled.is_set() or waiter.abandoned():
@@ -264,7 +269,7 @@ class Dispatcher:
         while True:
             with self._cond:
                 now = self._next_round()
-                due_unknown = self._due_unknown and bool(self._waiters)
+                due_unknown = self._next_due_wanted()
                 if due_unknown:
                     self._due_unknown = False
             if now is None:
@@ -284,7 +289,7 @@ class Dispatcher:
             if any(self._wanted(w) for w in self._waiters):
                 self._anything = False  # this round looks for everything that is owed
                 return now
-            if self._due_unknown and self._waiters:
+            if self._next_due_wanted():
                 return now
             timeout = None
             if self._timer is not None:
