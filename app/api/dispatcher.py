@@ -11,9 +11,11 @@ So a job that becomes due costs about one claim statement, not one per waiter or
   of a narrower one) are not served until something new comes: a process looks once per ring;
 - what it learned ("nothing due for this filter") stays true until the next ring or the next
   instant the clock makes a job claimable, so a new claim skips a look that would find nothing;
-- the other processes are told only of what this one's waiters could not take; where the way
-  can name one that has waiters, that one claims (passing on what it cannot take) and the
-  others keep what they know, for ``_TRUST`` at most (it may die first);
+- the other processes are told only of what this one's waiters cannot take (besides the jobs
+  announced to them already and not claimed yet); where the way can name one that has waiters,
+  that one claims, passing on what it cannot take, and the others keep what they know;
+- what a process knows of nothing due it trusts for ``TRUST`` at most: a process that kept
+  jobs for its own waiters may die, or its waiters give up, before it claims them;
 - a waiter whose client has hung up (where the server can tell, ``app.serving``) is served no
   more: a job claimed for it would reach nobody and stay running until its lease ended.
 
@@ -58,9 +60,10 @@ _CLOSE_WITHIN = 10.0
 # The longest single sleep until a due instant: a job may be due in the year 9999, further than
 # the platform's clock can time a wait; the thread wakes, finds it not yet due and sleeps again.
 _LONGEST_SLEEP = 3600.0
-# How long jobs another process was named to claim are taken as its to claim: then this one's
-# waiters look again, in case it died before claiming them.
-_TRUST = timedelta(seconds=5)
+# How long "nothing is due for this filter" is trusted without a look: jobs another process
+# kept for its own waiters (or was named to claim) are its to claim for that long, then this
+# one's waiters look again, in case it died (or its waiters left) before claiming them.
+TRUST = timedelta(seconds=5)
 WAITS = Counter("queuelog_claim_waits", "Claims that found nothing due and waited.")
 LOOKS = Counter(
     "queuelog_claim_looks",
@@ -161,12 +164,10 @@ class Dispatcher:
 
     def capacity(self, due: Sequence[str]) -> int:
         with self._cond:
-            return self._capacity(due)
-
-    def elsewhere(self, effects: Effects) -> None:
-        with self._cond:
-            self._set_timer(utcnow() + _TRUST)
-            self._cond.notify()  # the thread's sleep may end sooner now
+            takers = self._takers(due)
+            room = sum(w.max_jobs for w in takers)
+            owed = sum(n for t, n in self._owed.items() if any(wants(w.types, [t]) for w in takers))
+            return max(room - owed, 0)
 
     def serve(self, effects: Effects) -> None:
         with self._cond:
@@ -190,8 +191,11 @@ class Dispatcher:
 
     # What it knows (with the lock held).
 
+    def _takers(self, due: Sequence[str]) -> list[Waiter]:
+        return [w for w in self._waiters if wants(w.types, due) and not w.abandoned()]
+
     def _capacity(self, due: Sequence[str]) -> int:
-        return sum(w.max_jobs for w in self._waiters if wants(w.types, due) and not w.abandoned())
+        return sum(w.max_jobs for w in self._takers(due))
 
     def _covered(self, types: Filter) -> bool:
         """Whether the last look of a filter covering ``types`` found nothing."""
@@ -228,9 +232,11 @@ class Dispatcher:
         return True
 
     def _know_empty(self, types: Filter) -> None:
-        """Nothing is due for ``types`` (kept once: a narrower filter is known by the wider)."""
+        """Nothing is due for ``types`` (kept once: a narrower filter is known by the wider),
+        as far as this process can tell for ``TRUST``."""
         if not any(covers(f, types) for f in self._empty):
             self._empty.append(types)
+        self._set_timer(utcnow() + TRUST)
 
     def _forget_all(self) -> None:
         self._anything, self._empty, self._cleared = True, [], self._cleared + 1

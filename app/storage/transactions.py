@@ -48,13 +48,11 @@ class Waiters(Protocol):
     """This process's waiting claims, as the announcer sees them (``app.api.dispatcher``)."""
 
     def capacity(self, due: Sequence[str]) -> int:
-        """How many jobs of the types ``due`` lists (one entry per job) they would take now."""
+        """How many more jobs of the types ``due`` lists (one entry per job) they would take
+        now, besides the jobs of those types announced to them already and not claimed yet."""
 
     def serve(self, effects: Effects) -> None:
         """Jobs became claimable (or will, at ``effects.next_at``): hand them out."""
-
-    def elsewhere(self, effects: Effects) -> None:
-        """Jobs became claimable that another process was named to claim."""
 
     def close(self) -> None:
         """Stop serving (tests and shutdown)."""
@@ -67,9 +65,6 @@ class _NoWaiters:
         return 0
 
     def serve(self, effects: Effects) -> None:
-        return None
-
-    def elsewhere(self, effects: Effects) -> None:
         return None
 
     def close(self) -> None:
@@ -113,11 +108,10 @@ class Announcer:
         body = self.wake.received(message)
         if body is None:
             return
-        effects = decode(body)
         addressee = self.wake.addressee(message)
         if addressee is Addressee.ANOTHER:
-            self.waiters.elsewhere(effects)
-            return
+            return  # another process claims them (this one's waiters trust it for a while)
+        effects = decode(body)
         if addressee is Addressee.THIS_ONE and (left := self.for_others(effects)):
             self.wake.after_commit(self.wake.addressed(encode(left)))  # to everyone
         self.waiters.serve(effects)

@@ -12,8 +12,12 @@ from flask import Flask
 from sqlalchemy import event
 
 from app import create_app
+from app.api.dispatcher import Dispatcher
+from app.api.waiters import Waiter
 from app.infra import db
+from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.effects import Effects
+from app.queue.vocabulary.states import Role
 from app.storage.transactions import encode
 from app.storage.wakeup import Wakeup, naming
 from tests.api.conftest import assert_problem
@@ -186,10 +190,14 @@ def _heard(app: Flask, named: str) -> None:
     db.announcer(app).wake.hear(naming(sender.addressed(body, to_one=True), named))
 
 
-@pytest.mark.parametrize("named", ["this one", "another"])
-def test_a_process_named_to_claim_does_and_the_others_trust_it_for_a_while(
+@pytest.mark.parametrize("named", ["this one", "another", "no one"])
+def test_a_waiting_claim_trusts_that_nothing_is_due_for_a_while_only(
     app: Flask, database_url: str, producer: Api, worker: Api, named: str
 ) -> None:
+    """A job made due by another process reaches a claim waiting here at once when this
+    process is named to claim it; when another is named, or no one heard of it (the process
+    that kept it for its own waiters was killed before claiming it), once this one no longer
+    trusts what it knew: within ``TRUST`` of its last look."""
     silent = _silent_producer(app, database_url, producer)
     before = waits()
     result = _waiting_claim(app, worker, wait_seconds=20)  # its look found nothing: it knows
@@ -198,12 +206,35 @@ def test_a_process_named_to_claim_does_and_the_others_trust_it_for_a_while(
         job = silent.enqueue()
         heard = time.monotonic()
         wake = db.announcer(app).wake
-        _heard(app, wake.listener if named == "this one" else "someone-else")
+        if named != "no one":
+            _heard(app, wake.listener if named == "this one" else "someone-else")
         claimed, at = result()
     finally:
         db.close(app.extensions["test.silent"].pop())
     assert claimed is not None and claimed["id"] == job["id"]
     if named == "this one":  # (or, where the way names no one, everyone)
         assert at - heard < 1.0
-    else:  # another was named: this one looks only once it no longer trusts it to (it died?)
+    else:  # this one looks again once it no longer trusts what it knew (5 s after its look)
         assert 4.0 < at - heard < 8.0
+
+
+def test_jobs_announced_to_waiters_and_not_claimed_yet_take_their_room(app: Flask) -> None:
+    """A claim waiting for one job has room for one: once a job is announced to it (its claim
+    not made yet), a second job committed here is for the other processes to hear of, not
+    kept for a waiter that will take only the first."""
+    dispatcher = Dispatcher(app)  # its thread not started: nothing claims the announced job
+    actor = Actor(id=1, name="w1", role=Role.WORKER)
+    waiter = Waiter(actor, "hash", None, 1, None, time.monotonic() + 5)
+    waiting = threading.Thread(target=dispatcher.wait, args=(waiter,))
+    waiting.start()
+    try:
+        deadline = time.monotonic() + 5
+        while dispatcher.capacity(["email.send"]) < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        dispatcher.serve(Effects(due=("email.send",)))
+        assert dispatcher.capacity(["email.send"]) == 0
+        assert dispatcher.capacity(["report.build"]) == 0  # it takes any type: its room is taken
+    finally:
+        waiter.settled.set()
+        waiting.join(10)
