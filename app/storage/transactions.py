@@ -49,7 +49,7 @@ class Waiters(Protocol):
 
     def capacity(self, due: Sequence[str]) -> int:
         """How many more jobs of the types ``due`` lists (one entry per job) they would take
-        now, besides the jobs of those types announced to them already and not claimed yet."""
+        now, besides the jobs announced to them already and not claimed yet."""
 
     def serve(self, effects: Effects) -> None:
         """Jobs became claimable (or will, at ``effects.next_at``): hand them out."""
