@@ -52,11 +52,12 @@ def more_seed(app: Flask, producer: Actor, worker: Actor) -> None:
             make_job(conn, producer, settings, priority=priority)
         parent = make_job(conn, producer, settings, run_at="2099-01-01T00:00:00Z")
         make_job(conn, producer, settings, depends_on=[parent.id])
-        for retryable in (True, False, False):
-            job = claiming.claim(conn, worker, now=utcnow(), settings=settings)
-            assert job is not None
-            if retryable:
-                reports.fail(conn, worker, job.id, now=utcnow(), settings=settings, error="x")
+        # Three claims first, then the retry: a retry claimed again at once (its backoff has
+        # full jitter, so it may be due in a few milliseconds) would leave the worker none.
+        claimed = [claiming.claim(conn, worker, now=utcnow(), settings=settings) for _ in range(3)]
+        retried = claimed[0]
+        assert retried is not None and all(job is not None for job in claimed)
+        reports.fail(conn, worker, retried.id, now=utcnow(), settings=settings, error="x")
 
 
 @pytest.mark.parametrize(("order", "status", "who"), list(EXPECTED))
