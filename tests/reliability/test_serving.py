@@ -38,8 +38,9 @@ pytestmark = pytest.mark.slow
 USERS = {"producer": "producer", "worker": "worker"}
 # Seconds every other request gets, whatever the waiters and slow clients do: below the waits
 # (5 s and more) a request stalled behind them would take, above what four test processes on
-# two cores make of a health check at worst (2.02 s once on PostgreSQL).
-ANSWER_WITHIN = 3.0
+# two busy cores make of a health check at worst (2.02 s once on PostgreSQL in CI, 3.41 s once
+# under a CPU quota slower than CI's).
+ANSWER_WITHIN = 4.0
 
 
 @pytest.fixture
