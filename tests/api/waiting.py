@@ -9,6 +9,7 @@ import time
 from flask import Flask
 from prometheus_client import REGISTRY
 
+from app.api.dispatcher import TRUST
 from app.infra import db
 
 
@@ -36,3 +37,9 @@ def holding_no_connection(app: Flask) -> None:
     while db.engine(app).pool.checkedout():
         assert time.monotonic() < deadline, "a connection stayed out while the claim slept"
         time.sleep(0.01)
+
+
+def relooks(since: float) -> int:
+    """The looks a process's dispatcher makes on its own since ``since`` (monotonic) while a
+    claim waits: one each ``TRUST`` that nothing is due, which it trusts no longer."""
+    return int((time.monotonic() - since) / TRUST.total_seconds())

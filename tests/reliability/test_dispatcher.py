@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.api.dispatcher import TRUST
 from devservers.servers import Client, Database, Served, prepare_database, running
+from tests.api.waiting import relooks
 
 pytestmark = pytest.mark.slow
 
@@ -69,12 +69,6 @@ def _total(samples: dict[tuple[str, tuple[Any, ...]], float], name: str, **label
         for (sample, found), value in samples.items()
         if sample == name and all((k, v) in found for k, v in labels.items())
     )
-
-
-def _relooks(server: Served, began: float) -> int:
-    """The looks the server's processes make on their own since ``began``: each trusts that
-    nothing is due for ``TRUST`` at most, then looks again while a claim waits."""
-    return server.workers * int((time.monotonic() - began) / TRUST.total_seconds())
 
 
 def _claimer(
@@ -141,7 +135,7 @@ def test_a_trickle_costs_one_claim_per_job_and_no_empty_looks(
     assert found == JOBS  # one claim statement per job
     # Empty looks: each claimer's first look, the odd race between a ring and a new wait, and
     # each process's look once it no longer trusts that nothing is due.
-    assert empty <= CLAIMERS[server.workers] + 0.1 * JOBS + _relooks(server, began)
+    assert empty <= CLAIMERS[server.workers] + 0.1 * JOBS + server.workers * relooks(began)
 
 
 def test_a_waiter_of_other_types_is_not_woken(server: Served, database: Database) -> None:
@@ -171,4 +165,4 @@ def test_a_waiter_of_other_types_is_not_woken(server: Served, database: Database
     # The reporter's own first look in each process (and, there, one when the process starts
     # listening, and one each time it no longer trusts that nothing is due), none caused by the
     # ten email jobs.
-    assert looks <= 4 + _relooks(server, began)
+    assert looks <= 4 + server.workers * relooks(began)
