@@ -1,4 +1,11 @@
-"""When the queue next has work by the clock alone: the next ``run_at`` or lease end."""
+"""When the queue next has work by the clock alone: the next ``run_at`` or lease end.
+
+Only a job written to become due later counts (``run_at`` after its ``updated_at``): one due
+when written was announced by the commit that wrote it. A job enqueued for now just after a
+look began has a ``run_at`` after that look's ``now``; counted, it would set the waiting
+claims' alarm for an instant already past, and the alarm makes a process forget all it knows
+of what is due (in a trickle of single enqueues: an alarm and a few empty looks every 30 ms or
+so in the process serving the producer)."""
 
 from __future__ import annotations
 
@@ -25,7 +32,7 @@ def _next_lease_end(dialect: Dialect) -> Any:
     return text(sql).columns(_INSTANT)
 
 
-_NEXT_RUN = earliest_pending_run_at(jobs.c.run_at > _NOW)
+_NEXT_RUN = earliest_pending_run_at(jobs.c.run_at > _NOW, jobs.c.run_at > jobs.c.updated_at)
 _NEXT_LEASE_END = {dialect: _next_lease_end(dialect) for dialect in dialects.DIALECTS.values()}
 
 

@@ -302,13 +302,19 @@ def list_events(conn: Connection, job_id: int) -> list[Event]:
     return [Event(*row) for row in _EVENTS.rows(conn, {"job_id": job_id})]
 
 
-def earliest_pending_run_at(run_at_condition: ColumnElement[bool]) -> Select[Any]:
-    """The earliest ``run_at`` of the pending jobs meeting ``run_at_condition``: one probe of
-    ix_jobs_claim per priority, which orders each priority's jobs by ``run_at``. No index keeps
-    the run_at of pending jobs alone: every enqueue and every claim would write to it."""
+def earliest_pending_run_at(*conditions: ColumnElement[bool]) -> Select[Any]:
+    """The earliest ``run_at`` of the pending jobs meeting ``conditions``: per priority, the
+    first entry of ix_jobs_claim that meets them (it orders each priority's jobs by ``run_at``).
+    No index keeps the run_at of pending jobs alone: every enqueue and every claim would write
+    to it."""
     per_priority = [
-        select(func.min(jobs.c.run_at).label("run_at")).where(
-            PENDING, jobs.c.priority == priority, run_at_condition
+        select(
+            select(jobs.c.run_at)
+            .where(PENDING, jobs.c.priority == priority, *conditions)
+            .order_by(jobs.c.run_at)
+            .limit(1)
+            .scalar_subquery()
+            .label("run_at")
         )
         for priority in sorted(PRIORITIES.values(), reverse=True)
     ]

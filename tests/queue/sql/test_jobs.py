@@ -114,6 +114,20 @@ def test_the_oldest_and_next_due_run_at_are_found_in_any_priority(
         assert due_sql.next_due_at(conn, later["high"]) is None
 
 
+def test_the_next_due_instant_passes_over_jobs_due_when_written(queue: Queue, backend: str) -> None:
+    """A job enqueued for now just after a look began is due after that look's ``now``, but its
+    commit announced it: only jobs written to become due later (scheduled, backing off) are
+    made due by the clock, so only they set a waiting claim's alarm."""
+    look_began = T0
+    queue.enqueue(now=T0 + timedelta(milliseconds=3))
+    with queue.app.app_context(), db.read(queue.app) as conn:
+        assert due_sql.next_due_at(conn, look_began) is None
+    later = T0 + timedelta(minutes=5)
+    queue.enqueue(now=T0 + timedelta(milliseconds=4), run_at=later.isoformat())
+    with queue.app.app_context(), db.read(queue.app) as conn:
+        assert due_sql.next_due_at(conn, look_began) == later
+
+
 def test_a_jobs_events_go_with_it_however_it_is_deleted(queue: Queue, backend: str) -> None:
     done = [queue.enqueue() for _ in range(3)]
     kept = queue.enqueue()
