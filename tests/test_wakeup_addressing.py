@@ -1,7 +1,8 @@
 """Wake-ups ``to_one``: on datagrams (real unix sockets in a folder) the message names one listener
 that has requests waiting and every other listener hears that another acts on it; with no one
-waiting, or on a way that cannot tell (NOTIFY, in process), everyone acts on it; and a process
-named to claim passes on to everyone what its own waiters cannot take."""
+waiting, or on a way that cannot tell (NOTIFY, in process), everyone acts on it; a process
+named to claim passes on to everyone what its own waiters cannot take; and the process that
+named another keeps what it knows of nothing due rather than race the named one."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
+from app.api.dispatcher import dispatcher_of
 from app.infra import db
 from app.queue.vocabulary.effects import Effects
 from app.storage.databases.datagrams import SocketWakeup
@@ -51,8 +53,9 @@ def listeners(tmp_path: Path) -> Iterator[list[Listener]]:
         listener.wake.close()
 
 
-def send(sender: Listener, body: str, to_one: bool) -> None:
-    sender.wake.after_commit(sender.wake.addressed(body, to_one=to_one))
+def send(sender: Listener, body: str, to_one: bool) -> bool:
+    """Send as a commit does; whether a listener was named."""
+    return sender.wake.after_commit(sender.wake.addressed(body, to_one=to_one))
 
 
 def test_a_message_to_one_names_a_waiting_listener(listeners: list[Listener]) -> None:
@@ -60,7 +63,7 @@ def test_a_message_to_one_names_a_waiting_listener(listeners: list[Listener]) ->
     waiting.wake.waiting(True)
     also_waiting.wake.waiting(True)
     for _ in range(20):
-        send(sender, "jobs", to_one=True)
+        assert send(sender, "jobs", to_one=True)
         heard = {
             name: listener.next()
             for name, listener in (("waiting", waiting), ("idle", idle), ("also", also_waiting))
@@ -78,12 +81,12 @@ def test_everyone_acts_when_no_one_waits_or_the_message_is_for_all(
     sender, first, second, third = listeners
     first.wake.waiting(True)
     first.wake.waiting(False)  # no longer: its marker is gone
-    send(sender, "jobs", to_one=True)
+    assert not send(sender, "jobs", to_one=True)
     assert [listener.next() for listener in (first, second, third)] == [
         (Addressee.EVERYONE, "jobs")
     ] * 3
     second.wake.waiting(True)
-    send(sender, "timer", to_one=False)
+    assert not send(sender, "timer", to_one=False)
     assert [listener.next() for listener in (first, second, third)] == [
         (Addressee.EVERYONE, "timer")
     ] * 3
@@ -150,3 +153,31 @@ def test_a_named_process_passes_on_what_its_waiters_cannot_take(
     finally:
         other.close()
         claim.join(10)
+
+
+def test_jobs_named_to_another_process_leave_nothing_owed_here(
+    app: Flask, producer: Api, worker: Api
+) -> None:
+    """A commit whose due jobs this process's waiters cannot take names another process that
+    has waiters: the jobs are that one's to claim, so this one still knows that a claim would
+    find nothing (counted as owed here, the next claim would race the named one for them and,
+    in a trickle, find nothing about every other time). Named to no one, they are owed here."""
+    wake = db.announcer(app).wake
+    assert isinstance(wake, SocketWakeup)
+    dispatcher = dispatcher_of(app)
+    assert worker.claim(wait_seconds=0.1) is None  # a look that found nothing
+    assert dispatcher.nothing_due(None)
+    heard: queue.Queue[str] = queue.Queue()
+    other = SocketWakeup(wake.folder, heard.put)  # another server process, with waiters
+    other.listening()
+    other.waiting(True)
+    try:
+        producer.enqueue()
+        assert other.addressee(heard.get(timeout=5)) is Addressee.THIS_ONE
+        assert dispatcher.nothing_due(None)
+        other.waiting(False)
+        producer.enqueue()
+        assert other.addressee(heard.get(timeout=5)) is Addressee.EVERYONE
+        assert not dispatcher.nothing_due(None)
+    finally:
+        other.close()

@@ -140,13 +140,15 @@ class Announcer:
         return wake, done
 
     def after_commit(self, effects: Effects, sent: tuple[str, str]) -> None:
-        """The transaction committed: serve this process's waiters, wake its watchers, and send
-        what the database's way sends after a commit."""
+        """The transaction committed: send what the database's way sends after a commit, serve
+        this process's waiters, and wake its watchers. Due jobs that another process was named
+        to claim are that process's (it passes on what its waiters cannot take): this one keeps
+        what it knows, as when it hears jobs named to another, so that its claims do not race
+        the named one for them and find nothing."""
         wake, done = sent
-        if effects.due or effects.next_at or effects.any_due:
+        named = bool(wake) and self.wake.after_commit(wake)
+        if not named and (effects.due or effects.next_at or effects.any_due):
             self.waiters.serve(effects)
-        if wake:
-            self.wake.after_commit(wake)
         if done:
             self.outcomes.after_commit(done)
 

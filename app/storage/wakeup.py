@@ -116,8 +116,10 @@ class Wakeup:
     def in_transaction(self, conn: Connection, message: str) -> None:
         """Called inside a transaction just before it commits, with what it tells the others."""
 
-    def after_commit(self, message: str) -> None:
-        """Called after that transaction committed, with the same message."""
+    def after_commit(self, message: str) -> bool:
+        """Called after that transaction committed, with the same message; whether it named
+        another listener to act on it for all."""
+        return False
 
     def close(self) -> None:
         """Stop listening (tests and shutdown)."""

@@ -83,15 +83,16 @@ class SocketWakeup(Wakeup):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(self._name + _WAITING, dir_fd=fd)
 
-    def after_commit(self, message: str) -> None:
+    def after_commit(self, message: str) -> bool:
         own = self.listener
         try:
             names = os.listdir(self.folder)
         except FileNotFoundError:
-            return  # no process has listened on this database yet
+            return False  # no process has listened on this database yet
         listeners = [n for n in names if not n.endswith(_WAITING) and n != own]
         if not listeners:
-            return  # the common case: no other process listens, nothing to open
+            return False  # the common case: no other process listens, nothing to open
+        named = False
         with self._opened() as fd, socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
             sender.setblocking(False)
             if for_one(message):  # the first waiting listener that takes it is named
@@ -99,14 +100,15 @@ class SocketWakeup(Wakeup):
                 random.shuffle(marked)
                 for name in marked:
                     listeners.remove(name)
-                    named = naming(message, name)
-                    if self._send(sender, fd, name, named):
-                        message = named
+                    to_name = naming(message, name)
+                    if self._send(sender, fd, name, to_name):
+                        message, named = to_name, True
                         break
                 else:
                     message = naming(message, "")  # no one waits: everyone acts on it
             for name in listeners:
                 self._send(sender, fd, name, message)
+        return named
 
     @staticmethod
     def _send(sender: socket.socket, fd: int, name: str, message: str) -> bool:
