@@ -136,6 +136,7 @@ class Queuelog:
         self._url = self.database.url
         self.watch: Any = None  # the PostgreSQL connection that counts completed jobs
         self.requests = Requests(self.server.host, self.database.tokens["monitor"])
+        self.peaks: list[int] = []  # read as the server stops, for a report printed after
 
     def counted(self, scenario: str, jobs: int) -> AbstractContextManager[None]:
         """Count the requests the server answers meanwhile (bench.server_counts)."""
@@ -144,9 +145,13 @@ class Queuelog:
     def print_requests(self) -> None:
         """The requests per job of every scenario counted, and the server processes' memory."""
         self.requests.print()
-        assert self.server.process is not None
-        peaks = worker_rss_mb(self.server.process.pid, "VmHWM")
+        peaks = self.peaks or self._peaks()
         print(f"  server processes' peak resident memory: {peaks} MB (goal: <= 80 each)")
+
+    def _peaks(self) -> list[int]:
+        """The most resident memory each server process has held so far, in MB."""
+        assert self.server.process is not None
+        return worker_rss_mb(self.server.process.pid, "VmHWM")
 
     def _client(self) -> Any:
         """One client shared by the producer threads, as a web app's request threads share one
@@ -194,6 +199,7 @@ class Queuelog:
                 process.kill()
         if self.watch is not None:
             self.watch.close()
+        self.peaks = self._peaks()
         self.server.stop()
 
 
