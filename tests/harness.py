@@ -20,7 +20,7 @@ from sqlalchemy import Connection
 from app.infra import db
 from app.queue.rules.settings import QueueSettings
 from app.queue.sql import jobs as jobs_sql
-from app.queue.usecases import claiming
+from app.queue.usecases import claiming, reports
 from app.queue.vocabulary.actors import Actor
 from app.queue.vocabulary.jobs import Event, Job
 from devservers.servers import REPO
@@ -106,6 +106,13 @@ class Queue:
     def claim(self, now: datetime = T0, actor: Actor | None = None, **kw: Any) -> Job | None:
         with self.tx() as conn:
             return claiming.claim(conn, actor or self.worker, now=now, settings=self.settings, **kw)
+
+    def fail(self, job_id: int, now: datetime = T0, error: str = "boom", **kw: Any) -> Job:
+        """The worker reports the job's attempt failed (``reports.fail``); the job after it."""
+        with self.tx() as conn:
+            return reports.fail(
+                conn, self.worker, job_id, now=now, settings=self.settings, error=error, **kw
+            ).value
 
     def job(self, job_id: int) -> Job:
         with db.read(self.app) as conn:

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from app.queue.rules.backoff import backoff_seconds
-from app.queue.usecases import reports
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
 from tests.builders import Api
 from tests.harness import T0, Queue
@@ -61,16 +60,7 @@ def _fail_until_exhausted(queue: Queue, job_type: str, uniform: Recording) -> li
     for _ in range(5):
         claimed = queue.claim(now=now)
         assert claimed is not None and claimed.id == job.id
-        with queue.tx() as conn:
-            failed = reports.fail(
-                conn,
-                queue.worker,
-                job.id,
-                now=now,
-                settings=queue.settings,
-                error="boom",
-                uniform=uniform,
-            ).value
+        failed = queue.fail(job.id, now=now, uniform=uniform)
         if failed.status == "failed":
             assert failed.retry_count == 4 and failed.finished_at == now
             return delays
@@ -117,10 +107,7 @@ def test_real_jitter_stays_in_the_growing_window(queue: Queue) -> None:
     now = T0
     for retry in range(1, 7):
         assert queue.claim(now=now) is not None
-        with queue.tx() as conn:
-            failed = reports.fail(
-                conn, queue.worker, job.id, now=now, settings=queue.settings, error="x"
-            ).value
+        failed = queue.fail(job.id, now=now)
         delay = (failed.run_at - now).total_seconds()
         assert 0 <= delay <= _window(retry), (retry, delay)
         now = failed.run_at

@@ -17,7 +17,6 @@ from app.queue.sql import bulk as bulk_sql
 from app.queue.sql import due as due_sql
 from app.queue.sql import edges as edges_sql
 from app.queue.sql import jobs as jobs_sql
-from app.queue.usecases import reports
 from app.queue.vocabulary.states import EventKind, JobStatus
 from app.storage.schema import job_events, jobs
 from tests.backends import every_backend  # noqa: F401 (run on both engines)
@@ -130,16 +129,7 @@ def test_the_next_due_instant_passes_over_jobs_due_when_written(queue: Queue, ba
     claimed = queue.claim(now=T0 + timedelta(seconds=1))
     assert claimed is not None and claimed.id == due_now.id
     failed_at = T0 + timedelta(seconds=2)
-    with queue.tx() as conn:
-        reports.fail(
-            conn,
-            queue.worker,
-            claimed.id,
-            now=failed_at,
-            settings=queue.settings,
-            error="x",
-            retry_in=30,
-        )
+    queue.fail(claimed.id, now=failed_at, retry_in=30)
     with queue.app.app_context(), db.read(queue.app) as conn:
         assert due_sql.next_due_at(conn, look_began) == failed_at + timedelta(seconds=30)
 
