@@ -4,7 +4,10 @@ is answered; each caller gets its own job, or its own exception, as if it had ca
 
 No call waits for company: one that finds nothing in flight is sent at once, alone, as
 ``POST /jobs``. The thread of the first waiting call sends the next batch, so a caller is never
-kept to carry the others' requests after its own answer. Calls whose trace context differs
+kept to carry the others' requests after its own answer; it takes the calls that wait as it
+sends, not as the request before is answered, so callers of that request who called again in
+between go too (four threads enqueueing in a loop sent 2.0 calls a request when the batch was
+chosen at the answer, 2.4 this way). Calls whose trace context differs
 never share a request: the batch's headers are every item's trace. A body that JSON cannot
 carry fails its own call before it joins a batch, and a batch the server refuses whole for its
 size goes again call by call.
@@ -70,14 +73,15 @@ def _item(result: dict[str, Any]) -> Job | QueuelogError:
 @dataclass(eq=False)
 class _Call:
     """One ``enqueue`` call: what it sends, and once answered, its job or its exception. Its
-    thread waits on ``answered``, which is also set to make it send ``lead`` (a batch)."""
+    thread waits on ``answered``, which is also set, with ``leads``, to make it send the next
+    batch."""
 
     body: dict[str, Any]
     headers: dict[str, str]
     answered: threading.Event = field(default_factory=threading.Event)
     job: Job | None = None
     error: BaseException | None = None
-    lead: list[_Call] | None = None
+    leads: bool = False
 
     def settle(self, outcome: Job | BaseException) -> None:
         if isinstance(outcome, Job):
@@ -121,10 +125,22 @@ class Coalescer:
             except BaseException:  # a signal's exception: leave no batch waiting for this call
                 self._abandon(call)
                 raise
-            if call.lead is None:
+            if not call.leads:
                 return call.result()
-        self._send(call.lead or [call])
+        self._send(self._batch_led_by(call))
         return call.result()
+
+    def _batch_led_by(self, leader: _Call) -> list[_Call]:
+        """``leader`` and the calls waiting with its trace headers, oldest first: chosen as the
+        request is sent, so the callers of the request just answered, who may have called
+        again meanwhile, go in it too."""
+        with self._lock:
+            same = [call for call in self._waiting if call.headers == leader.headers]
+            batch = [leader, *same[: MAX_COALESCED - 1]]
+            chosen = set(map(id, batch))
+            self._waiting = [call for call in self._waiting if id(call) not in chosen]
+            leader.leads = False  # now one call of the batch, like the others
+        return batch
 
     def _send(self, calls: list[_Call]) -> None:
         """Send ``calls`` (one request), settle each, then let the next waiting call lead."""
@@ -154,35 +170,27 @@ class Coalescer:
             return exc
 
     def _hand_over(self) -> None:
-        """Wake the oldest waiting call to send the next batch: the calls that wait with its
-        trace headers, oldest first; or, when none waits, mark nothing in flight."""
+        """Wake the oldest waiting call to send the next batch (``_batch_led_by``); or, when
+        none waits, mark nothing in flight."""
         with self._lock:
             if not self._waiting:
                 self._in_flight = False
                 return
-            headers = self._waiting[0].headers
-            batch = [call for call in self._waiting if call.headers == headers][:MAX_COALESCED]
-            chosen = set(map(id, batch))
-            self._waiting = [call for call in self._waiting if id(call) not in chosen]
-            batch[0].lead = batch  # under the lock, for ``_abandon`` to see
-        batch[0].answered.set()
+            leader = self._waiting.pop(0)
+            leader.leads = True  # under the lock, for ``_abandon`` to see
+        leader.answered.set()
 
     def _abandon(self, call: _Call) -> None:
         """Forget a call whose caller stopped waiting: out of the queue; or, when it was chosen
-        to send the next batch, another call of that batch sends it (or the next batch goes)."""
+        to send the next batch, the next waiting call sends it (or nothing is in flight)."""
         with self._lock:
             if call in self._waiting:
                 self._waiting.remove(call)
                 return
-            if call.lead is None:
+            if not call.leads:
                 return  # in a batch another caller sends: its answer goes unread
-            others = [other for other in call.lead if other is not call]
-            if others:
-                others[0].lead = others
-        if others:
-            others[0].answered.set()
-        else:
-            self._hand_over()
+            call.leads = False
+        self._hand_over()
 
 
 def _copy(exc: QueuelogError) -> QueuelogError:

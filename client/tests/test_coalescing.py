@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from conftest import Server, start_server, wait_until
 from queuelog_client import Client, Forbidden, Job, Unprocessable
+from queuelog_client.coalescing import Coalescer
 from test_transport import JOB, Answer, Scripted
 
 from devservers.sockets import serving
@@ -247,3 +248,45 @@ def test_calls_that_coalesce_beyond_the_servers_body_limit_each_get_their_job(
     assert batches > 0, "the calls were coalesced"
     refused = [o for o in outcomes.values() if not isinstance(o, Job)]
     assert refused == []
+
+
+def test_a_call_made_while_the_next_sender_wakes_goes_in_its_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The next batch is taken as it is sent, not as the request before is answered: a call
+    that arrives in between (here held open by pausing the woken sender until it has) goes in
+    that batch instead of waiting for one more request."""
+    woken, arrived = threading.Event(), threading.Event()
+    take = Coalescer._batch_led_by
+
+    def paused(self: Coalescer, leader: Any) -> list[Any]:
+        if leader.body["payload"] == {"n": 1}:  # the call woken to send the second request
+            woken.set()
+            arrived.wait(10)
+        return take(self, leader)
+
+    monkeypatch.setattr(Coalescer, "_batch_led_by", paused)
+    with serving(Scripted([])) as scripted, Client(scripted.url, "t", retries=0) as client:
+        batch = {"results": [{"status": 201, "job": {**JOB, "id": n}} for n in (8, 9)]}
+        scripted.script += [Answer(201, JOB, delay=0.5), Answer(200, batch)]
+        jobs: dict[int, Job] = {}
+
+        def enqueue(n: int) -> None:
+            jobs[n] = client.enqueue("email.send", {"n": n})
+
+        threads = [threading.Thread(target=enqueue, args=(n,), daemon=True) for n in (0, 1, 2)]
+        threads[0].start()
+        wait_until(lambda: len(scripted.received) == 1, 10, "the first call in flight")
+        threads[1].start()  # waits behind the first call, then sends the next request
+        assert woken.wait(10), "the waiting call was woken to send"
+        threads[2].start()  # arrives after the first answer, before the second request
+        time.sleep(0.2)
+        arrived.set()
+        for thread in threads:
+            thread.join(10)
+        assert [path for _, path, _ in scripted.received] == ["/jobs", "/jobs/batch"]
+        assert [item["payload"] for item in scripted.received[1][2]["jobs"]] == [
+            {"n": 1},
+            {"n": 2},
+        ]
+        assert {n: job.id for n, job in jobs.items()} == {0: 7, 1: 8, 2: 9}
