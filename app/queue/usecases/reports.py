@@ -47,11 +47,7 @@ def heartbeat(
 ) -> Changed[Job]:
     """Extend the caller's lease by the length it was claimed with, and record progress."""
     beat = Beat(job_id, attempt, progress, message)
-    return _only(
-        finishing.heartbeat(
-            conn, actor, [beat], now=now, settings=settings, visible=visibility(actor)
-        )
-    )
+    return _only(finishing.heartbeat(conn, actor, [beat], now=now, settings=settings))
 
 
 def complete(
@@ -67,11 +63,7 @@ def complete(
     """Finish the caller's job successfully (``settings``: the backoff of an attempt that ran
     past its deadline, which is timed out instead)."""
     outcome = Outcome(job_id, attempt, completed=True, result=result)
-    return _only(
-        finishing.finish(
-            conn, actor, [outcome], now=now, settings=settings, visible=visibility(actor)
-        )
-    )
+    return _only(finishing.finish(conn, actor, [outcome], now=now, settings=settings))
 
 
 def fail(
@@ -103,7 +95,6 @@ def fail(
             [outcome],
             now=now,
             settings=settings,
-            visible=visibility(actor),
             uniform=uniform,
         )
     )
@@ -131,8 +122,7 @@ def finish(
     """Apply each outcome as the single complete or fail route would; per outcome, the job it
     left or the refusal (a refused item changes nothing, the others still apply). The lines an
     outcome carries go to its attempt's log when it lands."""
-    visible = visibility(actor)
-    done = finishing.finish(conn, actor, outcomes, now=now, settings=settings, visible=visible)
+    done = finishing.finish(conn, actor, outcomes, now=now, settings=settings)
     attempt_logs.carry(conn, list(zip(outcomes, done.value, strict=True)), now=now)
     return done
 
@@ -148,7 +138,6 @@ def heartbeat_many(
     """Apply each heartbeat as the single heartbeat route would; per beat, the job with its
     extended lease or the refusal (a cancelled job's refusal says so). The lines a beat carries
     go to its attempt's log when it lands."""
-    visible = visibility(actor)
-    done = finishing.heartbeat(conn, actor, beats, now=now, settings=settings, visible=visible)
+    done = finishing.heartbeat(conn, actor, beats, now=now, settings=settings)
     attempt_logs.carry(conn, list(zip(beats, done.value, strict=True)), now=now)
     return done
