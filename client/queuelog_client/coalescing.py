@@ -4,13 +4,13 @@ is answered; each caller gets its own job, or its own exception, as if it had ca
 
 No call waits for company: one that finds nothing in flight is sent at once, alone, as
 ``POST /jobs``. The thread of the first waiting call sends the next batch, so a caller is never
-kept to carry the others' requests after its own answer; it takes the calls that wait as it
-sends, not as the request before is answered, so callers of that request who called again in
-between go too (four threads enqueueing in a loop sent 2.0 calls a request when the batch was
-chosen at the answer, 2.4 this way). Calls whose trace context differs
-never share a request: the batch's headers are every item's trace. A body that JSON cannot
-carry fails its own call before it joins a batch, and a batch the server refuses whole for its
-size goes again call by call.
+kept to carry the others' requests after its own answer. It takes the calls that wait as it
+sends, not as the request before is answered, so the callers of that request who called again
+in between go too (four threads enqueueing in a loop send 2.4 calls a request this way, 2.0 if
+the batch were fixed at the answer). Calls whose trace context differs never share a request:
+the batch's headers are every item's trace. A body that JSON cannot carry fails its own call
+before it joins a batch, and a batch the server refuses whole for its size goes again call by
+call.
 """
 
 from __future__ import annotations

@@ -144,7 +144,8 @@ def _answers(
     (``refused`` holds those refused before any read). Reports that did not move their job
     (not held, a race since the read, a repeat of an earlier report of the same job) are
     explained by one more read, as the job is now, with whether the caller may see it (the
-    rule is built for that read only: building it took a quarter of a finish's work)."""
+    rule is built for that read only: building it was a tenth of a finish of two jobs, in its
+    write transaction)."""
     lost = [
         index
         for index, (job_id, _) in enumerate(asked)
