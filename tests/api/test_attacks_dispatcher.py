@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from flask import Flask
+from prometheus_client import REGISTRY
 
 from app.api.admission import Admission
 from tests.api.conftest import LiveServer, job_row
@@ -50,6 +51,12 @@ def _finish_claim(app: Flask, token: str | None, **claim: Any) -> Callable[[], A
     return result
 
 
+def _finishes_answered() -> float:
+    """How many finish requests this process has answered with 200 so far."""
+    labels = {"route": "/jobs/finish", "status": "200"}
+    return REGISTRY.get_sample_value("queuelog_http_requests_total", labels) or 0.0
+
+
 def _admission(app: Flask) -> Admission:
     return app.extensions["queuelog.admission"]  # type: ignore[no-any-return]
 
@@ -86,10 +93,15 @@ def test_waiters_beyond_the_tokens_share_answer_at_once_and_one_job_goes_once(
     app: Flask, producer: Api, worker: Api
 ) -> None:
     """Six waits of one token: four answer at once (200, no jobs, Retry-After), two wait; the
-    one job that comes goes to one of them; every count is released afterwards."""
-    before = waits()
+    one job that comes goes to one of them; every count is released afterwards. The job comes
+    once all six have arrived (a call that came after the job had gone would wait instead)."""
+    before, answered = waits(), _finishes_answered()
     calls = [_finish_claim(app, worker.token, max_jobs=3, wait_seconds=6) for _ in range(6)]
     asleep(before, 2)
+    deadline = time.monotonic() + 10
+    while _finishes_answered() - answered < 4:
+        assert time.monotonic() < deadline, "the four waits beyond the token's were not answered"
+        time.sleep(0.01)
     job = producer.enqueue()
     answers = [call() for call in calls]
     assert {status for status, *_ in answers} == {200}
