@@ -139,7 +139,6 @@ class Coalescer:
             batch = [leader, *same[: MAX_COALESCED - 1]]
             chosen = set(map(id, batch))
             self._waiting = [call for call in self._waiting if id(call) not in chosen]
-            leader.leads = False  # now one call of the batch, like the others
         return batch
 
     def _send(self, calls: list[_Call]) -> None:

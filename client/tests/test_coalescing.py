@@ -254,15 +254,15 @@ def test_a_call_made_while_the_next_sender_wakes_goes_in_its_batch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The next batch is taken as it is sent, not as the request before is answered: a call
-    that arrives in between (here held open by pausing the woken sender until it has) goes in
-    that batch instead of waiting for one more request."""
-    woken, arrived = threading.Event(), threading.Event()
+    that arrives in between (here held open by pausing the woken sender until the call waits)
+    goes in that batch instead of waiting for one more request."""
+    woken = threading.Event()
     take = Coalescer._batch_led_by
 
     def paused(self: Coalescer, leader: Any) -> list[Any]:
         if leader.body["payload"] == {"n": 1}:  # the call woken to send the second request
             woken.set()
-            arrived.wait(10)
+            wait_until(lambda: len(self._waiting) == 1, 10, "the third call waiting")
         return take(self, leader)
 
     monkeypatch.setattr(Coalescer, "_batch_led_by", paused)
@@ -280,8 +280,6 @@ def test_a_call_made_while_the_next_sender_wakes_goes_in_its_batch(
         threads[1].start()  # waits behind the first call, then sends the next request
         assert woken.wait(10), "the waiting call was woken to send"
         threads[2].start()  # arrives after the first answer, before the second request
-        time.sleep(0.2)
-        arrived.set()
         for thread in threads:
             thread.join(10)
         assert [path for _, path, _ in scripted.received] == ["/jobs", "/jobs/batch"]
